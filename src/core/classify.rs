@@ -1,0 +1,442 @@
+//! One classification of records for every view (CONTRACT 3.4).
+//!
+//! A user record is a tool result (success or failure), a meta record (never shown), a
+//! system notice (local command output, bash notification, slash command), or a prompt.
+//! The same rule decides the workflow node type, the chat-log entry and the annotation unit.
+
+use super::records::{Block, Content, Record, ToolUse};
+use super::text::prefix_utf16;
+
+/// What a user record is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserClass {
+    /// Answers one or more tool calls.
+    ToolResult {
+        /// True when the result reports a failure (see [`tool_result_failed`]).
+        failed: bool,
+    },
+    /// `isMeta`: context injected by Claude Code, not part of the conversation.
+    Meta,
+    /// Output or notification shown to the user, not a prompt.
+    Notice(NoticeKind),
+    /// A prompt typed (or pasted, or attached) by the user.
+    Prompt,
+}
+
+/// The kinds of system notice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoticeKind {
+    /// A `system` record; its `subtype` says which (`api_error`, `informational`, ...).
+    System,
+    /// `<local-command-stdout>` and friends: output of a local slash command.
+    LocalCommand,
+    /// `<bash-notification>`: a background shell changed state.
+    BashNotification,
+    /// `<command-name>`: a slash command. The specification's user turns exclude slash
+    /// commands (`spec/annotation-units.md`) and its graph rules make them system notices
+    /// (`spec/graph-nodes-edges.md`).
+    SlashCommand,
+}
+
+impl NoticeKind {
+    /// The `system_subtype` given to annotation units of this kind (system records carry
+    /// their own `subtype`).
+    pub fn subtype(self) -> Option<&'static str> {
+        match self {
+            NoticeKind::System => None,
+            NoticeKind::LocalCommand => Some("local_command"),
+            NoticeKind::BashNotification => Some("bash_notification"),
+            NoticeKind::SlashCommand => Some("slash_command"),
+        }
+    }
+}
+
+/// Classifies a `user` record.
+pub fn classify_user(r: &Record) -> UserClass {
+    if r.has_tool_result() {
+        return UserClass::ToolResult {
+            failed: tool_result_failed(r),
+        };
+    }
+    if r.is_meta {
+        return UserClass::Meta;
+    }
+    let notice = |s: &str| {
+        if s.contains("<local-command-") {
+            Some(NoticeKind::LocalCommand)
+        } else if s.contains("<bash-notification>") {
+            Some(NoticeKind::BashNotification)
+        } else if s.contains("<command-name>") {
+            Some(NoticeKind::SlashCommand)
+        } else {
+            None
+        }
+    };
+    let found = match r.message.as_ref().map(|m| &m.content) {
+        Some(Content::Text(s)) => notice(s),
+        Some(Content::Blocks(blocks)) => blocks.iter().find_map(|b| match b {
+            Block::Text(t) => notice(t),
+            _ => None,
+        }),
+        _ => None,
+    };
+    found.map_or(UserClass::Prompt, UserClass::Notice)
+}
+
+/// The failure rule for tool results: a `tool_result` block with `is_error: true`, or
+/// `toolUseResult.status == "failed"`, or a non-empty `toolUseResult.stderr`.
+pub fn tool_result_failed(r: &Record) -> bool {
+    r.blocks()
+        .iter()
+        .any(|b| matches!(b, Block::ToolResult(t) if t.is_error))
+        || r.tool_use_result.as_ref().is_some_and(|t| t.reports_failure())
+}
+
+/// Maximum length, in UTF-16 units, of the text taken from an array content.
+pub const ARRAY_TEXT_LIMIT: usize = 10_000;
+
+/// The text of a user record as the workflow and chat log show it: a string content as is;
+/// for an array, the text blocks, the tool results' text, then the tool's stdout, stderr
+/// (`[stderr] ...`) and file content (`[file: path]\n...`), joined with `\n` and cut to
+/// [`ARRAY_TEXT_LIMIT`] units.
+pub fn user_text(r: &Record) -> String {
+    let blocks = match r.message.as_ref().map(|m| &m.content) {
+        Some(Content::Text(s)) => return s.clone(),
+        Some(Content::Blocks(b)) => b,
+        _ => return String::new(),
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for b in blocks {
+        match b {
+            Block::Text(t) => parts.push(t),
+            Block::ToolResult(t) => parts.extend(t.texts.iter().map(String::as_str)),
+            _ => {}
+        }
+    }
+    let mut owned: Vec<String> = Vec::new();
+    if let Some(t) = &r.tool_use_result {
+        if let Some(s) = t.stdout.as_deref().filter(|s| !s.is_empty()) {
+            owned.push(s.to_owned());
+        }
+        if let Some(s) = t.stderr.as_deref().filter(|s| !s.is_empty()) {
+            owned.push(format!("[stderr] {s}"));
+        }
+        if let Some(s) = t.file_content.as_deref().filter(|s| !s.is_empty()) {
+            let path = t.file_path.as_deref().unwrap_or("undefined");
+            owned.push(format!("[file: {path}]\n{s}"));
+        }
+    }
+    parts.extend(owned.iter().map(String::as_str));
+    let joined = parts.join("\n");
+    let cut = prefix_utf16(&joined, ARRAY_TEXT_LIMIT);
+    if cut.len() == joined.len() {
+        joined
+    } else {
+        cut.to_owned()
+    }
+}
+
+/// The text of a `system` record: its `content`, else its `subtype`, else `System event`.
+pub fn system_text(r: &Record) -> String {
+    [r.content.as_deref(), r.subtype.as_deref()]
+        .into_iter()
+        .flatten()
+        .find(|s| !s.is_empty())
+        .unwrap_or("System event")
+        .to_owned()
+}
+
+/// The text of a notice: [`system_text`] for `system` records, [`user_text`] otherwise.
+pub fn notice_text(r: &Record) -> String {
+    if r.kind == super::records::RecordKind::System {
+        system_text(r)
+    } else {
+        user_text(r)
+    }
+}
+
+/// The prompt text the annotation view labels: a string content as is, or the text blocks
+/// joined with `\n`.
+pub fn prompt_text(r: &Record) -> String {
+    match r.message.as_ref().map(|m| &m.content) {
+        Some(Content::Text(s)) => s.clone(),
+        Some(Content::Blocks(blocks)) => {
+            let texts: Vec<&str> = blocks
+                .iter()
+                .filter_map(|b| match b {
+                    Block::Text(t) => Some(t.as_str()),
+                    _ => None,
+                })
+                .collect();
+            texts.join("\n")
+        }
+        _ => String::new(),
+    }
+}
+
+/// An image attached to a message: `{mediaType, data}` on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ImageRef<'a> {
+    /// `source.media_type`.
+    #[serde(rename = "mediaType", skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<&'a str>,
+    /// `source.data` (base64).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<&'a str>,
+}
+
+/// The base64 images of a record's content (URL images are not carried).
+pub fn images(r: &Record) -> Vec<ImageRef<'_>> {
+    r.blocks()
+        .iter()
+        .filter_map(|b| match b {
+            Block::Image(img) if img.source_type.as_deref() == Some("base64") => Some(ImageRef {
+                media_type: img.media_type.as_deref(),
+                data: img.data.as_deref(),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// True when the record's content holds an image block of any source.
+pub fn has_image(r: &Record) -> bool {
+    r.blocks().iter().any(|b| matches!(b, Block::Image(_)))
+}
+
+/// True when the record's content has something a prompt can be: a string, or an array
+/// with a text or image block.
+pub fn has_prompt_content(r: &Record) -> bool {
+    match r.message.as_ref().map(|m| &m.content) {
+        Some(Content::Text(_)) => true,
+        Some(Content::Blocks(b)) => b.iter().any(|b| matches!(b, Block::Text(_) | Block::Image(_))),
+        _ => false,
+    }
+}
+
+/// Minimum prompt length (trimmed, UTF-16 units) for a user turn without an image.
+pub const MIN_PROMPT_LEN: usize = 5;
+
+/// True when a prompt is substantial enough to be an annotation unit: at least
+/// [`MIN_PROMPT_LEN`] characters once trimmed, or carrying an image.
+pub fn is_labelable_prompt(r: &Record) -> bool {
+    has_prompt_content(r) && (has_image(r) || super::text::len_utf16(prompt_text(r).trim()) >= MIN_PROMPT_LEN)
+}
+
+/// The one-line description of a tool call shown as the node's content.
+pub fn tool_description(tool: &ToolUse) -> String {
+    use serde_json::Value;
+    let input = tool.input_value();
+    let field = |k: &str| -> Option<String> {
+        match input.get(k) {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Null) | None => None,
+            Some(other) if is_truthy(other) => Some(js_string(other)),
+            Some(_) => None,
+        }
+    };
+    let or_unknown = |k: &str| field(k).unwrap_or_else(|| "unknown".to_owned());
+    let first100 = |s: &str| prefix_utf16(s, 100).to_owned();
+    match tool.name.as_str() {
+        "Read" => format!("Read file: {}", or_unknown("file_path")),
+        "Write" => format!("Write file: {}", or_unknown("file_path")),
+        "Edit" => format!("Edit file: {}", or_unknown("file_path")),
+        "Bash" => format!("Bash: {}", first100(&field("command").unwrap_or_default())),
+        "Glob" => format!("Glob: {}", or_unknown("pattern")),
+        "Grep" => format!("Grep: {}", or_unknown("pattern")),
+        "Task" => {
+            let kind = or_unknown("subagent_type");
+            let what = field("description")
+                .or_else(|| field("prompt"))
+                .unwrap_or_default();
+            format!("Task ({kind}): {}", first100(&what))
+        }
+        "TodoWrite" => {
+            let todos = input.get("todos").cloned().unwrap_or(Value::Array(Vec::new()));
+            let todos = if is_truthy(&todos) {
+                todos
+            } else {
+                Value::Array(Vec::new())
+            };
+            format!("TodoWrite: {}", first100(&todos.to_string()))
+        }
+        "AskUserQuestion" => {
+            let q = input
+                .get("questions")
+                .and_then(|q| q.get(0))
+                .and_then(|q| q.get("question"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            format!("Ask user: {}", first100(q))
+        }
+        name => {
+            let json = if tool.input.is_some() {
+                input.to_string()
+            } else {
+                "undefined".to_owned()
+            };
+            format!("{name}: {}", first100(&json))
+        }
+    }
+}
+
+fn is_truthy(v: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(_) | Value::Object(_) => true,
+    }
+}
+
+/// `String(v)` in JavaScript, for the values a tool input may hold.
+fn js_string(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(js_string).collect::<Vec<_>>().join(","),
+        Value::Object(_) => "[object Object]".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::parse::parse_line;
+    use crate::core::records::Position;
+
+    fn record(json: &str) -> Record {
+        let wire = parse_line(json.as_bytes()).unwrap().records.remove(0);
+        Record::from_wire(wire, Position::default())
+    }
+
+    #[test]
+    fn tool_results_fail_by_is_error_status_or_stderr() {
+        let ok = record(
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}}"#,
+        );
+        assert_eq!(classify_user(&ok), UserClass::ToolResult { failed: false });
+        let is_error = record(
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":"x","is_error":true}]}}"#,
+        );
+        assert_eq!(classify_user(&is_error), UserClass::ToolResult { failed: true });
+        let status = record(
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t"}]},"toolUseResult":{"status":"failed"}}"#,
+        );
+        assert_eq!(classify_user(&status), UserClass::ToolResult { failed: true });
+        let stderr = record(
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t"}]},"toolUseResult":{"stdout":"","stderr":"boom"}}"#,
+        );
+        assert_eq!(classify_user(&stderr), UserClass::ToolResult { failed: true });
+        let empty_stderr = record(
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t"}]},"toolUseResult":{"stderr":""}}"#,
+        );
+        assert_eq!(
+            classify_user(&empty_stderr),
+            UserClass::ToolResult { failed: false }
+        );
+    }
+
+    #[test]
+    fn notices_and_prompts() {
+        let c = |content: &str| {
+            classify_user(&record(&format!(
+                r#"{{"type":"user","message":{{"content":{content}}}}}"#
+            )))
+        };
+        assert_eq!(
+            c(r#""<local-command-stdout></local-command-stdout>""#),
+            UserClass::Notice(NoticeKind::LocalCommand)
+        );
+        assert_eq!(
+            c(r#""<bash-notification>x</bash-notification>""#),
+            UserClass::Notice(NoticeKind::BashNotification)
+        );
+        assert_eq!(
+            c(r#""<command-name>/clear</command-name>""#),
+            UserClass::Notice(NoticeKind::SlashCommand)
+        );
+        assert_eq!(
+            c(r#"[{"type":"text","text":"<command-name>/x</command-name>"}]"#),
+            UserClass::Notice(NoticeKind::SlashCommand)
+        );
+        assert_eq!(c(r#""ok""#), UserClass::Prompt);
+        assert_eq!(
+            c(r#"[{"type":"image","source":{"type":"base64","data":"AA=="}}]"#),
+            UserClass::Prompt
+        );
+        let meta = record(r#"{"type":"user","isMeta":true,"message":{"content":"Caveat"}}"#);
+        assert_eq!(classify_user(&meta), UserClass::Meta);
+    }
+
+    #[test]
+    fn prompts_need_five_characters_unless_they_carry_an_image() {
+        let short = record(r#"{"type":"user","message":{"content":"  ok  "}}"#);
+        assert!(!is_labelable_prompt(&short));
+        let long = record(r#"{"type":"user","message":{"content":"fix it"}}"#);
+        assert!(is_labelable_prompt(&long));
+        let image = record(
+            r#"{"type":"user","message":{"content":[{"type":"image","source":{"type":"base64","data":"AA=="}}]}}"#,
+        );
+        assert!(is_labelable_prompt(&image));
+        assert_eq!(images(&image).len(), 1);
+    }
+
+    #[test]
+    fn user_text_appends_stdout_stderr_and_file() {
+        let r = record(
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":"1 passing"}]},"toolUseResult":{"stdout":"1 passing","stderr":"warn","file":{"filePath":"/a","content":"x"}}}"#,
+        );
+        assert_eq!(
+            user_text(&r),
+            "1 passing\n1 passing\n[stderr] warn\n[file: /a]\nx"
+        );
+    }
+
+    #[test]
+    fn user_text_of_arrays_is_capped() {
+        let long = "y".repeat(20_000);
+        let r = record(&format!(
+            r#"{{"type":"user","message":{{"content":[{{"type":"text","text":"{long}"}}]}}}}"#
+        ));
+        assert_eq!(user_text(&r).len(), ARRAY_TEXT_LIMIT);
+        let s = record(&format!(r#"{{"type":"user","message":{{"content":"{long}"}}}}"#));
+        assert_eq!(user_text(&s).len(), 20_000);
+    }
+
+    #[test]
+    fn tool_descriptions_follow_the_reference() {
+        let tool = |name: &str, input: &str| {
+            let r = record(&format!(
+                r#"{{"type":"assistant","message":{{"content":[{{"type":"tool_use","id":"t","name":"{name}","input":{input}}}]}}}}"#
+            ));
+            match &r.blocks()[0] {
+                Block::ToolUse(t) => tool_description(t),
+                _ => unreachable!(),
+            }
+        };
+        assert_eq!(tool("Read", r#"{"file_path":"/a"}"#), "Read file: /a");
+        assert_eq!(tool("Read", r#"{}"#), "Read file: unknown");
+        assert_eq!(
+            tool("Bash", &format!(r#"{{"command":"{}"}}"#, "x".repeat(150))),
+            format!("Bash: {}", "x".repeat(100))
+        );
+        assert_eq!(
+            tool("Task", r#"{"subagent_type":"Explore","description":"Look"}"#),
+            "Task (Explore): Look"
+        );
+        assert_eq!(tool("Task", r#"{"prompt":"P"}"#), "Task (unknown): P");
+        assert_eq!(
+            tool("TodoWrite", r#"{"todos":[{"a":1}]}"#),
+            r#"TodoWrite: [{"a":1}]"#
+        );
+        assert_eq!(
+            tool("AskUserQuestion", r#"{"questions":[{"question":"Which?"}]}"#),
+            "Ask user: Which?"
+        );
+        assert_eq!(tool("mcp__x", r#"{"x":1}"#), r#"mcp__x: {"x":1}"#);
+    }
+}

@@ -1,0 +1,328 @@
+//! Parsing: each framed line into zero or more typed records.
+//!
+//! A line normally holds one JSON object. Real logs also hold a truncated last line (the
+//! writer was still appending), two records glued together (a write lost its newline), a
+//! truncated record followed by a complete one, and strings cut in the middle of a UTF-16
+//! surrogate pair. Each is repaired where the data allows and recorded; a line that cannot
+//! be read becomes a [`LineError`] and the lines after it still load.
+
+use serde_json::Deserializer;
+
+use super::frame::{self, Line};
+use super::records::{Position, Record, WireRecord};
+
+/// Why a line gave no record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    /// The line is valid JSON but not an object.
+    #[error("not a JSON object: found {0}")]
+    NotAnObject(&'static str),
+    /// The line ends inside a record.
+    #[error("truncated record (the line ends inside it)")]
+    Truncated,
+    /// Any other JSON syntax or encoding error.
+    #[error("invalid JSON: {0}")]
+    Invalid(String),
+}
+
+/// How a line was read.
+#[derive(Default)]
+pub(crate) struct LineRecords {
+    /// The records found, in line order.
+    pub(crate) records: Vec<WireRecord>,
+    /// Set when the line needed a repair to be read; says which.
+    pub(crate) repair: Option<&'static str>,
+}
+
+/// Reads one line. At most one repair is applied per line, and only when the plain parse
+/// fails, so well-formed input pays nothing for them.
+pub(crate) fn parse_line(bytes: &[u8]) -> Result<LineRecords, LineError> {
+    let error = match parse_objects(bytes) {
+        Ok(records) if records.len() > 1 => {
+            return Ok(LineRecords {
+                records,
+                repair: Some("two or more records glued on one line"),
+            })
+        }
+        Ok(records) => {
+            return Ok(LineRecords {
+                records,
+                repair: None,
+            })
+        }
+        Err(e) => e,
+    };
+    if let LineError::NotAnObject(_) = error {
+        return Err(error);
+    }
+    if std::str::from_utf8(bytes).is_err() {
+        let fixed = String::from_utf8_lossy(bytes).into_owned();
+        if let Ok(records) = parse_objects(fixed.as_bytes()) {
+            return Ok(LineRecords {
+                records,
+                repair: Some("invalid UTF-8 replaced with U+FFFD"),
+            });
+        }
+    }
+    if let Some(fixed) = replace_lone_surrogates(bytes) {
+        if let Ok(records) = parse_objects(&fixed) {
+            return Ok(LineRecords {
+                records,
+                repair: Some("lone UTF-16 surrogate escape replaced with U+FFFD"),
+            });
+        }
+    }
+    if let Some(records) = recover_glued_tail(bytes) {
+        return Ok(LineRecords {
+            records,
+            repair: Some("truncated record glued to a complete one; the complete one was kept"),
+        });
+    }
+    Err(error)
+}
+
+/// Parses every JSON object on the line; fails on the first problem.
+fn parse_objects(bytes: &[u8]) -> Result<Vec<WireRecord>, LineError> {
+    match bytes.first() {
+        Some(b'{') => {}
+        Some(b'[') => return Err(LineError::NotAnObject("an array")),
+        Some(b'"') => return Err(LineError::NotAnObject("a string")),
+        Some(b't' | b'f') if is_json(bytes) => return Err(LineError::NotAnObject("a boolean")),
+        Some(b'n') if is_json(bytes) => return Err(LineError::NotAnObject("null")),
+        Some(b'-' | b'0'..=b'9') if is_json(bytes) => return Err(LineError::NotAnObject("a number")),
+        _ => {}
+    }
+    let mut records = Vec::with_capacity(1);
+    for item in Deserializer::from_slice(bytes).into_iter::<WireRecord>() {
+        match item {
+            Ok(r) => records.push(r),
+            Err(e) if e.is_eof() => return Err(LineError::Truncated),
+            Err(e) => return Err(LineError::Invalid(e.to_string())),
+        }
+    }
+    Ok(records)
+}
+
+fn is_json(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
+}
+
+/// How many start positions [`recover_glued_tail`] tries before giving up.
+const GLUE_CANDIDATES: usize = 8;
+
+/// For `{"a":"trunc{"b":1}`: finds the last complete record(s) at the end of the line. Tries
+/// the `{"` positions nearest the end first.
+fn recover_glued_tail(bytes: &[u8]) -> Option<Vec<WireRecord>> {
+    let starts = memchr::memmem::find_iter(bytes, b"{\"").filter(|&p| p > 0);
+    let starts: Vec<usize> = starts.collect();
+    starts.iter().rev().take(GLUE_CANDIDATES).rev().find_map(|&p| {
+        parse_objects(&bytes[p..])
+            .ok()
+            .filter(|r| !r.is_empty() && r.iter().all(WireRecord::looks_like_top_level))
+    })
+}
+
+/// Rewrites `\uD800`..`\uDFFF` escapes that are not part of a valid pair to `\uFFFD`.
+/// Returns `None` when there is nothing to rewrite.
+fn replace_lone_surrogates(bytes: &[u8]) -> Option<Vec<u8>> {
+    fn hex4(b: &[u8]) -> Option<u16> {
+        let s = std::str::from_utf8(b.get(..4)?).ok()?;
+        u16::from_str_radix(s, 16).ok()
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 1 < bytes.len() {
+            if bytes[i + 1] != b'u' {
+                out.extend_from_slice(&bytes[i..i + 2]);
+                i += 2;
+                continue;
+            }
+            if let Some(unit) = hex4(&bytes[i + 2..]) {
+                let is_high = (0xD800..0xDC00).contains(&unit);
+                let is_low = (0xDC00..0xE000).contains(&unit);
+                let next_low = bytes.get(i + 6..i + 8) == Some(b"\\u")
+                    && hex4(&bytes[i + 8..]).is_some_and(|u| (0xDC00..0xE000).contains(&u));
+                if is_high && next_low {
+                    out.extend_from_slice(&bytes[i..i + 12]);
+                    i += 12;
+                    continue;
+                }
+                if is_high || is_low {
+                    out.extend_from_slice(b"\\uFFFD");
+                    changed = true;
+                    i += 6;
+                    continue;
+                }
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    changed.then_some(out)
+}
+
+/// A line that gave no record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadLine {
+    /// 1-based physical line number.
+    pub line: u32,
+    /// Why.
+    pub error: LineError,
+    /// True when it is the file's last line and has no newline (still being written).
+    pub unterminated: bool,
+}
+
+/// A line that was read after a repair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairedLine {
+    /// 1-based physical line number.
+    pub line: u32,
+    /// Which repair.
+    pub repair: &'static str,
+}
+
+/// The result of reading one file.
+#[derive(Default)]
+pub struct ParsedFile {
+    /// The records, in file order.
+    pub records: Vec<Record>,
+    /// Non-blank lines seen.
+    pub lines: usize,
+    /// Lines that gave no record.
+    pub bad_lines: Vec<BadLine>,
+    /// Lines read after a repair.
+    pub repaired: Vec<RepairedLine>,
+}
+
+/// Reads every line of `data`, which is file number `file` of its session.
+pub fn parse_file(file: u32, data: &[u8]) -> ParsedFile {
+    let mut out = ParsedFile::default();
+    for Line {
+        number,
+        bytes,
+        terminated,
+    } in frame::lines(data)
+    {
+        out.lines += 1;
+        match parse_line(bytes) {
+            Ok(LineRecords { records, repair }) => {
+                if let Some(repair) = repair {
+                    out.repaired.push(RepairedLine { line: number, repair });
+                }
+                for (seq, wire) in records.into_iter().enumerate() {
+                    let pos = Position {
+                        file,
+                        line: number,
+                        seq: seq as u32,
+                    };
+                    out.records.push(Record::from_wire(wire, pos));
+                }
+            }
+            Err(error) => out.bad_lines.push(BadLine {
+                line: number,
+                error,
+                unterminated: !terminated,
+            }),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(line: &str) -> Result<(usize, Option<&'static str>), LineError> {
+        parse_line(line.as_bytes()).map(|r| (r.records.len(), r.repair))
+    }
+
+    #[test]
+    fn reads_one_object() {
+        assert_eq!(kinds(r#"{"type":"user"}"#), Ok((1, None)));
+    }
+
+    #[test]
+    fn non_objects_are_named() {
+        assert_eq!(kinds("[1,2]"), Err(LineError::NotAnObject("an array")));
+        assert_eq!(kinds("42"), Err(LineError::NotAnObject("a number")));
+        assert_eq!(kinds("null"), Err(LineError::NotAnObject("null")));
+        assert_eq!(kinds(r#""x""#), Err(LineError::NotAnObject("a string")));
+        assert_eq!(kinds("true"), Err(LineError::NotAnObject("a boolean")));
+    }
+
+    #[test]
+    fn truncated_records_are_told_apart_from_garbage() {
+        assert_eq!(kinds(r#"{"type":"us"#), Err(LineError::Truncated));
+        assert!(matches!(kinds("{not json"), Err(LineError::Invalid(_))));
+        assert!(matches!(kinds("nope"), Err(LineError::Invalid(_))));
+    }
+
+    #[test]
+    fn glued_records_are_both_kept() {
+        let (n, repair) = kinds(r#"{"uuid":"a"}{"uuid":"b"}"#).unwrap();
+        assert_eq!(n, 2);
+        assert!(repair.unwrap().contains("glued"));
+    }
+
+    #[test]
+    fn a_truncated_record_glued_to_a_complete_one_keeps_the_complete_one() {
+        let line = r#"{"uuid":"a","message":{"content":"cut her{"uuid":"b","type":"user"}"#;
+        let got = parse_line(line.as_bytes()).unwrap();
+        assert_eq!(got.records.len(), 1);
+        let rec = Record::from_wire(got.records.into_iter().next().unwrap(), Position::default());
+        assert_eq!(rec.uuid.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn an_object_nested_in_a_truncated_record_is_not_taken_for_a_record() {
+        let line = r#"{"type":"user","uuid":"a","message":{"content":[{"type":"text","text":"x"}]"#;
+        assert_eq!(kinds(line), Err(LineError::Truncated));
+    }
+
+    #[test]
+    fn lone_surrogates_are_replaced() {
+        let line = r#"{"uuid":"a","content":"x\ud83d y \udc00 ok \ud83d\ude00"}"#;
+        let got = parse_line(line.as_bytes()).unwrap();
+        assert!(got.repair.unwrap().contains("surrogate"));
+        let rec = Record::from_wire(got.records.into_iter().next().unwrap(), Position::default());
+        assert_eq!(rec.content.as_deref(), Some("x\u{FFFD} y \u{FFFD} ok 😀"));
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced() {
+        let line = b"{\"uuid\":\"a\",\"content\":\"x\xff\"}";
+        let got = parse_line(line).unwrap();
+        assert!(got.repair.unwrap().contains("UTF-8"));
+    }
+
+    #[test]
+    fn deep_nesting_never_overflows_the_stack() {
+        // Skipped fields are skipped iteratively: the record loads.
+        let ignored = format!("{{\"a\":{}{}}}", "[".repeat(10_000), "]".repeat(10_000));
+        assert_eq!(kinds(&ignored), Ok((1, None)));
+        // So are unexpected shapes inside the fields that are read.
+        let read = format!(
+            "{{\"message\":{{\"content\":[{{\"type\":\"tool_use\",\"input\":{}{}}}]}}}}",
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        assert_eq!(kinds(&read), Ok((1, None)));
+    }
+
+    #[test]
+    fn parse_file_keeps_going_after_a_bad_line() {
+        let data = b"{\"uuid\":\"a\"}\n{oops\n\n{\"uuid\":\"b\"}\n{\"uuid\":\"c\"";
+        let parsed = parse_file(0, data);
+        let uuids: Vec<_> = parsed.records.iter().map(|r| r.uuid.clone().unwrap()).collect();
+        assert_eq!(uuids, ["a", "b"]);
+        assert_eq!(parsed.lines, 4);
+        assert_eq!(parsed.bad_lines.len(), 2);
+        assert_eq!(parsed.bad_lines[0].line, 2);
+        assert!(!parsed.bad_lines[0].unterminated);
+        assert_eq!(parsed.bad_lines[1].line, 5);
+        assert_eq!(parsed.bad_lines[1].error, LineError::Truncated);
+        assert!(parsed.bad_lines[1].unterminated);
+    }
+}

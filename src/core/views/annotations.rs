@@ -1,0 +1,448 @@
+//! `GET /api/graph/{id}/annotations`: the labeling units.
+//!
+//! One unit per item of the main chain (or of every lane with `include_sidechains`), in
+//! session order: `user_turn` for prompts of at least five characters (or with an image),
+//! `assistant_turn` for model responses, `system_turn` for compactions and system notices.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::core::classify::{self, ImageRef};
+use crate::core::records::{Block, Record, RecordKind};
+use crate::core::session::{ItemKind, Session};
+use crate::core::workflow::compact_text;
+
+/// The annotations body.
+#[derive(Debug, Serialize)]
+pub struct AnnotationsBody<'a> {
+    /// The units, in session order.
+    pub annotations: Vec<Unit<'a>>,
+    /// Number of units.
+    pub total: usize,
+    /// Number of `user_turn` units.
+    pub user_turn_count: usize,
+    /// Number of `assistant_turn` units.
+    pub assistant_turn_count: usize,
+    /// Number of `system_turn` units.
+    pub system_turn_count: usize,
+}
+
+/// One annotation unit.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Unit<'a> {
+    /// A prompt.
+    User(UserTurn<'a>),
+    /// A model response.
+    Assistant(AssistantTurn<'a>),
+    /// A compaction or system notice.
+    System(SystemTurn<'a>),
+}
+
+/// Where a unit comes from.
+#[derive(Debug, Serialize)]
+pub struct Source<'a> {
+    /// The file's name.
+    pub raw_file: &'a str,
+    /// First and last physical line.
+    pub raw_line_range: [u32; 2],
+    /// The records' uuids.
+    pub raw_uuids: Vec<&'a str>,
+    /// `requestId` (assistant turns).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<&'a str>,
+    /// `message.id` (assistant turns).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<&'a str>,
+    /// Whether the records are a sidechain's.
+    pub is_sidechain: bool,
+    /// The parent uuid: `null` when the record's parent is `null`, absent when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_uuid: Option<Option<&'a str>>,
+    /// The tool calls' ids (assistant turns with calls).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_use_ids: Option<Vec<&'a str>>,
+}
+
+/// A `user_turn`.
+#[derive(Debug, Serialize)]
+pub struct UserTurn<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<&'a str>,
+    event_id: String,
+    actor_id: String,
+    actor_type: &'static str,
+    unit_type: &'static str,
+    source: Source<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timestamp: Option<&'a str>,
+    text_or_artifact_ref: PromptRef<'a>,
+    labels: [(); 0],
+}
+
+#[derive(Debug, Serialize)]
+struct PromptRef<'a> {
+    text: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    images: Vec<ImageRef<'a>>,
+}
+
+/// An `assistant_turn`.
+#[derive(Debug, Serialize)]
+pub struct AssistantTurn<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<&'a str>,
+    event_id: String,
+    actor_id: String,
+    actor_type: &'static str,
+    agent_kind: &'static str,
+    unit_type: &'static str,
+    source: Source<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timestamp: Option<&'a str>,
+    text_or_artifact_ref: ResponseRef<'a>,
+    labels: [(); 0],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_summary: Option<ToolSummary<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct ResponseRef<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<Vec<ToolCall<'a>>>,
+}
+
+#[derive(Debug, Serialize)]
+struct ToolCall<'a> {
+    tool_use_id: &'a str,
+    tool_name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input: Option<&'a RawValue>,
+}
+
+#[derive(Debug, Serialize)]
+struct ToolSummary<'a> {
+    tool_calls: Vec<ToolOutcome<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct ToolOutcome<'a> {
+    tool_use_id: &'a str,
+    tool_name: &'a str,
+    success: bool,
+    is_error: bool,
+    result_count: usize,
+}
+
+/// A `system_turn`.
+#[derive(Debug, Serialize)]
+pub struct SystemTurn<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<&'a str>,
+    event_id: String,
+    actor_id: &'static str,
+    actor_type: &'static str,
+    unit_type: &'static str,
+    source: Source<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timestamp: Option<&'a str>,
+    text_or_artifact_ref: TextRef,
+    labels: [(); 0],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    compact_metadata: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system_subtype: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct TextRef {
+    text: String,
+}
+
+/// How many results answered a call, and whether any failed.
+#[derive(Debug, Default, Clone, Copy)]
+struct Outcome {
+    count: usize,
+    failed: bool,
+}
+
+/// Builds the body. With `include_sidechains`, sub-agent units are included too.
+pub fn annotations(session: &Session, include_sidechains: bool) -> AnnotationsBody<'_> {
+    let records = &session.records;
+    let mut outcomes: HashMap<&str, Outcome> = HashMap::new();
+    for item in &session.items {
+        if let ItemKind::ToolResult { record, .. } = item.kind {
+            let r = &records[record];
+            let reported = r.tool_use_result.as_ref().is_some_and(|t| t.reports_failure());
+            let mut ids: Vec<(&str, bool)> = Vec::new();
+            for b in r.blocks() {
+                if let Block::ToolResult(t) = b {
+                    if let Some(id) = t.tool_use_id.as_deref() {
+                        match ids.iter_mut().find(|(i, _)| *i == id) {
+                            Some(entry) => entry.1 |= t.is_error,
+                            None => ids.push((id, t.is_error)),
+                        }
+                    }
+                }
+            }
+            for (id, is_error) in ids {
+                let o = outcomes.entry(id).or_default();
+                o.count += 1;
+                o.failed |= is_error || reported;
+            }
+        }
+    }
+
+    let builder = UnitBuilder { session, outcomes };
+    let mut body = AnnotationsBody {
+        annotations: Vec::new(),
+        total: 0,
+        user_turn_count: 0,
+        assistant_turn_count: 0,
+        system_turn_count: 0,
+    };
+    for item in &session.items {
+        let first = match item.kind {
+            ItemKind::Turn(t) => session.turns[t].anchor(),
+            ItemKind::Prompt(r)
+            | ItemKind::ToolResult { record: r, .. }
+            | ItemKind::Notice { record: r, .. } => r,
+            ItemKind::Compact { boundary, .. } => boundary,
+        };
+        let on_main_chain = item.lane == 0 && records[first].is_sidechain != Some(true);
+        if !include_sidechains && !on_main_chain {
+            continue;
+        }
+        let unit = match item.kind {
+            ItemKind::Prompt(r) if classify::is_labelable_prompt(&records[r]) => {
+                body.user_turn_count += 1;
+                Unit::User(builder.user_turn(r, item.lane))
+            }
+            ItemKind::Turn(t) => {
+                body.assistant_turn_count += 1;
+                Unit::Assistant(builder.assistant_turn(t, item.lane))
+            }
+            ItemKind::Notice { record, kind } => {
+                body.system_turn_count += 1;
+                let subtype = if records[record].kind == RecordKind::System {
+                    records[record].subtype.as_deref()
+                } else {
+                    kind.subtype()
+                };
+                Unit::System(builder.notice_turn(record, subtype))
+            }
+            ItemKind::Compact { boundary, summary } => {
+                body.system_turn_count += 1;
+                Unit::System(builder.compact_turn(boundary, summary))
+            }
+            ItemKind::Prompt(_) | ItemKind::ToolResult { .. } => continue,
+        };
+        body.annotations.push(unit);
+    }
+    body.total = body.annotations.len();
+    body
+}
+
+struct UnitBuilder<'a> {
+    session: &'a Session,
+    outcomes: HashMap<&'a str, Outcome>,
+}
+
+impl<'a> UnitBuilder<'a> {
+    fn record(&self, i: usize) -> &'a Record {
+        &self.session.records[i]
+    }
+
+    fn session_id(&self) -> Option<&'a str> {
+        self.session.session_id.as_deref()
+    }
+
+    fn parent_of(&self, i: usize) -> Option<Option<&'a str>> {
+        self.record(i).parent_uuid.as_ref().map(|p| p.as_deref())
+    }
+
+    fn source(&self, records: &[usize]) -> Source<'a> {
+        let first = records[0];
+        let lines = records.iter().map(|&i| self.record(i).pos.line);
+        let low = lines.clone().min().unwrap_or(0);
+        let high = lines.max().unwrap_or(0);
+        Source {
+            raw_file: self.session.file_name(first),
+            raw_line_range: [low, high],
+            raw_uuids: records
+                .iter()
+                .filter_map(|&i| self.record(i).uuid.as_deref())
+                .collect(),
+            request_id: None,
+            message_id: None,
+            is_sidechain: self.record(first).is_sidechain.unwrap_or(false),
+            parent_uuid: self.parent_of(first),
+            tool_use_ids: None,
+        }
+    }
+
+    /// The agent a lane belongs to (`None` for the main lane).
+    fn lane_agent(&self, lane: usize) -> Option<&'a str> {
+        let lane = &self.session.lanes[lane];
+        lane.agent.map(|a| self.session.agents[a].agent_id.as_str())
+    }
+
+    fn user_turn(&self, r: usize, lane: usize) -> UserTurn<'a> {
+        let rec = self.record(r);
+        let (actor_id, actor_type) = match self.lane_agent(lane) {
+            // In a sidechain the prompt comes from the agent that delegated the task.
+            Some(_) => (self.delegator(lane), "agent"),
+            None => ("human".to_owned(), "human"),
+        };
+        UserTurn {
+            session_id: self.session_id(),
+            event_id: format!("U:{}", rec.uuid.as_deref().unwrap_or_default()),
+            actor_id,
+            actor_type,
+            unit_type: "user_turn",
+            source: self.source(&[r]),
+            timestamp: rec.timestamp.as_deref(),
+            text_or_artifact_ref: PromptRef {
+                text: classify::prompt_text(rec),
+                images: classify::images(rec),
+            },
+            labels: [],
+        }
+    }
+
+    /// The actor that spawned the sub-agent of `lane`: `assistant`, or `agent-<id>` for a
+    /// nested agent.
+    fn delegator(&self, lane: usize) -> String {
+        let agent = self.session.lanes[lane].agent.map(|a| &self.session.agents[a]);
+        let parent_file = agent
+            .and_then(|a| a.task_record)
+            .map(|t| self.record(t).pos.file as usize);
+        let parent_agent = parent_file.and_then(|f| self.session.agents.iter().find(|a| a.file == Some(f)));
+        match parent_agent {
+            Some(a) => format!("agent-{}", a.agent_id),
+            None => "assistant".to_owned(),
+        }
+    }
+
+    fn assistant_turn(&self, t: usize, lane: usize) -> AssistantTurn<'a> {
+        let records = &self.session.records;
+        let turn = &self.session.turns[t];
+        let anchor = self.record(turn.anchor());
+        let calls = turn.tool_uses(records);
+        let thinking = turn.thinking(records);
+        let texts = turn.texts(records);
+        let mut source = self.source(&turn.records);
+        source.request_id = turn.request_id.as_deref();
+        source.message_id = turn.message_id.as_deref();
+        source.parent_uuid = self.parent_of(turn.anchor());
+        source.is_sidechain = anchor.is_sidechain.unwrap_or(false);
+        if !calls.is_empty() {
+            source.tool_use_ids = Some(calls.iter().map(|(_, _, c)| c.id.as_str()).collect());
+        }
+        let key = turn
+            .message_id
+            .as_deref()
+            .or(anchor.uuid.as_deref())
+            .unwrap_or_default();
+        let (actor_id, agent_kind) = match self.lane_agent(lane) {
+            Some(id) => (format!("agent-{id}"), "sub"),
+            None => ("assistant".to_owned(), "main"),
+        };
+        let tool_summary = (!calls.is_empty()).then(|| ToolSummary {
+            tool_calls: calls
+                .iter()
+                .map(|(_, _, c)| {
+                    let o = self.outcomes.get(c.id.as_str()).copied().unwrap_or_default();
+                    ToolOutcome {
+                        tool_use_id: &c.id,
+                        tool_name: &c.name,
+                        success: o.count > 0 && !o.failed,
+                        is_error: o.failed,
+                        result_count: o.count,
+                    }
+                })
+                .collect(),
+        });
+        AssistantTurn {
+            session_id: self.session_id(),
+            event_id: format!("A:{}:{}", turn.request_id.as_deref().unwrap_or_default(), key),
+            actor_id,
+            actor_type: "agent",
+            agent_kind,
+            unit_type: "assistant_turn",
+            source,
+            timestamp: anchor.timestamp.as_deref(),
+            text_or_artifact_ref: ResponseRef {
+                thinking: (!thinking.is_empty()).then(|| thinking.join("\n\n")),
+                text: (!texts.is_empty()).then(|| texts.join("\n\n")),
+                tool_calls: (!calls.is_empty()).then(|| {
+                    calls
+                        .iter()
+                        .map(|(_, _, c)| ToolCall {
+                            tool_use_id: &c.id,
+                            tool_name: &c.name,
+                            input: c.input.as_deref(),
+                        })
+                        .collect()
+                }),
+            },
+            labels: [],
+            tool_summary,
+        }
+    }
+
+    fn system_parent(&self, r: usize) -> Option<Option<&'a str>> {
+        match self.record(r).logical_parent_uuid.as_deref() {
+            Some(l) => Some(Some(l)),
+            None => self.parent_of(r),
+        }
+    }
+
+    fn notice_turn(&self, r: usize, subtype: Option<&'a str>) -> SystemTurn<'a> {
+        let rec = self.record(r);
+        let mut source = self.source(&[r]);
+        source.parent_uuid = self.system_parent(r);
+        let text = classify::notice_text(rec);
+        SystemTurn {
+            session_id: self.session_id(),
+            event_id: format!("S:{}", rec.uuid.as_deref().unwrap_or_default()),
+            actor_id: "system",
+            actor_type: "system",
+            unit_type: "system_turn",
+            source,
+            timestamp: rec.timestamp.as_deref(),
+            text_or_artifact_ref: TextRef { text },
+            labels: [],
+            compact_metadata: None,
+            system_subtype: subtype,
+        }
+    }
+
+    fn compact_turn(&self, boundary: usize, summary: Option<usize>) -> SystemTurn<'a> {
+        let rec = self.record(boundary);
+        let parts: Vec<usize> = std::iter::once(boundary).chain(summary).collect();
+        let mut source = self.source(&parts);
+        source.parent_uuid = self.system_parent(boundary);
+        SystemTurn {
+            session_id: self.session_id(),
+            event_id: format!("S:{}", rec.uuid.as_deref().unwrap_or_default()),
+            actor_id: "system",
+            actor_type: "system",
+            unit_type: "system_turn",
+            source,
+            timestamp: rec.timestamp.as_deref(),
+            text_or_artifact_ref: TextRef {
+                text: compact_text(&self.session.records, boundary, summary),
+            },
+            labels: [],
+            compact_metadata: rec.compact_metadata.as_deref(),
+            system_subtype: None,
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The view bodies, as serde types whose JSON matches the reference's shape: keys in its
+//! order, absent keys omitted, `null` where it prints `null`, integral numbers without `.0`.
+//! Every body borrows from a [`Session`] and is built on demand.
+
+pub mod annotations;
+pub mod chatlog;
+pub mod diagnostics;
+pub mod graph;
+pub mod workflow;
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::session::Session;
+
+/// The views a session can be rendered as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// Annotation units.
+    Annotations,
+    /// The workflow DAG.
+    Workflow,
+    /// The chat log.
+    Chatlog,
+    /// The communication graph.
+    Graph,
+    /// Graph metrics.
+    Metrics,
+    /// What loading found.
+    Diagnostics,
+}
+
+impl View {
+    /// All views, in the order the documentation lists them.
+    pub const ALL: [View; 6] = [
+        View::Annotations,
+        View::Workflow,
+        View::Chatlog,
+        View::Graph,
+        View::Metrics,
+        View::Diagnostics,
+    ];
+
+    /// The view's name (`annotations`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            View::Annotations => "annotations",
+            View::Workflow => "workflow",
+            View::Chatlog => "chatlog",
+            View::Graph => "graph",
+            View::Metrics => "metrics",
+            View::Diagnostics => "diagnostics",
+        }
+    }
+}
+
+impl fmt::Display for View {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for View {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        View::ALL
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| format!("unknown view '{s}' (expected one of: annotations, workflow, chatlog, graph, metrics, diagnostics)"))
+    }
+}
+
+/// Options of a view request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ViewOptions {
+    /// Cut the workflow or graph at this step.
+    pub step: Option<u64>,
+    /// Include sub-agents: sidechain units in annotations, sub-agent messages in the chat log.
+    pub include_subagents: bool,
+}
+
+/// Renders `view` of `session` as compact JSON bytes.
+pub fn render(session: &Session, view: View, options: ViewOptions) -> Vec<u8> {
+    let bytes = match view {
+        View::Annotations => {
+            serde_json::to_vec(&annotations::annotations(session, options.include_subagents))
+        }
+        View::Workflow => serde_json::to_vec(&workflow::workflow(session, options.step)),
+        View::Chatlog => serde_json::to_vec(&chatlog::chatlog(session, options.include_subagents)),
+        View::Graph => serde_json::to_vec(&graph::graph(session, options.step)),
+        View::Metrics => serde_json::to_vec(&graph::metrics(session)),
+        View::Diagnostics => serde_json::to_vec(&diagnostics::diagnostics(session)),
+    };
+    // Serialising these types cannot fail: every map key is a string and every value is
+    // representable in JSON.
+    bytes.unwrap_or_default()
+}

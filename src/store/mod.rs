@@ -1,0 +1,3 @@
+//! Where sessions come from.
+
+pub mod disk;

@@ -1,0 +1,123 @@
+//! `sessiongraph export`: the offline twin of the view endpoints.
+
+use std::process::{Command, Output};
+
+use sessiongraph::core::views::{self, View, ViewOptions};
+
+use crate::helpers::{fixture, load_path, sample_main};
+
+fn export(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sessiongraph"))
+        .arg("export")
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+#[test]
+fn export_prints_exactly_the_body_of_each_view() {
+    let main = sample_main();
+    let session = load_path(&main);
+    for view in View::ALL {
+        for (flags, options) in [
+            (vec![], ViewOptions::default()),
+            (
+                vec!["--include-subagents"],
+                ViewOptions {
+                    include_subagents: true,
+                    ..Default::default()
+                },
+            ),
+            (
+                vec!["--step", "50"],
+                ViewOptions {
+                    step: Some(50),
+                    ..Default::default()
+                },
+            ),
+        ] {
+            let mut args = vec!["--view", view.name()];
+            args.extend(flags.iter().copied());
+            args.push(main.to_str().unwrap());
+            let out = export(&args);
+            assert!(
+                out.status.success(),
+                "{view} {flags:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let mut expected = views::render(&session, view, options);
+            expected.push(b'\n');
+            assert!(
+                out.stdout == expected,
+                "{view} {flags:?}: output differs from the library's body"
+            );
+        }
+    }
+}
+
+#[test]
+fn export_takes_a_directory_or_explicit_files() {
+    let dir = fixture("synthetic/subagents");
+    let from_dir = export(&["--view", "workflow", dir.to_str().unwrap()]);
+    assert!(from_dir.status.success());
+    let files: Vec<String> = [
+        "11111111-2222-4333-8444-555555555555.jsonl",
+        "agent-aaaa1111.jsonl",
+        "agent-bbbb2222.jsonl",
+    ]
+    .iter()
+    .map(|f| dir.join(f).to_string_lossy().into_owned())
+    .collect();
+    let mut args = vec!["--view", "workflow"];
+    args.extend(files.iter().map(String::as_str));
+    let explicit = export(&args);
+    assert!(explicit.status.success());
+    assert_eq!(from_dir.stdout, explicit.stdout);
+    let body: serde_json::Value = serde_json::from_slice(&from_dir.stdout).unwrap();
+    let lanes: Vec<&str> = body["workflow"]["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        lanes,
+        ["main", "agent-aaaa1111", "agent-bbbb2222", "agent-cccc3333"]
+    );
+}
+
+#[test]
+fn export_errors_are_one_clear_line() {
+    let missing = export(&["--view", "annotations", "/nonexistent/session.jsonl"]);
+    assert_eq!(missing.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.starts_with("error: failed to read /nonexistent/session.jsonl"),
+        "{err}"
+    );
+
+    let bad_view = export(&["--view", "nope", sample_main().to_str().unwrap()]);
+    assert_eq!(bad_view.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad_view.stderr).contains("unknown view 'nope'"));
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.jsonl"), "").unwrap();
+    std::fs::write(dir.path().join("b.jsonl"), "").unwrap();
+    let many = export(&["--view", "annotations", dir.path().to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&many.stderr).contains("holds 2 session logs; name the one to load"));
+}
+
+#[test]
+fn export_strict_fails_on_a_bad_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    std::fs::write(&path, "{\"type\":\"user\"}\n{oops\n").unwrap();
+    let lenient = export(&["--view", "diagnostics", path.to_str().unwrap()]);
+    assert!(lenient.status.success());
+    let body: serde_json::Value = serde_json::from_slice(&lenient.stdout).unwrap();
+    assert_eq!(body["summary"]["bad_lines"], 1);
+    assert_eq!(body["bad_lines"]["samples"][0]["line"], 2);
+    let strict = export(&["--view", "diagnostics", "--strict", path.to_str().unwrap()]);
+    assert_eq!(strict.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&strict.stderr).contains("invalid JSON in s.jsonl on line 2"));
+}

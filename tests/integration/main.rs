@@ -1,0 +1,6 @@
+//! The integration test binary: one target, one module per concern.
+
+mod cli;
+mod conformance;
+mod helpers;
+mod regressions;

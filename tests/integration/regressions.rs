@@ -1,0 +1,382 @@
+//! Regression tests, one per quirk of real Claude Code logs.
+
+use serde_json::Value;
+use sessiongraph::core::views::{View, ViewOptions};
+use sessiongraph::core::{LoadOptions, Session, SessionError, SessionInput, SourceFile};
+
+use crate::helpers::records::{assistant, text, tool_result, tool_use, user};
+use crate::helpers::{body, load_files, load_lines};
+
+const MAIN: &str = "11111111-2222-4333-8444-555555555555.jsonl";
+
+fn views(session: &Session) -> (Value, Value, Value) {
+    let o = ViewOptions::default();
+    (
+        body(session, View::Annotations, o),
+        body(session, View::Workflow, o),
+        body(session, View::Chatlog, o),
+    )
+}
+
+fn node_types(workflow: &Value) -> Vec<String> {
+    workflow["workflow"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["nodeType"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn unit_ids(annotations: &Value) -> Vec<String> {
+    annotations["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["event_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn conversation() -> Vec<String> {
+    vec![
+        user("u1", None, "2025-01-01T00:00:00.000Z", r#""Please fix the bug""#),
+        assistant(
+            "a1",
+            Some("u1"),
+            "2025-01-01T00:00:01.000Z",
+            Some("r1"),
+            "m1",
+            &text("Looking."),
+        ),
+        user("u2", Some("a1"), "2025-01-01T00:00:02.000Z", r#""Thanks a lot""#),
+    ]
+}
+
+#[test]
+fn truncated_last_line_is_a_diagnostic_and_the_rest_loads() {
+    let mut lines = conversation();
+    let cut = lines[2][..40].to_owned();
+    lines[2] = cut;
+    let session = load_lines(&lines);
+    let (annotations, ..) = views(&session);
+    assert_eq!(unit_ids(&annotations), ["U:u1", "A:r1:m1"]);
+    let bad = &session.diagnostics.bad_lines;
+    assert_eq!(bad.count, 1);
+    assert_eq!(bad.samples[0].line, 3);
+    assert_eq!(bad.samples[0].file, MAIN);
+    assert!(
+        bad.samples[0].reason.contains("truncated"),
+        "{}",
+        bad.samples[0].reason
+    );
+    assert!(bad.samples[0].reason.contains("still be being written"));
+}
+
+#[test]
+fn two_records_glued_on_one_line_both_load() {
+    let lines = conversation();
+    let glued = vec![lines[0].clone(), format!("{}{}", lines[1], lines[2])];
+    let session = load_lines(&glued);
+    let (annotations, ..) = views(&session);
+    assert_eq!(unit_ids(&annotations), ["U:u1", "A:r1:m1", "U:u2"]);
+    assert_eq!(session.diagnostics.repaired_lines.count, 1);
+    assert_eq!(session.diagnostics.bad_lines.count, 0);
+    // Both records report the physical line they were on.
+    let units = annotations["annotations"].as_array().unwrap();
+    assert_eq!(units[1]["source"]["raw_line_range"], serde_json::json!([2, 2]));
+    assert_eq!(units[2]["source"]["raw_line_range"], serde_json::json!([2, 2]));
+}
+
+#[test]
+fn a_truncated_record_glued_to_the_next_keeps_the_next() {
+    let lines = conversation();
+    let glued = vec![lines[0].clone(), format!("{}{}", &lines[1][..60], lines[2])];
+    let session = load_lines(&glued);
+    let (annotations, ..) = views(&session);
+    assert_eq!(unit_ids(&annotations), ["U:u1", "U:u2"]);
+    assert_eq!(session.diagnostics.repaired_lines.count, 1);
+}
+
+#[test]
+fn dangling_logical_parent_falls_back_to_parent_uuid() {
+    // A compact boundary whose logicalParentUuid names a record never written.
+    let lines = vec![
+        user("u1", None, "2025-01-01T00:00:00.000Z", r#""Before compaction""#),
+        r#"{"type":"system","subtype":"compact_boundary","uuid":"b1","parentUuid":null,"logicalParentUuid":"never-written","timestamp":"2025-01-01T00:00:05.000Z","content":"Conversation compacted","compactMetadata":{"trigger":"manual","preTokens":10}}"#.to_owned(),
+        r#"{"type":"user","uuid":"s1","parentUuid":"b1","isCompactSummary":true,"timestamp":"2025-01-01T00:00:05.001Z","message":{"role":"user","content":"Summary of before."}}"#.to_owned(),
+        user("u2", Some("s1"), "2025-01-01T00:00:06.000Z", r#""After compaction""#),
+    ];
+    let session = load_lines(&lines);
+    let (annotations, workflow, _) = views(&session);
+    assert_eq!(unit_ids(&annotations), ["U:u1", "S:b1", "U:u2"]);
+    let units = annotations["annotations"].as_array().unwrap();
+    assert_eq!(units[1]["text_or_artifact_ref"]["text"], "Summary of before.");
+    assert_eq!(units[1]["compact_metadata"]["trigger"], "manual");
+    assert_eq!(units[1]["source"]["raw_uuids"], serde_json::json!(["b1", "s1"]));
+    assert_eq!(session.diagnostics.dangling_logical_parents.count, 1);
+    assert_eq!(session.diagnostics.orphans.count, 0);
+    // The boundary is a root now; it continues the main lane in the workflow.
+    let nodes = workflow["workflow"]["nodes"].as_array().unwrap();
+    assert_eq!(nodes[1]["label"], "Context Compact");
+    assert_eq!(nodes[1]["parentNodeIds"], serde_json::json!(["u1"]));
+}
+
+#[test]
+fn assistant_records_without_request_id_are_kept_in_every_view() {
+    // Synthetic "API Error" and "Limit reached" messages carry no requestId.
+    let mut lines = conversation();
+    lines.push(assistant(
+        "e1",
+        Some("u2"),
+        "2025-01-01T00:00:03.000Z",
+        None,
+        "5a0e1f2c-err",
+        &text("API Error: 529 overloaded"),
+    ));
+    let session = load_lines(&lines);
+    let (annotations, workflow, chatlog) = views(&session);
+    assert_eq!(unit_ids(&annotations).last().unwrap(), "A::5a0e1f2c-err");
+    assert_eq!(node_types(&workflow).last().unwrap(), "agent_reasoning");
+    let last = chatlog["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["content"], "[Response]\nAPI Error: 529 overloaded");
+    assert_eq!(last["id"], "e1");
+}
+
+#[test]
+fn a_zero_byte_main_file_loads_as_an_empty_session() {
+    let session = load_files(&[(MAIN, "")]);
+    let (annotations, workflow, chatlog) = views(&session);
+    assert_eq!(annotations["total"], 0);
+    assert_eq!(workflow["workflow"]["totalSteps"], 0);
+    assert_eq!(workflow["workflow"]["toolSuccessRate"], 1);
+    assert_eq!(chatlog["total"], 0);
+    assert_eq!(session.diagnostics.files[0].lines, 0);
+}
+
+#[test]
+fn a_summary_only_file_loads_as_an_empty_session() {
+    let summary = r#"{"type":"summary","summary":"Fix login bug","leafUuid":"x"}"#;
+    let session = load_files(&[(MAIN, summary)]);
+    let (annotations, workflow, _) = views(&session);
+    assert_eq!(annotations["total"], 0);
+    assert_eq!(workflow["workflow"]["nodes"], serde_json::json!([]));
+    assert_eq!(session.diagnostics.record_types.get("summary"), Some(&1));
+    assert!(session.diagnostics.unknown_record_types.is_empty());
+}
+
+#[test]
+fn duplicated_uuids_are_loaded_once() {
+    let mut lines = conversation();
+    lines.push(lines[1].clone());
+    lines.push(lines[0].clone());
+    let session = load_lines(&lines);
+    let (annotations, workflow, _) = views(&session);
+    assert_eq!(unit_ids(&annotations), ["U:u1", "A:r1:m1", "U:u2"]);
+    assert_eq!(node_types(&workflow).len(), 3);
+    assert_eq!(session.diagnostics.duplicates_removed.same_uuid, 2);
+    let text = &annotations["annotations"][1]["text_or_artifact_ref"]["text"];
+    assert_eq!(text, "Looking.", "a repeated chunk is not concatenated twice");
+}
+
+#[test]
+fn an_image_only_prompt_is_a_user_turn_and_a_node() {
+    let image =
+        r#"[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]"#;
+    let session = load_lines(&[user("u1", None, "2025-01-01T00:00:00.000Z", image)]);
+    let (annotations, workflow, chatlog) = views(&session);
+    let unit = &annotations["annotations"][0];
+    assert_eq!(unit["unit_type"], "user_turn");
+    assert_eq!(unit["text_or_artifact_ref"]["text"], "");
+    assert_eq!(
+        unit["text_or_artifact_ref"]["images"][0]["mediaType"],
+        "image/png"
+    );
+    let node = &workflow["workflow"]["nodes"][0];
+    assert_eq!(node["nodeType"], "user_input");
+    assert_eq!(node["images"][0]["data"], "iVBORw0KGgo=");
+    assert_eq!(chatlog["messages"][0]["images"][0]["mediaType"], "image/png");
+}
+
+fn tool_session(result_extra: &str, tool_use_result: &str) -> Session {
+    let mut lines = vec![
+        user("u1", None, "2025-01-01T00:00:00.000Z", r#""Run the tests""#),
+        assistant(
+            "a1",
+            Some("u1"),
+            "2025-01-01T00:00:01.000Z",
+            Some("r1"),
+            "m1",
+            &tool_use("t1", "Bash", r#"{"command":"npm test"}"#),
+        ),
+    ];
+    let mut result = tool_result("r1", "a1", "2025-01-01T00:00:02.000Z", "t1", "done", result_extra);
+    if !tool_use_result.is_empty() {
+        result.insert_str(
+            result.len() - 1,
+            &format!(r#","toolUseResult":{tool_use_result}"#),
+        );
+    }
+    lines.push(result);
+    load_lines(&lines)
+}
+
+fn summary_of(annotations: &Value) -> Value {
+    annotations["annotations"][1]["tool_summary"]["tool_calls"][0].clone()
+}
+
+#[test]
+fn a_tool_result_with_is_error_is_a_failure_in_every_view() {
+    let session = tool_session(r#","is_error":true"#, "");
+    let (annotations, workflow, _) = views(&session);
+    let s = summary_of(&annotations);
+    assert_eq!(
+        (
+            s["success"].clone(),
+            s["is_error"].clone(),
+            s["result_count"].clone()
+        ),
+        (false.into(), true.into(), 1.into())
+    );
+    let result = &workflow["workflow"]["nodes"][2];
+    assert_eq!(result["nodeType"], "result_failure");
+    assert_eq!(result["toolResultStatus"], "failure");
+    assert_eq!(result["toolName"], "Bash");
+    assert_eq!(workflow["workflow"]["toolSuccessRate"], 0);
+}
+
+#[test]
+fn stderr_only_tool_output_is_a_failure_and_shows_stderr() {
+    let session = tool_session(
+        "",
+        r#"{"stdout":"","stderr":"npm ERR! missing script","interrupted":false}"#,
+    );
+    let (annotations, workflow, _) = views(&session);
+    assert_eq!(summary_of(&annotations)["is_error"], true);
+    let result = &workflow["workflow"]["nodes"][2];
+    assert_eq!(result["nodeType"], "result_failure");
+    assert_eq!(result["toolResultStderr"], "npm ERR! missing script");
+    assert_eq!(result["toolResultPreview"], "npm ERR! missing script");
+    assert!(result.get("toolResultStdout").is_none());
+    assert_eq!(result["content"], "done\n[stderr] npm ERR! missing script");
+}
+
+#[test]
+fn strict_loading_names_the_file_and_line() {
+    let mut lines = conversation();
+    lines.insert(1, "{not json".to_owned());
+    let input = SessionInput::new(vec![SourceFile::new(MAIN, lines.join("\n"))]);
+    let err = Session::build(&input, LoadOptions { strict: true }).unwrap_err();
+    match &err {
+        SessionError::InvalidLine { file, line, .. } => assert_eq!((file.as_str(), *line), (MAIN, 2)),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(err
+        .to_string()
+        .starts_with(&format!("invalid JSON in {MAIN} on line 2")));
+    // Without strict, the line is a diagnostic and the rest loads.
+    let session = Session::build(&input, LoadOptions::default()).unwrap();
+    assert_eq!(session.diagnostics.bad_lines.count, 1);
+    assert_eq!(session.items.len(), 3);
+}
+
+#[test]
+fn only_agent_files_is_no_main_file() {
+    let input = SessionInput::new(vec![SourceFile::new("agent-aaaa.jsonl", "{}")]);
+    assert_eq!(
+        Session::build(&input, LoadOptions::default()).unwrap_err(),
+        SessionError::NoMainFile
+    );
+}
+
+#[test]
+fn parent_cycles_and_self_parents_are_broken_and_reported() {
+    let lines = vec![
+        user(
+            "a",
+            Some("b"),
+            "2025-01-01T00:00:02.000Z",
+            r#""first of a cycle""#,
+        ),
+        user(
+            "b",
+            Some("a"),
+            "2025-01-01T00:00:01.000Z",
+            r#""second of a cycle""#,
+        ),
+        user("s", Some("s"), "2025-01-01T00:00:03.000Z", r#""my own parent""#),
+    ];
+    let session = load_lines(&lines);
+    let (annotations, workflow, _) = views(&session);
+    assert_eq!(unit_ids(&annotations), ["U:b", "U:a", "U:s"]);
+    assert_eq!(session.diagnostics.cycles_broken.count, 2);
+    let edges = workflow["workflow"]["edges"].as_array().unwrap();
+    assert!(edges.iter().all(|e| e["source"] != e["target"]));
+}
+
+#[test]
+fn records_of_unknown_types_keep_the_chain_together() {
+    // Newer Claude Code writes `attachment` records inside the parent chain.
+    let lines = vec![
+        user("u1", None, "2025-01-01T00:00:00.000Z", r#""Look at this file""#),
+        r#"{"type":"attachment","uuid":"at1","parentUuid":"u1","timestamp":"2025-01-01T00:00:00.500Z","attachment":{"type":"file"}}"#.to_owned(),
+        assistant("a1", Some("at1"), "2025-01-01T00:00:01.000Z", Some("r1"), "m1", &text("Seen it.")),
+    ];
+    let session = load_lines(&lines);
+    let (_, workflow, _) = views(&session);
+    assert_eq!(session.diagnostics.orphans.count, 0);
+    assert_eq!(
+        session.diagnostics.unknown_record_types.get("attachment"),
+        Some(&1)
+    );
+    assert_eq!(
+        workflow["workflow"]["nodes"][1]["parentNodeIds"],
+        serde_json::json!(["u1"])
+    );
+}
+
+#[test]
+fn parallel_tool_results_arrive_before_the_conversation_continues() {
+    // Each tool_use is its own record, chained; the conversation continues under the last
+    // result. The first result must not be pushed to the end of the session.
+    let lines = vec![
+        user("u1", None, "2025-01-01T00:00:00.000Z", r#""Read both files""#),
+        assistant(
+            "c1",
+            Some("u1"),
+            "2025-01-01T00:00:01.000Z",
+            Some("r1"),
+            "m1",
+            &tool_use("t1", "Read", r#"{"file_path":"/a"}"#),
+        ),
+        assistant(
+            "c2",
+            Some("c1"),
+            "2025-01-01T00:00:01.100Z",
+            Some("r1"),
+            "m1",
+            &tool_use("t2", "Read", r#"{"file_path":"/b"}"#),
+        ),
+        tool_result("x1", "c1", "2025-01-01T00:00:02.000Z", "t1", "A", ""),
+        tool_result("x2", "c2", "2025-01-01T00:00:02.100Z", "t2", "B", ""),
+        assistant(
+            "a2",
+            Some("x2"),
+            "2025-01-01T00:00:03.000Z",
+            Some("r2"),
+            "m2",
+            &text("Both read."),
+        ),
+    ];
+    let session = load_lines(&lines);
+    let (_, workflow, _) = views(&session);
+    let ids: Vec<&str> = workflow["workflow"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["u1", "c1", "c2", "x1", "x2", "a2"]);
+    // Both results join into the next turn; the calls fork in parallel.
+    let a2 = &workflow["workflow"]["nodes"][5];
+    assert_eq!(a2["parentNodeIds"], serde_json::json!(["x1", "x2"]));
+    assert_eq!(workflow["workflow"]["nodes"][1]["parallelCount"], 2);
+}
