@@ -20,6 +20,9 @@ pub struct Turn {
     pub request_id: Option<String>,
     /// `message.id`.
     pub message_id: Option<String>,
+    /// The record that attaches the turn to the conversation: the earliest chunk whose
+    /// parent is not one of the turn's own records. Its parent is the turn's parent.
+    pub head: usize,
 }
 
 impl Turn {
@@ -65,6 +68,16 @@ impl Turn {
             .collect()
     }
 
+    /// True when the turn holds something to show: thinking, text or a tool call.
+    pub fn has_content(&self, records: &[Record]) -> bool {
+        self.blocks(records).any(|(_, b)| match b {
+            Block::Thinking { thinking, .. } => !thinking.is_empty(),
+            Block::Text(t) => !t.is_empty(),
+            Block::ToolUse(_) => true,
+            _ => false,
+        })
+    }
+
     /// Token usage of the API message, counted once: Claude Code repeats (or grows) the
     /// same `usage` on every chunk, so each field is the maximum over the chunks.
     pub fn usage(&self, records: &[Record]) -> Option<Usage> {
@@ -107,6 +120,7 @@ pub fn group_turns(records: &[Record], kept: impl Fn(usize) -> bool) -> (Vec<Tur
                     chunks: Vec::new(),
                     request_id: r.request_id.clone(),
                     message_id: r.message_id().map(str::to_owned),
+                    head: i,
                 });
                 if let Some(k) = key {
                     by_key.insert(k, turns.len() - 1);
@@ -121,6 +135,17 @@ pub fn group_turns(records: &[Record], kept: impl Fn(usize) -> bool) -> (Vec<Tur
         turn.chunks = turn.records.clone();
         turn.chunks
             .sort_by_key(|&i| (records[i].time.unwrap_or(i64::MAX), records[i].pos));
+        let own: Vec<&str> = turn
+            .chunks
+            .iter()
+            .filter_map(|&i| records[i].uuid.as_deref())
+            .collect();
+        turn.head = turn
+            .chunks
+            .iter()
+            .copied()
+            .find(|&i| records[i].logical_or_parent().is_none_or(|p| !own.contains(&p)))
+            .unwrap_or(turn.chunks[0]);
     }
     (turns, turn_of)
 }

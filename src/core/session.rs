@@ -6,11 +6,11 @@ use super::classify::{self, NoticeKind, UserClass};
 use super::dedup::{dedup_records, Dedup, DropReason};
 use super::diagnostics::{Diagnostics, FileSummary, LineIssue, RecordIssue};
 use super::group::{group_turns, Turn};
-use super::input::{agent_id_from_name, FileRole, SessionInput};
+use super::input::{agent_id_from_name, FileRole, SessionInput, SourceFile};
 use super::order::{order_units, OrderUnit, Ordering, ParentLink, ParentSlot, SortKey};
 use super::parse::parse_file;
 use super::records::{Record, RecordKind};
-use super::subagents::{index_tool_uses, link_subagents, Agent, LinkFile, ToolUseIndex};
+use super::subagents::{index_tool_uses, link_subagents, Agent, LinkFile, Linking, ToolUseIndex};
 use super::workflow::{build_workflow, Workflow, WorkflowInput};
 
 /// How to load a session.
@@ -141,51 +141,13 @@ impl Session {
     pub fn build(input: &SessionInput, options: LoadOptions) -> Result<Session, SessionError> {
         let main_input = input.main_index().ok_or(SessionError::NoMainFile)?;
         // The main log is file 0: it comes first in the stream (dedup keeps first copies).
-        let order: Vec<usize> = std::iter::once(main_input)
+        let sources: Vec<&SourceFile> = std::iter::once(main_input)
             .chain((0..input.files.len()).filter(|&i| i != main_input))
+            .map(|i| &input.files[i])
             .collect();
-        let sources: Vec<&super::input::SourceFile> = order.iter().map(|&i| &input.files[i]).collect();
 
         let mut diagnostics = Diagnostics::default();
-        let mut records: Vec<Record> = Vec::new();
-        let mut file_stats: Vec<(usize, usize)> = Vec::new();
-        for (fi, f) in sources.iter().enumerate() {
-            if f.role() == FileRole::SubAgentMeta {
-                file_stats.push((0, 0));
-                continue;
-            }
-            let parsed = parse_file(fi as u32, &f.bytes);
-            if options.strict {
-                if let Some(bad) = parsed.bad_lines.first() {
-                    return Err(SessionError::InvalidLine {
-                        file: f.name.clone(),
-                        line: bad.line,
-                        reason: bad.error.to_string(),
-                    });
-                }
-            }
-            for bad in &parsed.bad_lines {
-                let mut reason = bad.error.to_string();
-                if bad.unterminated {
-                    reason.push_str(" (last line, no newline: the file may still be being written)");
-                }
-                diagnostics.bad_lines.push(LineIssue {
-                    file: f.name.clone(),
-                    line: bad.line,
-                    reason,
-                });
-            }
-            for fixed in &parsed.repaired {
-                diagnostics.repaired_lines.push(LineIssue {
-                    file: f.name.clone(),
-                    line: fixed.line,
-                    reason: fixed.repair.to_owned(),
-                });
-            }
-            file_stats.push((parsed.lines, parsed.records.len()));
-            records.extend(parsed.records);
-        }
-
+        let (records, file_stats) = read_files(&sources, options, &mut diagnostics)?;
         let session_id = records
             .iter()
             .filter(|r| r.pos.file == 0)
@@ -200,9 +162,8 @@ impl Session {
             })
             .collect();
         let linking = link_subagents(&records, &link_files, 0, session_id.as_deref());
-        let included = linking.file_included.clone();
+        let included = &linking.file_included;
         let participates = |i: usize| included[records[i].pos.file as usize];
-
         for (i, r) in records.iter().enumerate() {
             if participates(i) {
                 diagnostics.count_type(r.kind.name(), is_known_type(&r.kind));
@@ -213,49 +174,16 @@ impl Session {
         let kept = |i: usize| participates(i) && dedup.is_kept(i);
         let tool_uses = index_tool_uses(&records, kept);
         let (turns, turn_of) = group_turns(&records, kept);
-        let mut agents = linking.agents;
+        let mut agents = linking.agents.clone();
+        let (lanes, record_lane) = assign_lanes(&records, &mut agents, sources.len());
 
-        // Lanes: main, then one per agent (sorted by position once the order is known).
-        let mut lane_of_agent: HashMap<String, usize> = HashMap::new();
-        let mut lanes = vec![Lane {
-            id: "main".to_owned(),
-            agent: None,
-        }];
-        for (a, agent) in agents.iter().enumerate() {
-            lane_of_agent.insert(agent.agent_id.clone(), lanes.len());
-            lanes.push(Lane {
-                id: format!("agent-{}", agent.agent_id),
-                agent: Some(a),
-            });
-        }
-        let mut file_lane = vec![0usize; sources.len()];
-        for (a, agent) in agents.iter().enumerate() {
-            if let Some(f) = agent.file {
-                file_lane[f] = lane_of_agent[&agents[a].agent_id];
+        let mut uuid_index: HashMap<&str, usize> = HashMap::new();
+        for (i, r) in records.iter().enumerate() {
+            if let (true, Some(u)) = (kept(i), r.uuid.as_deref()) {
+                uuid_index.entry(u).or_insert(i);
             }
         }
-        let mut record_lane = vec![0usize; records.len()];
-        for (i, r) in records.iter().enumerate() {
-            let fl = file_lane[r.pos.file as usize];
-            record_lane[i] = if fl != 0 {
-                fl
-            } else if let (Some(true), Some(id)) = (r.is_sidechain, r.agent_id.as_deref()) {
-                // A sidechain record inside the main log: its agent's lane.
-                *lane_of_agent.entry(id.to_owned()).or_insert_with(|| {
-                    agents.push(Agent {
-                        agent_id: id.to_owned(),
-                        ..Agent::default()
-                    });
-                    lanes.push(Lane {
-                        id: format!("agent-{id}"),
-                        agent: Some(agents.len() - 1),
-                    });
-                    lanes.len() - 1
-                })
-            } else {
-                0
-            };
-        }
+        let summaries = compaction_summaries(&records, kept, &dedup, &uuid_index);
 
         // The spawning call of each sub-agent log, for the log's roots.
         let mut spawn_of_file: HashMap<u32, &str> = HashMap::new();
@@ -266,136 +194,54 @@ impl Session {
                 }
             }
         }
-
-        // Compaction summaries merge into their boundary.
-        let mut uuid_index: HashMap<&str, usize> = HashMap::new();
-        for (i, r) in records.iter().enumerate() {
-            if kept(i) {
-                if let Some(u) = r.uuid.as_deref() {
-                    uuid_index.entry(u).or_insert(i);
-                }
-            }
-        }
-        let mut summary_of: HashMap<usize, usize> = HashMap::new();
-        let mut is_summary = vec![false; records.len()];
-        for (i, r) in records.iter().enumerate() {
-            if !kept(i) || r.kind != RecordKind::User || !r.is_compact_summary {
-                continue;
-            }
-            let parent = r.raw_parent().map(|p| dedup.resolve(&records, p));
-            if let Some(&b) = parent.and_then(|p| uuid_index.get(p)) {
-                if records[b].is_compact_boundary() {
-                    if let Some(previous) = summary_of.insert(b, i) {
-                        is_summary[previous] = false;
-                    }
-                    is_summary[i] = true;
-                }
-            }
-        }
-
-        // Units: one per turn, one per other ordered record.
-        let mut units: Vec<OrderUnit> = Vec::new();
-        let mut unit_records: Vec<Vec<usize>> = Vec::new();
-        let mut unit_turn: Vec<Option<usize>> = Vec::new();
         let candidates = |i: usize| parent_candidates(&records[i], &records, &dedup, &spawn_of_file);
-        let mut turn_unit_done = vec![false; turns.len()];
-        for (i, r) in records.iter().enumerate() {
-            if !kept(i) || !(r.kind.is_conversational() || r.uuid.is_some()) {
-                continue;
-            }
-            if let Some(t) = turn_of[i] {
-                if turn_unit_done[t] {
-                    continue;
-                }
-                turn_unit_done[t] = true;
-                let turn = &turns[t];
-                let ids: Vec<&str> = turn
-                    .chunks
-                    .iter()
-                    .filter_map(|&c| records[c].uuid.as_deref())
-                    .collect();
-                let anchor = turn
-                    .chunks
-                    .iter()
-                    .copied()
-                    .find(|&c| {
-                        candidates(c)
-                            .iter()
-                            .flatten()
-                            .next()
-                            .is_none_or(|p| !ids.contains(p))
-                    })
-                    .unwrap_or(turn.anchor());
-                let a = &records[turn.anchor()];
-                units.push(OrderUnit {
-                    parents: candidates(anchor),
-                    ids,
-                    key: SortKey::new(a.time, a.pos),
-                });
-                unit_records.push(turn.chunks.clone());
-                unit_turn.push(Some(t));
-            } else {
-                units.push(OrderUnit {
-                    ids: r.uuid.as_deref().into_iter().collect(),
-                    parents: candidates(i),
-                    key: SortKey::new(r.time, r.pos),
-                });
-                unit_records.push(vec![i]);
-                unit_turn.push(None);
-            }
-        }
-        let ordering = order_units(&units);
+        let units = build_units(&records, kept, &turns, &turn_of, candidates);
+        let ordering = order_units(&units.order);
 
         // Record-level parents (for edges): the record each record's parent id names.
         let mut record_parent = vec![None; records.len()];
-        for recs in &unit_records {
-            for &i in recs {
-                let found = candidates(i)
-                    .iter()
-                    .flatten()
-                    .find_map(|p| uuid_index.get(p).copied());
-                record_parent[i] = found.filter(|&p| p != i);
-            }
+        for &i in units.records.iter().flatten() {
+            let found = candidates(i)
+                .iter()
+                .flatten()
+                .find_map(|p| uuid_index.get(p).copied());
+            record_parent[i] = found.filter(|&p| p != i);
         }
-
-        let mut record_sequence = Vec::with_capacity(records.len());
-        let mut items = Vec::new();
-        for &u in &ordering.sequence {
-            record_sequence.extend_from_slice(&unit_records[u]);
-            let (parent_record, parent_is_spawn) = match ordering.links[u] {
-                ParentLink::Unit(p, slot) => {
-                    let parent_id = units[u].parents[slot as usize];
-                    let rec = parent_id
-                        .and_then(|id| uuid_index.get(id).copied())
-                        .or_else(|| unit_records[p].first().copied());
-                    (rec, slot == ParentSlot::Spawn)
-                }
-                _ => (None, false),
-            };
-            let first = unit_records[u][0];
-            let kind = match unit_turn[u] {
-                Some(t) => {
-                    let turn = &turns[t];
-                    let has_content = !turn.thinking(&records).is_empty()
-                        || !turn.texts(&records).is_empty()
-                        || !turn.tool_uses(&records).is_empty();
-                    has_content.then_some(ItemKind::Turn(t))
-                }
-                None => item_kind(&records[first], first, &summary_of, &is_summary),
-            };
-            if let Some(kind) = kind {
+        let record_sequence: Vec<usize> = ordering
+            .sequence
+            .iter()
+            .flat_map(|&u| units.records[u].iter().copied())
+            .collect();
+        let items = ordering
+            .sequence
+            .iter()
+            .filter_map(|&u| {
+                let kind = match units.turn[u] {
+                    Some(t) => turns[t].has_content(&records).then_some(ItemKind::Turn(t)),
+                    None => item_kind(&records, units.records[u][0], &summaries),
+                }?;
+                let (parent_record, parent_is_spawn) = match ordering.links[u] {
+                    ParentLink::Unit(p, slot) => {
+                        let named = units.order[u].parents[slot as usize].and_then(|id| uuid_index.get(id));
+                        (
+                            named.copied().or(units.records[p].first().copied()),
+                            slot == ParentSlot::Spawn,
+                        )
+                    }
+                    _ => (None, false),
+                };
                 let lane_record = match kind {
                     ItemKind::Turn(t) => turns[t].anchor(),
-                    _ => first,
+                    _ => units.records[u][0],
                 };
-                items.push(Item {
+                Some(Item {
                     kind,
                     lane: record_lane[lane_record],
                     parent_record,
                     parent_is_spawn,
-                });
-            }
-        }
+                })
+            })
+            .collect::<Vec<Item>>();
 
         let files: Vec<FileInfo> = sources
             .iter()
@@ -407,21 +253,16 @@ impl Session {
                 included: f.role() == FileRole::SubAgentMeta || included[fi],
             })
             .collect();
-        let found = Findings {
+        Findings {
             files: &files,
             records: &records,
             dedup: &dedup,
             file_stats: &file_stats,
             ordering: &ordering,
-            units: &units,
-            unit_records: &unit_records,
-        };
-        found.record(
-            &mut diagnostics,
-            &linking.missing,
-            &linking.unlinked,
-            &linking.ignored,
-        );
+            units: &units.order,
+            unit_records: &units.records,
+        }
+        .record(&mut diagnostics, &linking);
 
         let workflow = build_workflow(&WorkflowInput {
             records: &records,
@@ -466,12 +307,205 @@ impl Session {
     }
 }
 
+/// Per file: non-blank lines seen and records read.
+#[derive(Debug, Clone, Copy, Default)]
+struct FileStats {
+    lines: usize,
+    records: usize,
+}
+
+/// Frames and parses every log (meta files are read by linking), recording bad and
+/// repaired lines. Returns the records and each file's counts.
+fn read_files(
+    sources: &[&SourceFile],
+    options: LoadOptions,
+    diagnostics: &mut Diagnostics,
+) -> Result<(Vec<Record>, Vec<FileStats>), SessionError> {
+    let mut records = Vec::new();
+    let mut file_stats = Vec::with_capacity(sources.len());
+    for (fi, f) in sources.iter().enumerate() {
+        if f.role() == FileRole::SubAgentMeta {
+            file_stats.push(FileStats::default());
+            continue;
+        }
+        let parsed = parse_file(fi as u32, &f.bytes);
+        if let (true, Some(bad)) = (options.strict, parsed.bad_lines.first()) {
+            return Err(SessionError::InvalidLine {
+                file: f.name.clone(),
+                line: bad.line,
+                reason: bad.error.to_string(),
+            });
+        }
+        for bad in &parsed.bad_lines {
+            let mut reason = bad.error.to_string();
+            if bad.unterminated {
+                reason.push_str(" (last line, no newline: the file may still be being written)");
+            }
+            diagnostics.bad_lines.push(LineIssue {
+                file: f.name.clone(),
+                line: bad.line,
+                reason,
+            });
+        }
+        for fixed in &parsed.repaired {
+            diagnostics.repaired_lines.push(LineIssue {
+                file: f.name.clone(),
+                line: fixed.line,
+                reason: fixed.repair.to_owned(),
+            });
+        }
+        file_stats.push(FileStats {
+            lines: parsed.lines,
+            records: parsed.records.len(),
+        });
+        records.extend(parsed.records);
+    }
+    Ok((records, file_stats))
+}
+
+/// The lanes (main, then one per agent) and each record's lane: a sub-agent log's records
+/// are its agent's; a sidechain record of the main log with an `agentId` is that agent's
+/// (an agent created for it if linking had none).
+fn assign_lanes(records: &[Record], agents: &mut Vec<Agent>, files: usize) -> (Vec<Lane>, Vec<usize>) {
+    let mut lanes = vec![Lane {
+        id: "main".to_owned(),
+        agent: None,
+    }];
+    let mut lane_of_agent: HashMap<String, usize> = HashMap::new();
+    let mut file_lane = vec![0usize; files];
+    for (a, agent) in agents.iter().enumerate() {
+        lane_of_agent.insert(agent.agent_id.clone(), lanes.len());
+        if let Some(f) = agent.file {
+            file_lane[f] = lanes.len();
+        }
+        lanes.push(Lane {
+            id: format!("agent-{}", agent.agent_id),
+            agent: Some(a),
+        });
+    }
+    let record_lane = records
+        .iter()
+        .map(|r| {
+            match (
+                file_lane[r.pos.file as usize],
+                r.is_sidechain,
+                r.agent_id.as_deref(),
+            ) {
+                (0, Some(true), Some(id)) => *lane_of_agent.entry(id.to_owned()).or_insert_with(|| {
+                    agents.push(Agent {
+                        agent_id: id.to_owned(),
+                        ..Agent::default()
+                    });
+                    lanes.push(Lane {
+                        id: format!("agent-{id}"),
+                        agent: Some(agents.len() - 1),
+                    });
+                    lanes.len() - 1
+                }),
+                (lane, ..) => lane,
+            }
+        })
+        .collect();
+    (lanes, record_lane)
+}
+
+/// Compaction summaries: for each boundary, its summary (the last `isCompactSummary`
+/// record pointing at it), and which records are summaries (they merge into their
+/// boundary and show nowhere else).
+struct Summaries {
+    of_boundary: HashMap<usize, usize>,
+    is_summary: Vec<bool>,
+}
+
+fn compaction_summaries(
+    records: &[Record],
+    kept: impl Fn(usize) -> bool,
+    dedup: &Dedup,
+    uuid_index: &HashMap<&str, usize>,
+) -> Summaries {
+    let mut out = Summaries {
+        of_boundary: HashMap::new(),
+        is_summary: vec![false; records.len()],
+    };
+    for (i, r) in records.iter().enumerate() {
+        if !kept(i) || r.kind != RecordKind::User || !r.is_compact_summary {
+            continue;
+        }
+        let parent = r.raw_parent().map(|p| dedup.resolve(records, p));
+        if let Some(&b) = parent.and_then(|p| uuid_index.get(p)) {
+            if records[b].is_compact_boundary() {
+                out.of_boundary.insert(b, i);
+                out.is_summary[i] = true;
+            }
+        }
+    }
+    out
+}
+
+/// The units to order, with the records and the turn of each.
+struct Units<'a> {
+    order: Vec<OrderUnit<'a>>,
+    records: Vec<Vec<usize>>,
+    turn: Vec<Option<usize>>,
+}
+
+/// One unit per turn (at its first record) and one per other kept record that takes part
+/// in the order: conversational records, and any record with a uuid (it may be a parent).
+fn build_units<'a>(
+    records: &'a [Record],
+    kept: impl Fn(usize) -> bool,
+    turns: &[Turn],
+    turn_of: &[Option<usize>],
+    candidates: impl Fn(usize) -> [Option<&'a str>; 3],
+) -> Units<'a> {
+    let mut units = Units {
+        order: Vec::new(),
+        records: Vec::new(),
+        turn: Vec::new(),
+    };
+    let mut turn_done = vec![false; turns.len()];
+    for (i, r) in records.iter().enumerate() {
+        if !kept(i) || !(r.kind.is_conversational() || r.uuid.is_some()) {
+            continue;
+        }
+        match turn_of[i] {
+            Some(t) if turn_done[t] => {}
+            Some(t) => {
+                turn_done[t] = true;
+                let turn = &turns[t];
+                let anchor = &records[turn.anchor()];
+                units.order.push(OrderUnit {
+                    ids: turn
+                        .chunks
+                        .iter()
+                        .filter_map(|&c| records[c].uuid.as_deref())
+                        .collect(),
+                    parents: candidates(turn.head),
+                    key: SortKey::new(anchor.time, anchor.pos),
+                });
+                units.records.push(turn.chunks.clone());
+                units.turn.push(Some(t));
+            }
+            None => {
+                units.order.push(OrderUnit {
+                    ids: r.uuid.as_deref().into_iter().collect(),
+                    parents: candidates(i),
+                    key: SortKey::new(r.time, r.pos),
+                });
+                units.records.push(vec![i]);
+                units.turn.push(None);
+            }
+        }
+    }
+    units
+}
+
 /// What the diagnostics need from the pipeline's intermediate results.
 struct Findings<'a> {
     files: &'a [FileInfo],
     records: &'a [Record],
     dedup: &'a Dedup,
-    file_stats: &'a [(usize, usize)],
+    file_stats: &'a [FileStats],
     ordering: &'a Ordering,
     units: &'a [OrderUnit<'a>],
     unit_records: &'a [Vec<usize>],
@@ -489,13 +523,7 @@ impl Findings<'_> {
         }
     }
 
-    fn record(
-        &self,
-        d: &mut Diagnostics,
-        missing: &[String],
-        unlinked: &[String],
-        ignored: &[(usize, String)],
-    ) {
+    fn record(&self, d: &mut Diagnostics, linking: &Linking) {
         for (fi, f) in self.files.iter().enumerate() {
             let role = match (f.role, f.included) {
                 (_, false) => "ignored",
@@ -510,8 +538,8 @@ impl Findings<'_> {
                     .then(|| agent_id_from_name(super::input::base_name(&f.name)).map(str::to_owned))
                     .flatten(),
                 bytes: f.bytes,
-                lines: self.file_stats[fi].0,
-                records: self.file_stats[fi].1,
+                lines: self.file_stats[fi].lines,
+                records: self.file_stats[fi].records,
             });
         }
         for (i, reason) in self.dedup.dropped.iter().enumerate() {
@@ -553,9 +581,9 @@ impl Findings<'_> {
                 "on a parent cycle; ordered as a root",
             ));
         }
-        d.subagents_missing = missing.to_vec();
-        d.subagents_unlinked = unlinked.to_vec();
-        for (fi, reason) in ignored {
+        d.subagents_missing = linking.missing.clone();
+        d.subagents_unlinked = linking.unlinked.clone();
+        for (fi, reason) in &linking.ignored {
             d.ignored_files.push(LineIssue {
                 file: self.files[*fi].name.clone(),
                 line: 0,
@@ -598,15 +626,11 @@ fn is_known_type(kind: &RecordKind) -> bool {
     }
 }
 
-fn item_kind(
-    r: &Record,
-    i: usize,
-    summary_of: &HashMap<usize, usize>,
-    is_summary: &[bool],
-) -> Option<ItemKind> {
+fn item_kind(records: &[Record], i: usize, summaries: &Summaries) -> Option<ItemKind> {
+    let r = &records[i];
     match r.kind {
         RecordKind::User => {
-            if is_summary[i] || r.message.is_none() {
+            if summaries.is_summary[i] || r.message.is_none() {
                 return None;
             }
             match classify::classify_user(r) {
@@ -621,13 +645,13 @@ fn item_kind(
         }
         RecordKind::System if r.is_compact_boundary() => Some(ItemKind::Compact {
             boundary: i,
-            summary: summary_of.get(&i).copied(),
+            summary: summaries.of_boundary.get(&i).copied(),
         }),
         RecordKind::System => Some(ItemKind::Notice {
             record: i,
             kind: NoticeKind::System,
         }),
-        _ => None,
+        RecordKind::Assistant | RecordKind::Other(_) => None,
     }
 }
 

@@ -3,4 +3,6 @@
 mod cli;
 mod conformance;
 mod helpers;
+mod properties;
 mod regressions;
+mod snapshots;

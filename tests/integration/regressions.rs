@@ -380,3 +380,164 @@ fn parallel_tool_results_arrive_before_the_conversation_continues() {
     assert_eq!(a2["parentNodeIds"], serde_json::json!(["x1", "x2"]));
     assert_eq!(workflow["workflow"]["nodes"][1]["parallelCount"], 2);
 }
+
+#[test]
+fn workflow_step_cuts_nodes_edges_lanes_and_node_lists() {
+    // CONTRACT 3.7: unlike the reference (D-C16), the kept nodes' lists are cut too.
+    let session = crate::helpers::load_path(&crate::helpers::fixture("synthetic/subagents"));
+    let full = body(&session, View::Workflow, ViewOptions::default());
+    let cut = body(
+        &session,
+        View::Workflow,
+        ViewOptions {
+            step: Some(5),
+            ..Default::default()
+        },
+    );
+    let w = &cut["workflow"];
+    let nodes = w["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 6);
+    let kept: std::collections::HashSet<&str> = nodes.iter().map(|n| n["id"].as_str().unwrap()).collect();
+    assert!(nodes.iter().all(|n| n["stepIndex"].as_u64().unwrap() <= 5));
+    for n in nodes {
+        for list in ["parentNodeIds", "childNodeIds"] {
+            for id in n[list].as_array().unwrap() {
+                assert!(
+                    kept.contains(id.as_str().unwrap()),
+                    "{list} of {} names a cut node",
+                    n["id"]
+                );
+            }
+        }
+    }
+    for e in w["edges"].as_array().unwrap() {
+        assert!(kept.contains(e["source"].as_str().unwrap()) && kept.contains(e["target"].as_str().unwrap()));
+    }
+    let lanes: Vec<&str> = w["lanes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(lanes, ["main", "agent-aaaa1111"]);
+    assert_eq!(w["currentStep"], 5);
+    for total in [
+        "totalSteps",
+        "totalTokens",
+        "totalToolCalls",
+        "toolSuccessRate",
+        "startTime",
+        "endTime",
+    ] {
+        assert_eq!(
+            w[total], full["workflow"][total],
+            "{total} stays the whole session's"
+        );
+    }
+}
+
+#[test]
+fn sub_agents_sit_between_their_task_call_and_its_result() {
+    let session = crate::helpers::load_path(&crate::helpers::fixture("synthetic/subagents"));
+    let chat = body(
+        &session,
+        View::Chatlog,
+        ViewOptions {
+            include_subagents: true,
+            ..Default::default()
+        },
+    );
+    let labels: Vec<&str> = chat["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["displayStepLabel"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "#1",
+            "#2",
+            "#3",
+            "#4",
+            "sub-aaaa-1",
+            "sub-aaaa-2",
+            "sub-aaaa-3",
+            "sub-aaaa-4",
+            "sub-aaaa-5",
+            "sub-aaaa-6",
+            "sub-aaaa-7",
+            "sub-bbbb-1",
+            "sub-bbbb-2",
+            "sub-bbbb-3",
+            "sub-bbbb-4",
+            "sub-bbbb-5",
+            "sub-bbbb-6",
+            "sub-bbbb-7",
+            "#5",
+            "#6",
+            "#7",
+            "#8",
+            "#9",
+            "#10"
+        ]
+    );
+    let workflow = body(&session, View::Workflow, ViewOptions::default());
+    let edges: Vec<(&str, &str, bool)> = workflow["workflow"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["isCrossLane"] == true)
+        .map(|e| {
+            (
+                e["source"].as_str().unwrap(),
+                e["target"].as_str().unwrap(),
+                e["isCrossLane"] == true,
+            )
+        })
+        .collect();
+    // Task call -> sub-agent's first node; sub-agent's last node -> Task result.
+    assert!(edges.contains(&(
+        "00000000-0000-4000-8000-000000000003",
+        "00000000-0000-4000-9aaa-000000000101",
+        true
+    )));
+    assert!(edges.contains(&(
+        "00000000-0000-4000-9aaa-000000000107",
+        "00000000-0000-4000-8000-000000000005",
+        true
+    )));
+    assert_eq!(edges.len(), 4);
+    assert_eq!(session.diagnostics.subagents_missing, vec!["cccc3333".to_owned()]);
+}
+
+#[test]
+fn sidechain_units_are_added_on_request() {
+    let session = crate::helpers::load_path(&crate::helpers::fixture("synthetic/subagents"));
+    let main_only = body(&session, View::Annotations, ViewOptions::default());
+    let all = body(
+        &session,
+        View::Annotations,
+        ViewOptions {
+            include_subagents: true,
+            ..Default::default()
+        },
+    );
+    assert_eq!(main_only["total"], 4);
+    assert_eq!(all["total"], 10);
+    let sub: Vec<&Value> = all["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["source"]["is_sidechain"] == true)
+        .collect();
+    assert_eq!(sub.len(), 6);
+    assert_eq!(sub[0]["unit_type"], "user_turn");
+    assert_eq!(
+        sub[0]["actor_id"], "assistant",
+        "the main agent delegates the sub-agent's prompt"
+    );
+    assert_eq!(sub[1]["actor_id"], "agent-aaaa1111");
+    assert_eq!(sub[1]["agent_kind"], "sub");
+    assert_eq!(sub[1]["source"]["raw_file"], "agent-aaaa1111.jsonl");
+}

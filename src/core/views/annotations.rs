@@ -337,10 +337,10 @@ impl<'a> UnitBuilder<'a> {
         let calls = turn.tool_uses(records);
         let thinking = turn.thinking(records);
         let texts = turn.texts(records);
-        let mut source = self.source(&turn.records);
+        let mut source = self.source(&turn.chunks);
         source.request_id = turn.request_id.as_deref();
         source.message_id = turn.message_id.as_deref();
-        source.parent_uuid = self.parent_of(turn.anchor());
+        source.parent_uuid = self.parent_of(turn.head);
         source.is_sidechain = anchor.is_sidechain.unwrap_or(false);
         if !calls.is_empty() {
             source.tool_use_ids = Some(calls.iter().map(|(_, _, c)| c.id.as_str()).collect());

@@ -445,7 +445,7 @@ fn node_json<'a>(session: &'a Session, n: usize, keep: &dyn Fn(usize) -> bool) -
             json.input_tokens = Some(usage.input_tokens);
             json.output_tokens = Some(usage.output_tokens);
             json.request_id = turn.request_id.as_deref();
-            json.parent_uuid = records[turn.anchor()].parent_uuid.as_ref().map(|p| p.as_deref());
+            json.parent_uuid = records[turn.head].parent_uuid.as_ref().map(|p| p.as_deref());
         }
         (NodeType::ToolCall, ItemKind::Turn(t)) => {
             let turn = &session.turns[t];
@@ -462,7 +462,7 @@ fn node_json<'a>(session: &'a Session, n: usize, keep: &dyn Fn(usize) -> bool) -
                 .find(|m| m.node_type == NodeType::AgentReasoning);
             json.parent_uuid = match reasoning {
                 Some(r) => Some(records[r.record].uuid.as_deref()),
-                None => records[turn.anchor()].parent_uuid.as_ref().map(|p| p.as_deref()),
+                None => records[turn.head].parent_uuid.as_ref().map(|p| p.as_deref()),
             };
             if let Some(call) = node.tool.filter(|c| c.count > 1) {
                 json.parallel_group_id = turn.request_id.as_deref().or(turn.message_id.as_deref());
