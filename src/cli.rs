@@ -65,15 +65,14 @@ pub enum ExportError {
 pub fn export(args: &ExportArgs, out: &mut impl Write) -> Result<(), ExportError> {
     let input = disk::read_session(&args.paths)?;
     let session = Session::build(&input, LoadOptions { strict: args.strict })?;
-    let body = views::render(
-        &session,
-        args.view,
-        ViewOptions {
-            step: args.step,
-            include_subagents: args.include_subagents,
-        },
-    );
-    out.write_all(&body)?;
+    // The records own their text: the files' bytes are no longer needed.
+    drop(input);
+    let options = ViewOptions {
+        step: args.step,
+        include_subagents: args.include_subagents,
+    };
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    views::write(&session, args.view, options, &mut out)?;
     out.write_all(b"\n")?;
     out.flush()?;
     Ok(())

@@ -119,6 +119,14 @@ struct MetaFile {
     agent_type: Option<String>,
 }
 
+/// The first `agentId`, `sessionId` and user record of a file.
+#[derive(Debug, Clone, Copy, Default)]
+struct FileFacts<'a> {
+    agent_id: Option<&'a str>,
+    session_id: Option<&'a str>,
+    first_user: Option<usize>,
+}
+
 /// One file as linking sees it.
 pub struct LinkFile<'a> {
     /// Its name.
@@ -187,6 +195,17 @@ pub fn link_subagents(
         }
     }
 
+    // What linking needs from each file, gathered in one pass.
+    let mut facts: Vec<FileFacts> = vec![FileFacts::default(); files.len()];
+    for (i, r) in records.iter().enumerate() {
+        let f = &mut facts[r.pos.file as usize];
+        f.agent_id = f.agent_id.or(r.agent_id.as_deref());
+        f.session_id = f.session_id.or(r.session_id.as_deref());
+        if f.first_user.is_none() && r.kind == RecordKind::User {
+            f.first_user = Some(i);
+        }
+    }
+
     // 2. Agent logs.
     let mut file_included = vec![false; files.len()];
     file_included[main_file] = true;
@@ -195,10 +214,7 @@ pub fn link_subagents(
         if f.role != FileRole::SubAgent {
             continue;
         }
-        let from_records = records
-            .iter()
-            .filter(|r| r.pos.file as usize == fi)
-            .find_map(|r| r.agent_id.as_deref());
+        let from_records = facts[fi].agent_id;
         let from_name = agent_id_from_name(super::input::base_name(f.name));
         let Some(agent_id) = from_records.or(from_name) else {
             continue;
@@ -239,10 +255,7 @@ pub fn link_subagents(
         if agents[a].tool_use_id.is_some() {
             continue;
         }
-        let first_prompt = records
-            .iter()
-            .find(|r| r.pos.file as usize == fi && r.kind == RecordKind::User)
-            .map(prompt_text);
+        let first_prompt = facts[fi].first_user.map(|i| prompt_text(&records[i]));
         if let Some(calls) = first_prompt.and_then(|p| by_prompt.get_mut(&p)) {
             if calls.len() == 1 {
                 agents[a].tool_use_id = Some(calls.remove(0).to_owned());
@@ -259,10 +272,8 @@ pub fn link_subagents(
             .tool_use_id
             .as_ref()
             .is_some_and(|t| tool_uses.contains_key(t));
-        let same_session = records
-            .iter()
-            .filter(|r| r.pos.file as usize == fi)
-            .find_map(|r| r.session_id.as_deref())
+        let same_session = facts[fi]
+            .session_id
             .is_none_or(|s| main_session_id.is_none_or(|m| m == s));
         if tied || agent.result_record.is_some() || same_session {
             file_included[fi] = true;

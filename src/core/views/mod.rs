@@ -82,17 +82,30 @@ pub struct ViewOptions {
 
 /// Renders `view` of `session` as compact JSON bytes.
 pub fn render(session: &Session, view: View, options: ViewOptions) -> Vec<u8> {
-    let bytes = match view {
+    let mut out = Vec::new();
+    // Writing into a Vec cannot fail, and serialising these types cannot fail either: every
+    // map key is a string and every value is representable in JSON.
+    let _ = write(session, view, options, &mut out);
+    out
+}
+
+/// Writes `view` of `session` as compact JSON to `out`, without building the whole body in
+/// memory first.
+pub fn write(
+    session: &Session,
+    view: View,
+    options: ViewOptions,
+    out: impl std::io::Write,
+) -> std::io::Result<()> {
+    let written = match view {
         View::Annotations => {
-            serde_json::to_vec(&annotations::annotations(session, options.include_subagents))
+            serde_json::to_writer(out, &annotations::annotations(session, options.include_subagents))
         }
-        View::Workflow => serde_json::to_vec(&workflow::workflow(session, options.step)),
-        View::Chatlog => serde_json::to_vec(&chatlog::chatlog(session, options.include_subagents)),
-        View::Graph => serde_json::to_vec(&graph::graph(session, options.step)),
-        View::Metrics => serde_json::to_vec(&graph::metrics(session)),
-        View::Diagnostics => serde_json::to_vec(&diagnostics::diagnostics(session)),
+        View::Workflow => serde_json::to_writer(out, &workflow::workflow(session, options.step)),
+        View::Chatlog => serde_json::to_writer(out, &chatlog::chatlog(session, options.include_subagents)),
+        View::Graph => serde_json::to_writer(out, &graph::graph(session, options.step)),
+        View::Metrics => serde_json::to_writer(out, &graph::metrics(session)),
+        View::Diagnostics => serde_json::to_writer(out, &diagnostics::diagnostics(session)),
     };
-    // Serialising these types cannot fail: every map key is a string and every value is
-    // representable in JSON.
-    bytes.unwrap_or_default()
+    written.map_err(std::io::Error::from)
 }
