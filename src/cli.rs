@@ -1,30 +1,14 @@
-//! The command line: `sessiongraph export` prints a view body exactly as the server would
-//! return it, without running a server.
+//! `sessiongraph export`: prints a view body exactly as the server would return it, without
+//! running a server.
 
 use std::io::Write;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
 
 use crate::core::views::{self, View, ViewOptions};
 use crate::core::{LoadOptions, Session, SessionError};
 use crate::store::disk::{self, DiskError};
-
-/// sessiongraph: Claude Code session logs as annotation units, workflow DAGs and chat logs.
-#[derive(Debug, Parser)]
-#[command(name = "sessiongraph", version, about)]
-pub struct Cli {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The subcommands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Print one view of a session as JSON (the body the HTTP endpoint returns).
-    Export(ExportArgs),
-}
 
 /// Arguments of `sessiongraph export`.
 #[derive(Debug, Args)]

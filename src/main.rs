@@ -1,14 +1,46 @@
 //! The `sessiongraph` binary: parses the command line and hands over to the library.
+//! Without a subcommand it serves, with every setting at its default.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use clap::Parser;
-use sessiongraph::cli::{self, Cli, Command};
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use sessiongraph::cli::{self, ExportArgs};
+use sessiongraph::config::{LogFormat, ServeArgs};
+use sessiongraph::store::Store;
+use sessiongraph::AppState;
+use tracing_subscriber::EnvFilter;
+
+/// sessiongraph: Claude Code session logs as annotation units, workflow DAGs and chat logs.
+#[derive(Debug, Parser)]
+#[command(name = "sessiongraph", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the REST API (the default).
+    Serve(ServeArgs),
+    /// Print one view of a session as JSON (the body the HTTP endpoint returns).
+    Export(ExportArgs),
+}
+
+/// `serve`'s settings when no subcommand is given: defaults and environment.
+#[derive(Debug, Parser)]
+struct DefaultServe {
+    #[command(flatten)]
+    args: ServeArgs,
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match &cli.command {
-        Command::Export(args) => cli::export(args, &mut std::io::stdout().lock()).map_err(Into::into),
+    let result = match cli.command {
+        Some(Command::Export(args)) => cli::export(&args, &mut std::io::stdout().lock()).map_err(Into::into),
+        Some(Command::Serve(args)) => serve(args),
+        None => serve(DefaultServe::parse_from(["sessiongraph"]).args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -17,4 +49,68 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    init_logging(args.log_format);
+    let api = args.api_config()?;
+    let store_config = args.store_config();
+    tracing::info!(
+        listen = %args.listen,
+        data_dir = %args.data_dir.display(),
+        sessions_dirs = ?store_config.sessions_dirs,
+        "starting"
+    );
+    let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
+    runtime.block_on(async move {
+        let store = Store::new(store_config).context("failed to open the data directory")?;
+        let state = AppState {
+            store: Arc::new(store),
+            config: Arc::new(api),
+        };
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("failed to listen on {}", args.listen))?;
+        tracing::info!(address = %listener.local_addr()?, "listening");
+        sessiongraph::run(listener, state, shutdown_signal()).await?;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("sessiongraph=info,tower_http=info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Completes on ctrl-c or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down: finishing requests in flight");
 }

@@ -56,8 +56,8 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DiskError + '_ {
 /// directory holding one session, or several files given explicitly.
 pub fn read_session(paths: &[PathBuf]) -> Result<SessionInput, DiskError> {
     match paths {
-        [one] if one.is_dir() => read_main(&find_main_log(one)?),
-        [one] => read_main(one),
+        [one] if one.is_dir() => Ok(read_main(&find_main_log(one)?)?.input),
+        [one] => Ok(read_main(one)?.input),
         many => {
             let mut files = Vec::with_capacity(many.len());
             for p in many {
@@ -87,8 +87,17 @@ pub fn find_main_log(dir: &Path) -> Result<PathBuf, DiskError> {
     }
 }
 
+/// A session read from disk, and the paths it was read from (to notice later changes).
+#[derive(Debug)]
+pub struct DiskSession {
+    /// The files, main log first.
+    pub input: SessionInput,
+    /// The path of each file, in the same order.
+    pub paths: Vec<PathBuf>,
+}
+
 /// Reads the main log at `main` and the sub-agent logs that belong to it.
-pub fn read_main(main: &Path) -> Result<SessionInput, DiskError> {
+pub fn read_main(main: &Path) -> Result<DiskSession, DiskError> {
     let bytes = fs::read(main).map_err(io(main))?;
     let dir = main.parent().unwrap_or(Path::new("."));
     let stem = main
@@ -96,6 +105,7 @@ pub fn read_main(main: &Path) -> Result<SessionInput, DiskError> {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut files = vec![SourceFile::new(file_name(main), Vec::new())];
+    let mut paths = vec![main.to_owned()];
 
     // <session>/subagents/: every file there is this session's.
     let nested = dir.join(&stem).join("subagents");
@@ -105,6 +115,7 @@ pub fn read_main(main: &Path) -> Result<SessionInput, DiskError> {
             if p.is_file() && FileRole::of(&name) != FileRole::Main {
                 let bytes = fs::read(&p).map_err(io(&p))?;
                 files.push(SourceFile::new(format!("{stem}/subagents/{name}"), bytes));
+                paths.push(p);
             }
         }
     }
@@ -127,10 +138,14 @@ pub fn read_main(main: &Path) -> Result<SessionInput, DiskError> {
         };
         if belongs {
             files.push(SourceFile::new(name, fs::read(&p).map_err(io(&p))?));
+            paths.push(p);
         }
     }
     files[0].bytes = bytes;
-    Ok(SessionInput::new(files))
+    Ok(DiskSession {
+        input: SessionInput::new(files),
+        paths,
+    })
 }
 
 fn list_dir(dir: &Path) -> Result<Vec<PathBuf>, DiskError> {

@@ -1,3 +1,14 @@
-//! Where sessions come from.
+//! Where sessions come from and where they live.
+//!
+//! - [`disk`]: reading one session's files the way Claude Code lays them out;
+//! - [`scan`]: finding sessions in the configured directories;
+//! - [`uploads`]: durable storage of uploads under the data directory;
+//! - [`registry`]: the store itself: every known session, parsed once on first use,
+//!   cached under a memory budget, reloaded when its files change.
 
 pub mod disk;
+pub mod registry;
+pub mod scan;
+pub mod uploads;
+
+pub use registry::{Framework, Loaded, Slot, Store, StoreConfig, StoreError};

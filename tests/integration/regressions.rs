@@ -541,3 +541,29 @@ fn sidechain_units_are_added_on_request() {
     assert_eq!(sub[1]["agent_kind"], "sub");
     assert_eq!(sub[1]["source"]["raw_file"], "agent-aaaa1111.jsonl");
 }
+
+#[test]
+fn a_two_hundred_thousand_record_chain_loads_without_recursion() {
+    // Agentic tool loops form unbroken parent chains; CommuGraph's recursive sort fails near
+    // 3,500 records (SPEC 10). Every stage here is iterative.
+    let n = 200_000;
+    let mut lines = Vec::with_capacity(n);
+    for i in 0..n {
+        let parent = if i == 0 {
+            "null".to_owned()
+        } else {
+            format!("\"c{}\"", i - 1)
+        };
+        lines.push(format!(
+            r#"{{"type":"user","uuid":"c{i}","parentUuid":{parent},"timestamp":"2025-01-01T00:00:00.000Z","message":{{"role":"user","content":"step {i} of the chain"}}}}"#
+        ));
+    }
+    let session = load_lines(&lines);
+    assert_eq!(session.items.len(), n);
+    assert_eq!(session.workflow.edges.len(), n - 1);
+    let in_order = session.record_sequence.windows(2).all(|w| w[0] + 1 == w[1]);
+    assert!(
+        in_order,
+        "a chain is emitted in chain order even when every timestamp ties"
+    );
+}

@@ -6,6 +6,7 @@ pub mod annotations;
 pub mod chatlog;
 pub mod diagnostics;
 pub mod graph;
+pub mod summary;
 pub mod workflow;
 
 use std::fmt;
@@ -14,7 +15,7 @@ use std::str::FromStr;
 use super::session::Session;
 
 /// The views a session can be rendered as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum View {
     /// Annotation units.
     Annotations,

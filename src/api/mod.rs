@@ -1,0 +1,179 @@
+//! The HTTP API: CommuGraph's routes (CONTRACT 2) plus ours, thin handlers over the store.
+//!
+//! Middleware, outermost first: catch panics (a generic JSON 500), request ids
+//! (`x-request-id`, generated when absent and echoed back), tracing (one span per request,
+//! named after the matched route, with the request id), JSON error bodies for whatever the
+//! inner layers reject, CORS (an allowlist), compression (gzip, br), a request timeout
+//! (408), and on the upload route a body limit (413, without reading past the limit).
+
+pub mod error;
+pub mod query;
+pub mod sessions;
+pub mod upload;
+pub mod views;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::routing::{delete, get, post};
+use axum::Router;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::compression::CompressionLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::store::Store;
+
+/// Settings of the HTTP layer.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Largest accepted upload body, in bytes.
+    pub max_upload_bytes: usize,
+    /// How long a request may take before it is answered 408.
+    pub request_timeout: Duration,
+    /// Origins allowed to call the API from a browser (none: same origin only).
+    pub cors_origins: Vec<HeaderValue>,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            max_upload_bytes: 1 << 30,
+            request_timeout: Duration::from_secs(300),
+            cors_origins: Vec::new(),
+        }
+    }
+}
+
+/// What every handler shares. Cloning is shallow.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The sessions.
+    pub store: Arc<Store>,
+    /// HTTP settings.
+    pub config: Arc<ApiConfig>,
+}
+
+/// The API router with its middleware.
+pub fn router(state: AppState) -> Router {
+    let config = state.config.clone();
+    let upload = post(upload::upload).layer((
+        DefaultBodyLimit::disable(),
+        RequestBodyLimitLayer::new(config.max_upload_bytes),
+    ));
+    let api = Router::new()
+        .route("/api/upload", upload)
+        .route("/api/frameworks", get(sessions::frameworks))
+        .route("/api/sessions", get(sessions::list))
+        .route("/api/graph/{id}", get(views::graph))
+        .route("/api/graph/{id}/workflow", get(views::workflow))
+        .route("/api/graph/{id}/annotations", get(views::annotations))
+        .route("/api/graph/{id}/chatlog", get(views::chatlog))
+        .route("/api/graph/{id}/metrics", get(views::metrics))
+        .route("/api/graph/{id}/diagnostics", get(views::diagnostics))
+        .route("/api/graph/{id}/info", get(sessions::info))
+        .route("/api/session/{id}", delete(sessions::delete))
+        .route("/healthz", get(sessions::healthz))
+        .route("/readyz", get(sessions::readyz))
+        .fallback(|| async { StatusCode::NOT_FOUND })
+        .with_state(state);
+
+    let cors = CorsLayer::new()
+        .allow_origin(AllowOrigin::list(config.cors_origins.clone()))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        .allow_headers([
+            axum::http::header::CONTENT_TYPE,
+            axum::http::header::IF_NONE_MATCH,
+            axum::http::header::AUTHORIZATION,
+        ])
+        .expose_headers([axum::http::header::ETAG]);
+    let trace = TraceLayer::new_for_http().make_span_with(|request: &Request| {
+        let route = request
+            .extensions()
+            .get::<MatchedPath>()
+            .map_or(request.uri().path(), MatchedPath::as_str);
+        let request_id = request
+            .extensions()
+            .get::<RequestId>()
+            .and_then(|id| id.header_value().to_str().ok())
+            .unwrap_or("-");
+        tracing::info_span!("request", method = %request.method(), route, request_id)
+    });
+
+    api.layer(TimeoutLayer::with_status_code(
+        StatusCode::REQUEST_TIMEOUT,
+        config.request_timeout,
+    ))
+    .layer(CompressionLayer::new())
+    .layer(cors)
+    .layer(axum::middleware::from_fn(error::json_errors))
+    .layer(PropagateRequestIdLayer::x_request_id())
+    .layer(trace)
+    .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+    .layer(CatchPanicLayer::custom(error::panic_response))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreConfig;
+    use axum::body::Body;
+    use axum::http::Request;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    fn state() -> AppState {
+        AppState {
+            store: Arc::new(Store::new(StoreConfig::default()).unwrap()),
+            config: Arc::new(ApiConfig::default()),
+        }
+    }
+
+    async fn call(method: &str, uri: &str) -> (StatusCode, serde_json::Value, axum::http::HeaderMap) {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(Body::empty())
+            .unwrap();
+        let response = router(state()).oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or_default(),
+            headers,
+        )
+    }
+
+    #[tokio::test]
+    async fn every_error_is_a_json_body() {
+        let (status, body, _) = call("GET", "/no/such/route").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(body["error"], "Not Found");
+        assert_eq!(body["message"], "No route for GET /no/such/route");
+
+        let (status, body, headers) = call("PUT", "/api/frameworks").await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(body["error"], "Method Not Allowed");
+        assert_eq!(headers["allow"], "GET,HEAD");
+    }
+
+    #[tokio::test]
+    async fn readiness_waits_for_the_store() {
+        let (status, body, _) = call("GET", "/readyz").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body["status"], "starting");
+        let (status, body, headers) = call("GET", "/healthz").await;
+        assert_eq!((status, body["status"].as_str()), (StatusCode::OK, Some("ok")));
+        assert!(
+            headers.contains_key("x-request-id"),
+            "every response carries a request id"
+        );
+    }
+}

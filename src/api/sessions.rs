@@ -1,0 +1,117 @@
+//! `GET /api/frameworks`, `GET /api/sessions`, `GET /api/graph/{id}/info`,
+//! `DELETE /api/session/{id}`, and the health probes.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use serde_json::json;
+
+use super::error::{session_not_found, ApiError};
+use super::upload::FRAMEWORKS;
+use super::AppState;
+use crate::core::time::iso_millis;
+use crate::store::registry::{Slot, SlotInfo, Source};
+use crate::store::uploads::Counts;
+
+/// A session as `info` and the session list describe it (the reference's keys, then ours).
+#[derive(Debug, Serialize)]
+pub struct SessionInfo {
+    id: String,
+    framework: String,
+    /// `null` for a session on disk that was never parsed.
+    message_count: Option<usize>,
+    node_count: Option<usize>,
+    edge_count: Option<usize>,
+    created_at: String,
+    last_accessed: String,
+    /// `upload` or `directory`.
+    source: &'static str,
+    /// For sessions on disk: the folder below the sessions directory (the project).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    project: Option<String>,
+}
+
+impl SessionInfo {
+    fn of(slot: &Slot, counts: Option<Counts>) -> SessionInfo {
+        let (source, project) = match &slot.source {
+            Source::Upload(_) => ("upload", None),
+            Source::Disk(found) => ("directory", Some(found.project.clone())),
+        };
+        SessionInfo {
+            id: slot.id.clone(),
+            framework: slot.framework.name().to_owned(),
+            message_count: counts.map(|c| c.message_count),
+            node_count: counts.map(|c| c.node_count),
+            edge_count: counts.map(|c| c.edge_count),
+            created_at: iso_millis(slot.created_at_ms),
+            last_accessed: iso_millis(slot.last_accessed_ms()),
+            source,
+            project,
+        }
+    }
+}
+
+/// `GET /api/frameworks`.
+pub async fn frameworks() -> Json<serde_json::Value> {
+    Json(json!({ "frameworks": FRAMEWORKS }))
+}
+
+/// `GET /api/sessions`: every session, oldest first; nothing is parsed to list them.
+pub async fn list(State(state): State<AppState>) -> Json<serde_json::Value> {
+    let sessions: Vec<SessionInfo> = state
+        .store
+        .list()
+        .into_iter()
+        .map(|SlotInfo { slot, counts }| SessionInfo::of(&slot, counts))
+        .collect();
+    Json(json!({ "sessions": sessions }))
+}
+
+/// `GET /api/graph/{id}/info`: parses the session if needed, to report its counts.
+pub async fn info(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<SessionInfo>, ApiError> {
+    let (slot, _) = state
+        .store
+        .get(&id)
+        .await
+        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    Ok(Json(SessionInfo::of(&slot, slot.counts())))
+}
+
+/// `DELETE /api/session/{id}`: forgets an upload and removes it from disk.
+pub async fn delete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    state
+        .store
+        .delete(&id)
+        .await
+        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    Ok(Json(
+        json!({ "message": format!("Session '{id}' deleted successfully") }),
+    ))
+}
+
+/// `GET /healthz`: the process serves requests.
+pub async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+/// `GET /readyz`: 200 once stored uploads are restored and the sessions directories
+/// scanned, 503 before.
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    if state.store.is_ready() {
+        Json(json!({ "status": "ready", "sessions": state.store.len() })).into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "starting" })),
+        )
+            .into_response()
+    }
+}

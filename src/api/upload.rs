@@ -1,0 +1,246 @@
+//! `POST /api/upload`: multipart (`framework`, `file`, `files`, as CommuGraph's frontend
+//! sends them) or a raw body (`curl --data-binary @s.jsonl '/api/upload?framework=claudecode&filename=s.jsonl'`).
+
+use axum::extract::{FromRequest, Multipart, Request, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+
+use super::error::{session_not_found, ApiError};
+use super::query::QueryPairs;
+use super::AppState;
+use crate::core::diagnostics::DiagnosticsSummary;
+use crate::core::{LoadOptions, SessionInput, SourceFile};
+use crate::store::Framework;
+
+/// The frameworks uploads accept.
+pub const FRAMEWORKS: [&str; 1] = ["claudecode"];
+
+/// The upload response (the reference's keys, in its order, then `diagnostics`).
+#[derive(Debug, Serialize)]
+pub struct UploadResponse {
+    graph_id: String,
+    message_count: usize,
+    node_count: usize,
+    edge_count: usize,
+    total_steps: usize,
+    main_agent_steps: usize,
+    framework: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sub_agents_loaded: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sub_agents_missing: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotation_count: Option<usize>,
+    diagnostics: DiagnosticsSummary,
+}
+
+/// What a request uploads.
+struct Upload {
+    framework: Option<String>,
+    files: Vec<SourceFile>,
+    strict: bool,
+}
+
+/// The handler.
+pub async fn upload(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    let query = QueryPairs::parse(request.uri().query());
+    let is_multipart = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("multipart/form-data")
+        });
+    let upload = if is_multipart {
+        read_multipart(&state, request, &query).await?
+    } else {
+        read_raw(request, &query).await?
+    };
+
+    let framework = match upload.framework.as_deref().map(str::trim) {
+        None | Some("") => return Err(ApiError::BadRequest("No framework specified".into())),
+        Some(f) => f.to_owned(),
+    };
+    if upload.files.is_empty() {
+        return Err(ApiError::BadRequest("No file(s) provided".into()));
+    }
+    let framework = match framework.to_ascii_lowercase().as_str() {
+        "claudecode" => Framework::from_name(&framework),
+        "autogen" => {
+            return Err(ApiError::BadRequest(
+                "AutoGen logs are not supported yet; supported frameworks: claudecode".into(),
+            ))
+        }
+        _ => {
+            return Err(ApiError::Parse {
+                message: format!(
+                    "Unknown framework: {framework}. Available: {}",
+                    FRAMEWORKS.join(", ")
+                ),
+                details: serde_json::json!({}),
+            })
+        }
+    };
+    let input = SessionInput::new(upload.files);
+    match input.main_index() {
+        Some(i) if !input.files[i].bytes.is_empty() => {}
+        _ => {
+            return Err(ApiError::BadRequest(
+                "No main session file found (expected UUID format filename, not agent-*)".into(),
+            ))
+        }
+    }
+
+    let options = LoadOptions {
+        strict: upload.strict,
+    };
+    let (slot, loaded, created) = state
+        .store
+        .add_upload(framework, input, options)
+        .await
+        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    tracing::info!(id = %slot.id, created, nodes = loaded.counts.message_count, "upload accepted");
+    let session = &loaded.session;
+    let c = loaded.counts;
+    let full = slot.framework.has_views();
+    let loaded_agents = session.subagents_loaded();
+    let missing = &session.diagnostics.subagents_missing;
+    Ok(Json(UploadResponse {
+        graph_id: slot.id.clone(),
+        message_count: c.message_count,
+        node_count: c.node_count,
+        edge_count: c.edge_count,
+        total_steps: c.total_steps,
+        main_agent_steps: c.main_agent_steps,
+        framework: slot.framework.name().to_owned(),
+        sub_agents_loaded: (full && loaded_agents > 0).then_some(loaded_agents),
+        sub_agents_missing: (full && !missing.is_empty()).then(|| missing.clone()),
+        annotation_count: full.then_some(c.annotation_count),
+        diagnostics: session.diagnostics.summary(),
+    })
+    .into_response())
+}
+
+async fn read_multipart(state: &AppState, request: Request, query: &QueryPairs) -> Result<Upload, ApiError> {
+    let mut multipart = Multipart::from_request(request, state)
+        .await
+        .map_err(|e| ApiError::BadRequest(format!("Invalid multipart body: {}", e.body_text())))?;
+    let mut framework = None;
+    let mut strict = query.flag("strict");
+    let (mut file_fields, mut files_fields) = (Vec::new(), Vec::new());
+    loop {
+        let field = match multipart.next_field().await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => return Err(multipart_error(e)),
+        };
+        let name = field.name().unwrap_or_default().to_owned();
+        let file_name = field.file_name().map(str::to_owned);
+        match (name.as_str(), file_name) {
+            ("framework", _) => framework = Some(field.text().await.map_err(multipart_error)?),
+            ("strict", _) => {
+                let v = field.text().await.map_err(multipart_error)?;
+                strict = matches!(
+                    v.trim().to_ascii_lowercase().as_str(),
+                    "true" | "1" | "yes" | "on"
+                );
+            }
+            (which @ ("file" | "files"), Some(file_name)) => {
+                let bytes = field.bytes().await.map_err(multipart_error)?;
+                let list = if which == "file" {
+                    &mut file_fields
+                } else {
+                    &mut files_fields
+                };
+                list.push(SourceFile::new(
+                    clean_name(&file_name, list.len()),
+                    bytes.to_vec(),
+                ));
+            }
+            // Other fields (`subAgentDirectory` among them: no path comes from a client).
+            _ => {
+                let _ = field.bytes().await.map_err(multipart_error)?;
+            }
+        }
+    }
+    // All `file` entries first, then `files`; a repeated name keeps the first position and
+    // the last content, as the reference does.
+    let mut files: Vec<SourceFile> = Vec::new();
+    for f in file_fields.into_iter().chain(files_fields) {
+        match files.iter_mut().find(|g| g.name == f.name) {
+            Some(g) => g.bytes = f.bytes,
+            None => files.push(f),
+        }
+    }
+    Ok(Upload {
+        framework,
+        files,
+        strict,
+    })
+}
+
+async fn read_raw(request: Request, query: &QueryPairs) -> Result<Upload, ApiError> {
+    let body = axum::body::to_bytes(request.into_body(), usize::MAX)
+        .await
+        .map_err(|e| {
+            // The body limit layer stops reading at the limit.
+            if e.into_inner().is::<http_body_util::LengthLimitError>() {
+                too_large()
+            } else {
+                ApiError::BadRequest("Failed to read the request body".into())
+            }
+        })?;
+    let files = if body.is_empty() {
+        Vec::new()
+    } else {
+        vec![SourceFile::new(
+            clean_name(query.first("filename").unwrap_or("session.jsonl"), 0),
+            body.to_vec(),
+        )]
+    };
+    Ok(Upload {
+        framework: query.first("framework").map(str::to_owned),
+        files,
+        strict: query.flag("strict"),
+    })
+}
+
+fn too_large() -> ApiError {
+    ApiError::TooLarge("Total size exceeds the configured maximum upload size".into())
+}
+
+fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
+    if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        too_large()
+    } else {
+        ApiError::BadRequest(format!("Invalid multipart body: {}", e.body_text()))
+    }
+}
+
+/// A client's file name made safe to show: its last path component, without control
+/// characters (`../x.jsonl` is `x.jsonl`). Names are never used as paths anyway.
+fn clean_name(name: &str, index: usize) -> String {
+    let base = crate::core::input::base_name(name);
+    let cleaned: String = base.chars().filter(|c| !c.is_control()).collect();
+    match cleaned.trim() {
+        "" | "." | ".." => format!("upload-{index}.jsonl"),
+        ok => ok.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_lose_paths_and_control_characters() {
+        assert_eq!(clean_name("../../etc/passwd", 0), "passwd");
+        assert_eq!(clean_name("a\0b.jsonl", 0), "ab.jsonl");
+        assert_eq!(clean_name("..", 3), "upload-3.jsonl");
+        assert_eq!(clean_name("dir\\agent-1.jsonl", 0), "agent-1.jsonl");
+    }
+}

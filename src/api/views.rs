@@ -1,0 +1,187 @@
+//! The view routes: `GET /api/graph/{id}` and its `workflow`, `annotations`, `chatlog`,
+//! `metrics` and `diagnostics`. Bodies are rendered once per session version and served as
+//! bytes, with an ETag (`If-None-Match` gives 304).
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use super::error::{graph_not_found, session_not_found, ApiError};
+use super::query::QueryPairs;
+use super::AppState;
+use crate::core::views::{View, ViewOptions};
+
+/// How a view route names a missing session, and whether it needs the full Claude Code
+/// pipeline (the reference refuses workflow and annotations for other frameworks).
+struct Route {
+    view: View,
+    not_found: fn(&str) -> String,
+    needs_views: Option<&'static str>,
+    takes_step: bool,
+    subagents_flag: Option<&'static str>,
+}
+
+const GRAPH: Route = Route {
+    view: View::Graph,
+    not_found: graph_not_found,
+    needs_views: None,
+    takes_step: true,
+    subagents_flag: None,
+};
+const WORKFLOW: Route = Route {
+    view: View::Workflow,
+    not_found: session_not_found,
+    needs_views: Some("Workflow view is only available for Claude Code logs"),
+    takes_step: true,
+    subagents_flag: None,
+};
+const ANNOTATIONS: Route = Route {
+    view: View::Annotations,
+    not_found: session_not_found,
+    needs_views: Some("Annotation view is only available for Claude Code logs"),
+    takes_step: false,
+    subagents_flag: Some("include_sidechains"),
+};
+const CHATLOG: Route = Route {
+    view: View::Chatlog,
+    not_found: session_not_found,
+    needs_views: Some("Chat log is only available for Claude Code logs"),
+    takes_step: false,
+    subagents_flag: Some("include_subagents"),
+};
+const METRICS: Route = Route {
+    view: View::Metrics,
+    not_found: graph_not_found,
+    needs_views: None,
+    takes_step: false,
+    subagents_flag: None,
+};
+const DIAGNOSTICS: Route = Route {
+    view: View::Diagnostics,
+    not_found: session_not_found,
+    needs_views: None,
+    takes_step: false,
+    subagents_flag: None,
+};
+
+async fn serve(
+    state: AppState,
+    route: Route,
+    id: String,
+    query: Option<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let query = QueryPairs::parse(query.as_deref());
+    // The reference checks the id, then the framework, then the step.
+    let slot = state
+        .store
+        .slot(&id)
+        .map_err(|e| ApiError::from_store(e, route.not_found))?;
+    if let Some(message) = route.needs_views {
+        if !slot.framework.has_views() {
+            return Err(ApiError::BadRequest(message.into()));
+        }
+    }
+    let options = ViewOptions {
+        step: if route.takes_step { query.step()? } else { None },
+        include_subagents: route.subagents_flag.is_some_and(|f| query.flag(f)),
+    };
+    let (_, loaded) = state
+        .store
+        .get(&id)
+        .await
+        .map_err(|e| ApiError::from_store(e, route.not_found))?;
+    let etag = format!(
+        "\"{}-{}-{}-{}\"",
+        loaded.version,
+        route.view,
+        u8::from(options.include_subagents),
+        options.step.map_or("all".to_owned(), |s| s.to_string())
+    );
+    let etag_value = HeaderValue::from_str(&etag).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let matches = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| {
+            let t = t.trim();
+            t == "*" || t.trim_start_matches("W/") == etag
+        });
+    if matches {
+        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag_value)]).into_response());
+    }
+    let body = loaded
+        .body(route.view, options)
+        .await
+        .map_err(|e| ApiError::from_store(e, route.not_found))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+            (header::ETAG, etag_value),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// `GET /api/graph/{id}` (`?step=N`): the communication graph.
+pub async fn graph(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+    h: HeaderMap,
+) -> Result<Response, ApiError> {
+    serve(s, GRAPH, id, q, h).await
+}
+
+/// `GET /api/graph/{id}/workflow` (`?step=N`): the workflow DAG.
+pub async fn workflow(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+    h: HeaderMap,
+) -> Result<Response, ApiError> {
+    serve(s, WORKFLOW, id, q, h).await
+}
+
+/// `GET /api/graph/{id}/annotations` (`?include_sidechains=true`): the annotation units.
+pub async fn annotations(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+    h: HeaderMap,
+) -> Result<Response, ApiError> {
+    serve(s, ANNOTATIONS, id, q, h).await
+}
+
+/// `GET /api/graph/{id}/chatlog` (`?include_subagents=true`): the chat log.
+pub async fn chatlog(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+    h: HeaderMap,
+) -> Result<Response, ApiError> {
+    serve(s, CHATLOG, id, q, h).await
+}
+
+/// `GET /api/graph/{id}/metrics`.
+pub async fn metrics(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+    h: HeaderMap,
+) -> Result<Response, ApiError> {
+    serve(s, METRICS, id, q, h).await
+}
+
+/// `GET /api/graph/{id}/diagnostics`.
+pub async fn diagnostics(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+    h: HeaderMap,
+) -> Result<Response, ApiError> {
+    serve(s, DIAGNOSTICS, id, q, h).await
+}

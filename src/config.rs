@@ -1,0 +1,143 @@
+//! `sessiongraph serve` settings: flags, each with an environment fallback.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use axum::http::HeaderValue;
+use clap::{Args, ValueEnum};
+
+use crate::api::ApiConfig;
+use crate::store::StoreConfig;
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Arguments of `sessiongraph serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "SESSIONGRAPH_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Where uploads are stored (created if missing).
+    #[arg(long, env = "SESSIONGRAPH_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// A directory of sessions to list and serve, e.g. ~/.claude/projects (repeatable; the
+    /// environment variable takes a comma-separated list). Without any, the bundled
+    /// fixtures are served.
+    #[arg(
+        long = "sessions-dir",
+        env = "SESSIONGRAPH_SESSIONS_DIRS",
+        value_delimiter = ','
+    )]
+    pub sessions_dirs: Vec<PathBuf>,
+    /// Largest accepted upload (bytes; K, M, G suffixes are powers of 1024).
+    #[arg(long, env = "SESSIONGRAPH_MAX_UPLOAD_BYTES", default_value = "1G", value_parser = parse_size)]
+    pub max_upload_bytes: usize,
+    /// Memory budget for parsed sessions; the least recently used are unloaded beyond it
+    /// (they reload from disk on their next request).
+    #[arg(long, env = "SESSIONGRAPH_CACHE_BYTES", default_value = "4G", value_parser = parse_size)]
+    pub cache_bytes: usize,
+    /// An origin allowed to call the API from a browser, e.g. http://localhost:3000
+    /// (repeatable; comma-separated in the environment variable).
+    #[arg(
+        long = "cors-origin",
+        env = "SESSIONGRAPH_CORS_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub cors_origins: Vec<String>,
+    /// Seconds a request may take before it is answered 408.
+    #[arg(long, env = "SESSIONGRAPH_REQUEST_TIMEOUT_SECS", default_value_t = 300)]
+    pub request_timeout_secs: u64,
+    /// Log format.
+    #[arg(long, env = "SESSIONGRAPH_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// Why the settings are unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A CORS origin is not a valid header value.
+    #[error("invalid --cors-origin {0:?}")]
+    CorsOrigin(String),
+}
+
+impl ServeArgs {
+    /// The sessions directories to serve: those given, else the bundled fixtures.
+    pub fn effective_sessions_dirs(&self) -> Vec<PathBuf> {
+        if !self.sessions_dirs.is_empty() {
+            return self.sessions_dirs.clone();
+        }
+        [
+            PathBuf::from("fixtures"),
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
+        ]
+        .into_iter()
+        .find(|p| p.is_dir())
+        .into_iter()
+        .collect()
+    }
+
+    /// The store's settings.
+    pub fn store_config(&self) -> StoreConfig {
+        StoreConfig {
+            data_dir: Some(self.data_dir.clone()),
+            sessions_dirs: self.effective_sessions_dirs(),
+            cache_bytes: self.cache_bytes,
+        }
+    }
+
+    /// The HTTP layer's settings.
+    pub fn api_config(&self) -> Result<ApiConfig, ConfigError> {
+        let cors_origins = self
+            .cors_origins
+            .iter()
+            .filter(|o| !o.is_empty())
+            .map(|o| HeaderValue::from_str(o).map_err(|_| ConfigError::CorsOrigin(o.clone())))
+            .collect::<Result<_, _>>()?;
+        Ok(ApiConfig {
+            max_upload_bytes: self.max_upload_bytes,
+            request_timeout: Duration::from_secs(self.request_timeout_secs),
+            cors_origins,
+        })
+    }
+}
+
+/// A size: a number of bytes, or with a `K`, `M` or `G` suffix (powers of 1024; `KB`,
+/// `MiB` and friends read the same).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = t.split_at(digits);
+    let n: usize = number.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    let factor: usize = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        _ => return Err(format!("unknown size unit in {s:?} (use K, M or G)")),
+    };
+    n.checked_mul(factor)
+        .ok_or_else(|| format!("size too large: {s:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_size("123"), Ok(123));
+        assert_eq!(parse_size("30M"), Ok(30 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("2 MiB"), Ok(2 << 20));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("5X").is_err());
+    }
+}

@@ -1,0 +1,40 @@
+//! The counts an upload response, `info` and the session list report.
+
+use serde::Serialize;
+
+use crate::core::session::Session;
+use crate::core::views::annotations::annotations;
+use crate::core::views::graph::SenderStats;
+
+/// A session's counts, as CommuGraph reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Workflow nodes (the reference's messages).
+    pub message_count: usize,
+    /// Communication-graph nodes: distinct senders.
+    pub node_count: usize,
+    /// Communication-graph edges: always 0 for Claude Code.
+    pub edge_count: usize,
+    /// Highest step index (0 without nodes).
+    pub total_steps: usize,
+    /// Nodes whose record is not a sidechain's.
+    pub main_agent_steps: usize,
+    /// Annotation units of the main chain.
+    pub annotation_count: usize,
+}
+
+/// Counts `session`.
+pub fn counts(session: &Session) -> Counts {
+    let nodes = &session.workflow.nodes;
+    Counts {
+        message_count: nodes.len(),
+        node_count: SenderStats::of(session).ids.len(),
+        edge_count: 0,
+        total_steps: nodes.len().saturating_sub(1),
+        main_agent_steps: nodes
+            .iter()
+            .filter(|n| session.records[n.record].is_sidechain != Some(true))
+            .count(),
+        annotation_count: annotations(session, false).total,
+    }
+}

@@ -1,0 +1,639 @@
+//! The session store: every known session (uploads and sessions on disk), each parsed on
+//! first use, cached, re-parsed when its files change, and evicted under a memory budget.
+//!
+//! A session is a [`Slot`] in a `DashMap`. Its parsed form lives in a `tokio::sync::OnceCell`
+//! held by the slot: concurrent first requests wait on the same initialisation, so a session
+//! is parsed once. Invalidating (files changed, eviction) swaps in a fresh cell; requests
+//! already holding the old [`Loaded`] finish with it. No lock or map guard is held across an
+//! `.await`, and parsing and rendering run on the blocking pool.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use dashmap::DashMap;
+use sha2::{Digest, Sha256};
+use tokio::sync::OnceCell;
+
+use super::disk::{self, DiskError};
+use super::scan::{scan_dir, FoundSession};
+use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
+use crate::core::views::summary::{counts, Counts};
+use crate::core::views::{self, View, ViewOptions};
+use crate::core::{LoadOptions, Session, SessionError, SessionInput};
+
+/// Why the store could not do something.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No session has this id.
+    #[error("session '{0}' not found")]
+    NotFound(String),
+    /// Sessions read from a configured directory belong to their owner; they are never
+    /// deleted here.
+    #[error("session '{0}' is read from a sessions directory and cannot be deleted")]
+    ReadOnly(String),
+    /// The upload holds no conversation (only snapshots, summaries or blank lines).
+    #[error("no conversational records found in {0}")]
+    NoConversation(String),
+    /// The session could not be loaded (no main file; a bad line with strict loading).
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// A session's files could not be read from disk.
+    #[error(transparent)]
+    Disk(#[from] DiskError),
+    /// Storing or reading an upload failed.
+    #[error("upload storage failed: {0}")]
+    Io(#[from] std::io::Error),
+    /// A blocking task panicked or was cancelled.
+    #[error("a background task failed: {0}")]
+    Task(String),
+}
+
+/// How a session's framework was given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Framework {
+    /// `claudecode`.
+    ClaudeCode,
+    /// `claudecode` written in another case (`ClaudeCode`). The reference parses the first
+    /// file alone and stores the name as sent, so the workflow and annotation views refuse
+    /// the session (reference errors 14-16); kept as is.
+    ClaudeCodeVariant(String),
+}
+
+impl Framework {
+    /// The name as the client sent it.
+    pub fn name(&self) -> &str {
+        match self {
+            Framework::ClaudeCode => "claudecode",
+            Framework::ClaudeCodeVariant(s) => s,
+        }
+    }
+
+    /// Reads a stored name back.
+    pub fn from_name(name: &str) -> Framework {
+        if name == "claudecode" {
+            Framework::ClaudeCode
+        } else {
+            Framework::ClaudeCodeVariant(name.to_owned())
+        }
+    }
+
+    /// True when the workflow, annotation and chat-log views serve this session.
+    pub fn has_views(&self) -> bool {
+        *self == Framework::ClaudeCode
+    }
+}
+
+/// Where a session comes from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// An upload, stored under the data directory.
+    Upload(Manifest),
+    /// A main log found in a configured sessions directory.
+    Disk(FoundSession),
+}
+
+/// A session known to the store.
+#[derive(Debug)]
+pub struct Slot {
+    /// Its id.
+    pub id: String,
+    /// Where it comes from.
+    pub source: Source,
+    /// Its framework.
+    pub framework: Framework,
+    /// Upload time, or the main log's modification time (ms since the epoch).
+    pub created_at_ms: i64,
+    last_accessed_ms: AtomicI64,
+    /// The last known counts (from the upload manifest, or the last parse).
+    counts: Mutex<Option<StoredCounts>>,
+    cell: Mutex<Arc<OnceCell<Arc<Loaded>>>>,
+}
+
+impl Slot {
+    fn new(id: String, source: Source, framework: Framework, created_at_ms: i64) -> Slot {
+        let counts = match &source {
+            Source::Upload(m) => Some(m.counts),
+            Source::Disk(_) => None,
+        };
+        Slot {
+            id,
+            source,
+            framework,
+            created_at_ms,
+            last_accessed_ms: AtomicI64::new(created_at_ms),
+            counts: Mutex::new(counts),
+            cell: Mutex::new(Arc::new(OnceCell::new())),
+        }
+    }
+
+    /// Last time a request used it (ms since the epoch).
+    pub fn last_accessed_ms(&self) -> i64 {
+        self.last_accessed_ms.load(Ordering::Relaxed)
+    }
+
+    /// The last known counts, if it was ever parsed.
+    pub fn counts(&self) -> Option<StoredCounts> {
+        *lock(&self.counts)
+    }
+
+    fn touch(&self) {
+        self.last_accessed_ms.store(now_ms(), Ordering::Relaxed);
+    }
+
+    fn cell(&self) -> Arc<OnceCell<Arc<Loaded>>> {
+        lock(&self.cell).clone()
+    }
+
+    /// The parsed session if it is in memory now.
+    fn loaded(&self) -> Option<Arc<Loaded>> {
+        self.cell().get().cloned()
+    }
+
+    /// Drops the parsed session (it reloads on next use).
+    fn unload(&self) {
+        *lock(&self.cell) = Arc::new(OnceCell::new());
+    }
+
+    /// True for uploads.
+    pub fn is_upload(&self) -> bool {
+        matches!(self.source, Source::Upload(_))
+    }
+}
+
+/// What a view request asks for.
+type BodyKey = (View, bool);
+
+/// A parsed session and the view bodies rendered from it.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The analysed session.
+    pub session: Session,
+    /// Its counts.
+    pub counts: Counts,
+    /// Changes whenever the session's content does (the ETag's base).
+    pub version: String,
+    stamps: Vec<FileStamp>,
+    input_bytes: usize,
+    bodies_bytes: AtomicUsize,
+    bodies: Mutex<HashMap<BodyKey, Bytes>>,
+}
+
+/// Size and modification time of a file, to notice changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    path: PathBuf,
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> FileStamp {
+        let meta = std::fs::metadata(path).ok();
+        FileStamp {
+            path: path.to_owned(),
+            len: meta.as_ref().map_or(0, |m| m.len()),
+            modified: meta.and_then(|m| m.modified().ok()),
+        }
+    }
+}
+
+impl Loaded {
+    fn new(session: Session, version: String, stamps: Vec<FileStamp>) -> Loaded {
+        let input_bytes = session.files.iter().map(|f| f.bytes).sum();
+        Loaded {
+            counts: counts(&session),
+            session,
+            version,
+            stamps,
+            input_bytes,
+            bodies_bytes: AtomicUsize::new(0),
+            bodies: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// An estimate of the memory it holds: records and nodes (about twice the input) plus
+    /// the rendered bodies.
+    pub fn approximate_bytes(&self) -> usize {
+        2 * self.input_bytes + self.bodies_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The body of `view`. Bodies without a step are rendered once and kept; a body cut at
+    /// a step is rendered for the request. Rendering runs on the blocking pool.
+    pub async fn body(self: &Arc<Self>, view: View, options: ViewOptions) -> Result<Bytes, StoreError> {
+        let key = (view, options.include_subagents);
+        if options.step.is_none() {
+            if let Some(b) = lock(&self.bodies).get(&key) {
+                return Ok(b.clone());
+            }
+        }
+        let me = self.clone();
+        let bytes: Bytes =
+            blocking(move || Ok(Bytes::from(views::render(&me.session, view, options)))).await?;
+        if options.step.is_none() {
+            if let std::collections::hash_map::Entry::Vacant(slot) = lock(&self.bodies).entry(key) {
+                self.bodies_bytes.fetch_add(bytes.len(), Ordering::Relaxed);
+                slot.insert(bytes.clone());
+            }
+        }
+        Ok(bytes)
+    }
+
+    /// True when none of the files it was read from changed since.
+    fn is_fresh(&self) -> bool {
+        self.stamps.iter().all(|s| FileStamp::of(&s.path) == *s)
+    }
+}
+
+/// How the store is set up.
+#[derive(Debug, Clone, Default)]
+pub struct StoreConfig {
+    /// Where uploads are kept; `None` keeps them in memory only (tests of other parts).
+    pub data_dir: Option<PathBuf>,
+    /// Directories whose sessions are listed and served.
+    pub sessions_dirs: Vec<PathBuf>,
+    /// Memory budget for parsed sessions, in bytes.
+    pub cache_bytes: usize,
+}
+
+/// The store.
+#[derive(Debug)]
+pub struct Store {
+    slots: DashMap<String, Arc<Slot>>,
+    uploads: Option<UploadDir>,
+    config: StoreConfig,
+    ready: AtomicBool,
+    parses: Arc<AtomicUsize>,
+}
+
+/// One entry of the session list.
+#[derive(Debug, Clone)]
+pub struct SlotInfo {
+    /// The slot.
+    pub slot: Arc<Slot>,
+    /// Its counts, when known.
+    pub counts: Option<StoredCounts>,
+}
+
+impl Store {
+    /// A store over `config`; opens the uploads directory (removing leftovers of interrupted
+    /// writes). Call [`Store::restore`] to load what is on disk.
+    pub fn new(config: StoreConfig) -> Result<Store, StoreError> {
+        let uploads = match &config.data_dir {
+            Some(dir) => {
+                let (uploads, removed) = UploadDir::open(dir)?;
+                if removed > 0 {
+                    tracing::warn!(removed, "removed unfinished uploads left by an interrupted write");
+                }
+                Some(uploads)
+            }
+            None => None,
+        };
+        Ok(Store {
+            slots: DashMap::new(),
+            uploads,
+            config,
+            ready: AtomicBool::new(false),
+            parses: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    /// Registers the stored uploads and scans the sessions directories (blocking; run it on
+    /// the blocking pool). Sessions are parsed later, on first use.
+    pub fn restore(&self) -> Result<(), StoreError> {
+        let started = std::time::Instant::now();
+        if let Some(uploads) = &self.uploads {
+            let stored = uploads.manifests()?;
+            for (dir, reason) in stored.unreadable {
+                tracing::warn!(dir = %dir.display(), %reason, "skipping an unreadable stored upload");
+            }
+            let n = stored.manifests.len();
+            for m in stored.manifests {
+                let slot = Slot::new(
+                    m.id.clone(),
+                    Source::Upload(m.clone()),
+                    Framework::from_name(&m.framework),
+                    m.created_at_ms,
+                );
+                self.slots.entry(m.id).or_insert_with(|| Arc::new(slot));
+            }
+            tracing::info!(uploads = n, "restored stored uploads");
+        }
+        let mut taken: HashSet<String> = self.slots.iter().map(|e| e.key().clone()).collect();
+        for dir in &self.config.sessions_dirs {
+            let scan = scan_dir(
+                dir,
+                &mut taken,
+                |n| tracing::info!(dir = %dir.display(), found = n, "scanning"),
+            );
+            for (path, reason) in &scan.skipped {
+                tracing::debug!(path = %path.display(), %reason, "skipped");
+            }
+            let n = scan.sessions.len();
+            for found in scan.sessions {
+                let created = found
+                    .modified
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                let id = found.id.clone();
+                let slot = Slot::new(id.clone(), Source::Disk(found), Framework::ClaudeCode, created);
+                self.slots.entry(id).or_insert_with(|| Arc::new(slot));
+            }
+            tracing::info!(dir = %dir.display(), sessions = n, skipped = scan.skipped.len(), "scanned sessions directory");
+        }
+        tracing::info!(
+            sessions = self.slots.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "store ready"
+        );
+        self.ready.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// True once [`Store::restore`] finished.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// How many times a session was parsed (uploads included), since start.
+    pub fn parses(&self) -> usize {
+        self.parses.load(Ordering::Relaxed)
+    }
+
+    /// Number of known sessions.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// True when no session is known.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The slot of `id`.
+    pub fn slot(&self, id: &str) -> Result<Arc<Slot>, StoreError> {
+        self.slots
+            .get(id)
+            .map(|e| e.value().clone())
+            .ok_or_else(|| StoreError::NotFound(id.to_owned()))
+    }
+
+    /// Every session, oldest first.
+    pub fn list(&self) -> Vec<SlotInfo> {
+        let mut all: Vec<SlotInfo> = self
+            .slots
+            .iter()
+            .map(|e| SlotInfo {
+                slot: e.value().clone(),
+                counts: e.value().counts(),
+            })
+            .collect();
+        all.sort_by(|a, b| (a.slot.created_at_ms, &a.slot.id).cmp(&(b.slot.created_at_ms, &b.slot.id)));
+        all
+    }
+
+    /// The parsed session `id`, parsing it on first use (once, however many requests ask at
+    /// the same time) and again when its files changed.
+    pub async fn get(&self, id: &str) -> Result<(Arc<Slot>, Arc<Loaded>), StoreError> {
+        let slot = self.slot(id)?;
+        slot.touch();
+        if let (Source::Disk(_), Some(loaded)) = (&slot.source, slot.loaded()) {
+            let fresh = blocking(move || Ok(loaded.is_fresh())).await?;
+            if !fresh {
+                tracing::info!(id, "session files changed; reloading");
+                slot.unload();
+            }
+        }
+        let cell = slot.cell();
+        let mut loaded_now = false;
+        let loaded = cell
+            .get_or_try_init(|| {
+                loaded_now = true;
+                let slot = slot.clone();
+                let source = slot.source.clone();
+                let framework = slot.framework.clone();
+                let uploads = self.uploads.clone();
+                let parses = self.parses.clone();
+                async move {
+                    parses.fetch_add(1, Ordering::Relaxed);
+                    blocking(move || load(&source, &framework, uploads.as_ref()))
+                        .await
+                        .map(Arc::new)
+                }
+            })
+            .await?
+            .clone();
+        if loaded_now {
+            *lock(&slot.counts) = Some(stored_counts(&loaded.counts));
+            self.enforce_budget(&slot.id);
+        }
+        Ok((slot, loaded))
+    }
+
+    /// Accepts an upload: parses it, stores it durably, and registers it. The same content
+    /// uploaded again gives the same id and stores nothing new. Returns the slot, the parsed
+    /// session and whether the upload was new.
+    pub async fn add_upload(
+        &self,
+        framework: Framework,
+        input: SessionInput,
+        options: LoadOptions,
+    ) -> Result<(Arc<Slot>, Arc<Loaded>, bool), StoreError> {
+        let id = upload_id(framework.name(), &input);
+        if self.slots.contains_key(&id) {
+            let (slot, loaded) = self.get(&id).await?;
+            // The same content was accepted before, leniently: strict loading still refuses
+            // it if it has a bad line.
+            if let (true, Some(bad)) = (
+                options.strict,
+                loaded.session.diagnostics.bad_lines.samples.first(),
+            ) {
+                return Err(SessionError::InvalidLine {
+                    file: bad.file.clone(),
+                    line: bad.line,
+                    reason: bad.reason.clone(),
+                }
+                .into());
+            }
+            return Ok((slot, loaded, false));
+        }
+        let uploads = self.uploads.clone();
+        self.parses.fetch_add(1, Ordering::Relaxed);
+        let fw = framework.clone();
+        let upload_id = id.clone();
+        let (manifest, loaded) = blocking(move || {
+            let session = build(&input, &fw, options)?;
+            if session.items.is_empty() {
+                return Err(StoreError::NoConversation(
+                    input.files.first().map(|f| f.name.clone()).unwrap_or_default(),
+                ));
+            }
+            let loaded = Loaded::new(session, upload_id.clone(), Vec::new());
+            let manifest = Manifest {
+                id: upload_id,
+                framework: fw.name().to_owned(),
+                created_at_ms: now_ms(),
+                names: input.files.iter().map(|f| f.name.clone()).collect(),
+                counts: stored_counts(&loaded.counts),
+            };
+            if let Some(dir) = uploads {
+                dir.save(&manifest, &input)?;
+            }
+            Ok((manifest, loaded))
+        })
+        .await?;
+        let created = manifest.created_at_ms;
+        let slot = Arc::new(Slot::new(
+            id.clone(),
+            Source::Upload(manifest),
+            framework,
+            created,
+        ));
+        let loaded = Arc::new(loaded);
+        let cell = OnceCell::new_with(Some(loaded.clone()));
+        *lock(&slot.cell) = Arc::new(cell);
+        let slot = self.slots.entry(id.clone()).or_insert(slot).value().clone();
+        self.enforce_budget(&id);
+        Ok((slot, loaded, true))
+    }
+
+    /// Forgets an upload and removes it from disk. Sessions of a sessions directory are
+    /// never deleted.
+    pub async fn delete(&self, id: &str) -> Result<(), StoreError> {
+        let slot = self.slot(id)?;
+        if !slot.is_upload() {
+            return Err(StoreError::ReadOnly(id.to_owned()));
+        }
+        if let Some(dir) = self.uploads.clone() {
+            let id = id.to_owned();
+            blocking(move || Ok(dir.delete(&id)?)).await?;
+        }
+        self.slots.remove(id);
+        Ok(())
+    }
+
+    /// Unloads the least recently used sessions (never `keep`) until the parsed sessions
+    /// fit the memory budget. Every session can be reloaded: disk sessions from their
+    /// directory, uploads from the data directory.
+    fn enforce_budget(&self, keep: &str) {
+        let budget = self.config.cache_bytes;
+        let mut loaded: Vec<(i64, usize, Arc<Slot>)> = self
+            .slots
+            .iter()
+            .filter_map(|e| {
+                let slot = e.value();
+                slot.loaded()
+                    .map(|l| (slot.last_accessed_ms(), l.approximate_bytes(), slot.clone()))
+            })
+            .collect();
+        let mut total: usize = loaded.iter().map(|(_, b, _)| b).sum();
+        if total <= budget {
+            return;
+        }
+        loaded.sort_by_key(|(last, ..)| *last);
+        for (_, bytes, slot) in loaded {
+            if total <= budget {
+                break;
+            }
+            // An upload stays in memory when there is no data directory to reload it from.
+            if slot.id == keep || (slot.is_upload() && self.uploads.is_none()) {
+                continue;
+            }
+            slot.unload();
+            total -= bytes;
+            tracing::debug!(id = %slot.id, bytes, "evicted from the cache");
+        }
+    }
+}
+
+/// Parses a session from its source (blocking).
+fn load(source: &Source, framework: &Framework, uploads: Option<&UploadDir>) -> Result<Loaded, StoreError> {
+    match source {
+        Source::Upload(manifest) => {
+            let dir = uploads.ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
+            let input = dir.read(manifest)?;
+            let session = build(&input, framework, LoadOptions::default())?;
+            Ok(Loaded::new(session, manifest.id.clone(), Vec::new()))
+        }
+        Source::Disk(found) => {
+            let read = disk::read_main(&found.main)?;
+            let stamps: Vec<FileStamp> = read.paths.iter().map(|p| FileStamp::of(p)).collect();
+            let session = build(&read.input, framework, LoadOptions::default())?;
+            Ok(Loaded::new(session, version_of(&stamps), stamps))
+        }
+    }
+}
+
+/// Runs the core on `input` (a framework variant reads its first file alone).
+fn build(input: &SessionInput, framework: &Framework, options: LoadOptions) -> Result<Session, StoreError> {
+    let session = match framework {
+        Framework::ClaudeCode => Session::build(input, options)?,
+        Framework::ClaudeCodeVariant(_) => {
+            let first = SessionInput::new(input.files.iter().take(1).cloned().collect());
+            Session::build(&first, options)?
+        }
+    };
+    Ok(session)
+}
+
+/// The content-derived id of an upload: 16 hex digits of SHA-256 over the framework and
+/// each file's name and bytes.
+pub fn upload_id(framework: &str, input: &SessionInput) -> String {
+    let mut h = Sha256::new();
+    h.update(framework.as_bytes());
+    for f in &input.files {
+        h.update([0]);
+        h.update((f.name.len() as u64).to_le_bytes());
+        h.update(f.name.as_bytes());
+        h.update((f.bytes.len() as u64).to_le_bytes());
+        h.update(&f.bytes);
+    }
+    h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+fn version_of(stamps: &[FileStamp]) -> String {
+    let mut h = Sha256::new();
+    for s in stamps {
+        h.update(s.path.to_string_lossy().as_bytes());
+        h.update(s.len.to_le_bytes());
+        let nanos = s
+            .modified
+            .and_then(|m| m.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        h.update(nanos.to_le_bytes());
+    }
+    h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+fn stored_counts(c: &Counts) -> StoredCounts {
+    StoredCounts {
+        message_count: c.message_count,
+        node_count: c.node_count,
+        edge_count: c.edge_count,
+    }
+}
+
+/// Milliseconds since the epoch, now.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Runs `f` on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it (every critical
+/// section here leaves the data consistent).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,177 @@
+//! Finding sessions in a configured directory (`~/.claude/projects` or any tree below it).
+//!
+//! Every `*.jsonl` file not named `agent-*` is a session's main log (a session's
+//! `subagents/` folder holds only `agent-*` files); its id is the file's stem (the Claude Code session uuid). Only the
+//! configured directories are walked, and nothing else is ever read.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use sha2::{Digest, Sha256};
+
+use crate::core::input::FileRole;
+
+/// A session found on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundSession {
+    /// Its id: the file stem, made unique with a short path hash when two files share it.
+    pub id: String,
+    /// The main log.
+    pub main: PathBuf,
+    /// The folder holding it, relative to the scanned directory (Claude Code's project name).
+    pub project: String,
+    /// The main log's modification time.
+    pub modified: SystemTime,
+    /// The main log's size.
+    pub bytes: u64,
+}
+
+/// What a scan found.
+#[derive(Debug, Default)]
+pub struct ScanOutcome {
+    /// The sessions, in path order.
+    pub sessions: Vec<FoundSession>,
+    /// Logs left out, with the reason (another agent's format, unreadable, ...).
+    pub skipped: Vec<(PathBuf, String)>,
+}
+
+/// Walks `root` (iteratively; symbolic links are not followed). `taken` holds the ids
+/// already in use and receives the new ones. `progress` is called with the number of
+/// sessions found so far, every 1000.
+pub fn scan_dir(root: &Path, taken: &mut HashSet<String>, mut progress: impl FnMut(usize)) -> ScanOutcome {
+    let mut out = ScanOutcome::default();
+    let mut dirs = vec![root.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        let mut entries: Vec<(PathBuf, fs::FileType)> = match fs::read_dir(&dir) {
+            Ok(rd) => rd
+                .filter_map(|e| e.ok().and_then(|e| Some((e.path(), e.file_type().ok()?))))
+                .collect(),
+            Err(e) => {
+                out.skipped.push((dir, e.to_string()));
+                continue;
+            }
+        };
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        // Deeper directories are visited in path order (pushed in reverse).
+        for (path, kind) in entries.iter().rev() {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if kind.is_dir() && !name.starts_with('.') {
+                dirs.push(path.clone());
+            }
+        }
+        for (path, kind) in entries {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let is_log = kind.is_file()
+                && path.extension().is_some_and(|e| e.eq_ignore_ascii_case("jsonl"))
+                && FileRole::of(&name) == FileRole::Main;
+            if !is_log {
+                continue;
+            }
+            if let Some(format) = foreign_format(&path) {
+                out.skipped.push((path, format));
+                continue;
+            }
+            let Ok(meta) = fs::metadata(&path) else { continue };
+            let stem = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let id = unique_id(&stem, &path, taken);
+            let project = dir
+                .strip_prefix(root)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            out.sessions.push(FoundSession {
+                id,
+                main: path,
+                project,
+                modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                bytes: meta.len(),
+            });
+            if out.sessions.len() % 1000 == 0 {
+                progress(out.sessions.len());
+            }
+        }
+    }
+    out
+}
+
+/// The stem, or `<stem>-<8 hex of the path's hash>` when the stem is taken.
+fn unique_id(stem: &str, path: &Path, taken: &mut HashSet<String>) -> String {
+    let safe: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut id = if safe.is_empty() {
+        "session".to_owned()
+    } else {
+        safe
+    };
+    if taken.contains(&id) {
+        let hash = Sha256::digest(path.to_string_lossy().as_bytes());
+        let hex: String = hash.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        id = format!("{id}-{hex}");
+    }
+    taken.insert(id.clone());
+    id
+}
+
+/// Names the format of a log this server does not read yet (a pi session starts with a
+/// `{"type":"session"}` header), from the file's first line.
+fn foreign_format(path: &Path) -> Option<String> {
+    let mut head = Vec::with_capacity(4096);
+    fs::File::open(path)
+        .ok()?
+        .take(4096)
+        .read_to_end(&mut head)
+        .ok()?;
+    let first = head.split(|&b| b == b'\n').find(|l| !l.trim_ascii().is_empty())?;
+    let is_pi = memchr::memmem::find(first, br#""type":"session""#).is_some();
+    is_pi.then(|| "pi session (not supported yet)".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_main_logs_and_skips_agent_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::create_dir_all(d.join("proj-a/s1/subagents")).unwrap();
+        fs::create_dir_all(d.join("proj-b")).unwrap();
+        fs::write(d.join("proj-a/s1.jsonl"), "{}").unwrap();
+        fs::write(d.join("proj-a/agent-x.jsonl"), "{}").unwrap();
+        fs::write(d.join("proj-a/s1/subagents/agent-y.jsonl"), "{}").unwrap();
+        fs::write(d.join("proj-b/s1.jsonl"), "{}").unwrap();
+        fs::write(d.join("proj-b/notes.txt"), "").unwrap();
+        fs::write(d.join("proj-b/pi.jsonl"), "{\"type\":\"session\",\"id\":\"x\"}\n").unwrap();
+        let mut taken = HashSet::new();
+        let found = scan_dir(d, &mut taken, |_| {});
+        let got: Vec<(&str, &str)> = found
+            .sessions
+            .iter()
+            .map(|s| (s.id.as_str(), s.project.as_str()))
+            .collect();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0], ("s1", "proj-a"));
+        assert!(got[1].0.starts_with("s1-") && got[1].1 == "proj-b", "{got:?}");
+        assert_eq!(found.skipped.len(), 1);
+        assert!(found.skipped[0].1.contains("pi session"));
+    }
+}

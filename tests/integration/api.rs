@@ -1,0 +1,338 @@
+//! The HTTP API end to end: a real server on port 0, driven with reqwest.
+
+use std::process::Command;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use sessiongraph::core::views::{self, View, ViewOptions};
+use sessiongraph::core::{LoadOptions, Session, SessionInput, SourceFile};
+
+use crate::helpers::{fixture, sample_main};
+use crate::server::{fixture_files, Options, TestServer};
+
+fn session_of(files: &[(String, Vec<u8>)]) -> Session {
+    let input = SessionInput::new(
+        files
+            .iter()
+            .map(|(n, b)| SourceFile::new(n.clone(), b.clone()))
+            .collect(),
+    );
+    Session::build(&input, LoadOptions::default()).unwrap()
+}
+
+/// Every view route with the options it takes, and the core options they mean.
+fn view_routes() -> Vec<(&'static str, View, ViewOptions)> {
+    let all = ViewOptions::default();
+    let sub = ViewOptions {
+        include_subagents: true,
+        ..all
+    };
+    let step = ViewOptions {
+        step: Some(50),
+        ..all
+    };
+    vec![
+        ("annotations", View::Annotations, all),
+        ("annotations?include_sidechains=true", View::Annotations, sub),
+        ("workflow", View::Workflow, all),
+        ("workflow?step=50", View::Workflow, step),
+        ("chatlog", View::Chatlog, all),
+        ("chatlog?include_subagents=true", View::Chatlog, sub),
+        ("metrics", View::Metrics, all),
+        ("diagnostics", View::Diagnostics, all),
+        ("", View::Graph, all),
+        ("?step=50", View::Graph, step),
+    ]
+}
+
+fn view_path(id: &str, route: &str) -> String {
+    match route {
+        "" => format!("/api/graph/{id}"),
+        r if r.starts_with('?') => format!("/api/graph/{id}{r}"),
+        r => format!("/api/graph/{id}/{r}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multipart_upload_serves_every_view_exactly_as_the_core_renders_it() {
+    let server = TestServer::start(Options::default()).await;
+    let files = fixture_files(&fixture("commugraph-sample"));
+    let up = server
+        .upload_multipart(&[("framework", "claudecode")], "file", &files)
+        .await;
+    assert_eq!(up.status, StatusCode::OK, "{}", up.json);
+    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let keys: Vec<&String> = up.json.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "graph_id",
+            "message_count",
+            "node_count",
+            "edge_count",
+            "total_steps",
+            "main_agent_steps",
+            "framework",
+            "sub_agents_loaded",
+            "annotation_count",
+            "diagnostics"
+        ]
+    );
+    assert_eq!(up.json["sub_agents_loaded"], 4);
+    assert_eq!(up.json["node_count"], 7);
+
+    let session = session_of(&files);
+    for (route, view, options) in view_routes() {
+        let r = server.get(&view_path(&id, route)).await;
+        assert_eq!(r.status, StatusCode::OK, "{route}: {}", r.json);
+        assert_eq!(r.headers["content-type"], "application/json", "{route}");
+        assert!(
+            r.bytes == views::render(&session, view, options),
+            "{route}: body differs from the core's"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sample_annotations_over_http_are_exactly_what_export_prints() {
+    let server = TestServer::start(Options::default()).await;
+    let files = fixture_files(&fixture("commugraph-sample"));
+    let up = server
+        .upload_multipart(&[("framework", "claudecode")], "file", &files)
+        .await;
+    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let http = server.get(&format!("/api/graph/{id}/annotations")).await;
+    let export = Command::new(env!("CARGO_BIN_EXE_sessiongraph"))
+        .args(["export", "--view", "annotations"])
+        .arg(sample_main())
+        .output()
+        .unwrap();
+    assert!(export.status.success());
+    let mut expected = http.bytes.clone();
+    expected.push(b'\n');
+    assert!(export.stdout == expected, "HTTP and export differ");
+    assert_eq!(http.json["total"], 105);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raw_upload_works_and_the_same_content_keeps_its_id() {
+    let server = TestServer::start(Options::default()).await;
+    let main = std::fs::read(sample_main()).unwrap();
+    let query = "framework=claudecode&filename=ab51623b-c26d-45f5-b98e-f9d0cfa17018.jsonl";
+    let first = server.upload_raw(query, main.clone()).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.json);
+    assert_eq!(
+        first.json["sub_agents_missing"],
+        serde_json::json!(["80f146b4", "773d7508", "9507cef4", "6f2b8f7b"])
+    );
+    let second = server.upload_raw(query, main).await;
+    assert_eq!(first.json, second.json, "same content, same id and counts");
+    let list = server.get("/api/sessions").await;
+    assert_eq!(list.json["sessions"].as_array().unwrap().len(), 1);
+    let stored = std::fs::read_dir(server.data_dir.join("uploads"))
+        .unwrap()
+        .count();
+    assert_eq!(stored, 1, "stored once");
+    assert_eq!(server.state.store.parses(), 1, "parsed once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_info_and_delete() {
+    let server = TestServer::start(Options::default()).await;
+    let files = fixture_files(&fixture("synthetic/edge_cases"));
+    let up = server
+        .upload_multipart(&[("framework", "claudecode")], "files", &files)
+        .await;
+    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+
+    let info = server.get(&format!("/api/graph/{id}/info")).await;
+    let keys: Vec<&String> = info.json.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "id",
+            "framework",
+            "message_count",
+            "node_count",
+            "edge_count",
+            "created_at",
+            "last_accessed",
+            "source"
+        ]
+    );
+    assert_eq!(info.json["id"], id.as_str());
+    assert_eq!(info.json["message_count"], up.json["message_count"]);
+    assert_eq!(info.json["source"], "upload");
+    let list = server.get("/api/sessions").await;
+    assert_eq!(list.json["sessions"][0], info.json);
+
+    let deleted = server.delete(&format!("/api/session/{id}")).await;
+    assert_eq!(deleted.status, StatusCode::OK);
+    assert_eq!(
+        deleted.json["message"],
+        format!("Session '{id}' deleted successfully")
+    );
+    assert_eq!(
+        server.get(&format!("/api/graph/{id}/workflow")).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert!(
+        !server.data_dir.join("uploads").join(&id).exists(),
+        "removed from disk too"
+    );
+    assert_eq!(
+        server.get("/api/sessions").await.json["sessions"],
+        serde_json::json!([])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_survive_a_restart_with_the_same_ids_and_bodies() {
+    let data = tempfile::tempdir().unwrap();
+    let options = Options {
+        data_dir: Some(data.path().to_owned()),
+        ..Options::default()
+    };
+    let server = TestServer::start(options.clone()).await;
+    let files = fixture_files(&fixture("synthetic/subagents"));
+    let up = server
+        .upload_multipart(&[("framework", "claudecode")], "file", &files)
+        .await;
+    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let mut before = Vec::new();
+    for (route, ..) in view_routes() {
+        before.push(server.get(&view_path(&id, route)).await.bytes);
+    }
+    let info_before = server.get(&format!("/api/graph/{id}/info")).await.json;
+    server.stop().await;
+
+    let server = TestServer::start(options).await;
+    let list = server.get("/api/sessions").await;
+    assert_eq!(list.json["sessions"][0]["id"], id.as_str());
+    assert_eq!(
+        list.json["sessions"][0]["message_count"], up.json["message_count"],
+        "counts known before parsing"
+    );
+    assert_eq!(server.state.store.parses(), 0);
+    for ((route, ..), body) in view_routes().iter().zip(before) {
+        assert!(
+            server.get(&view_path(&id, route)).await.bytes == body,
+            "{route} changed across the restart"
+        );
+    }
+    let info_after = server.get(&format!("/api/graph/{id}/info")).await.json;
+    assert_eq!(info_after["created_at"], info_before["created_at"]);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_on_disk_is_parsed_on_first_use_and_again_when_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("-home-me-project");
+    std::fs::create_dir_all(&project).unwrap();
+    let main = project.join("11111111-2222-4333-8444-555555555555.jsonl");
+    std::fs::copy(
+        fixture("synthetic/no_results/11111111-2222-4333-8444-555555555555.jsonl"),
+        &main,
+    )
+    .unwrap();
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![dir.path().to_owned()],
+        ..Options::default()
+    })
+    .await;
+    let list = server.get("/api/sessions").await;
+    let entry = &list.json["sessions"][0];
+    assert_eq!(entry["id"], "11111111-2222-4333-8444-555555555555");
+    assert_eq!(entry["source"], "directory");
+    assert_eq!(entry["project"], "-home-me-project");
+    assert_eq!(entry["message_count"], Value::Null, "listing parses nothing");
+    assert_eq!(server.state.store.parses(), 0);
+
+    let path = "/api/graph/11111111-2222-4333-8444-555555555555/annotations";
+    let first = server.get(path).await;
+    assert_eq!(first.json["total"], 2);
+    let etag = first.headers["etag"].to_str().unwrap().to_owned();
+    let again = server
+        .client
+        .get(format!("{}{path}", server.url))
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    assert_eq!(server.state.store.parses(), 1);
+
+    // Claude Code appends a prompt: the next request sees it.
+    let mut text = std::fs::read_to_string(&main).unwrap();
+    text.push_str("\n{\"type\":\"user\",\"uuid\":\"new-1\",\"parentUuid\":\"00000000-0000-4000-8000-000000000003\",\"timestamp\":\"2025-12-01T10:05:00.000Z\",\"sessionId\":\"11111111-2222-4333-8444-555555555555\",\"isSidechain\":false,\"message\":{\"role\":\"user\",\"content\":\"And now the docs please\"}}\n");
+    std::fs::write(&main, text).unwrap();
+    let changed = server.get(path).await;
+    assert_eq!(changed.json["total"], 3);
+    assert_ne!(changed.headers["etag"].to_str().unwrap(), etag);
+    assert_eq!(server.state.store.parses(), 2);
+    let stale = server
+        .client
+        .get(format!("{}{path}", server.url))
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), StatusCode::OK, "an old ETag no longer matches");
+
+    let refused = server
+        .delete("/api/session/11111111-2222-4333-8444-555555555555")
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(main.exists(), "files of a sessions directory are never deleted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_requests_parse_a_session_once() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    let id = "ab51623b-c26d-45f5-b98e-f9d0cfa17018";
+    let routes = [
+        "workflow",
+        "annotations",
+        "chatlog",
+        "info",
+        "metrics",
+        "diagnostics",
+    ];
+    let mut requests = tokio::task::JoinSet::new();
+    for i in 0..24 {
+        let url = format!("{}/api/graph/{id}/{}", server.url, routes[i % routes.len()]);
+        let client = server.client.clone();
+        requests.spawn(async move { client.get(url).send().await.unwrap().status() });
+    }
+    let statuses = requests.join_all().await;
+    assert!(statuses.iter().all(|s| *s == StatusCode::OK), "{statuses:?}");
+    assert_eq!(server.state.store.parses(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_are_compressed_for_clients_that_accept_it() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    let r = server
+        .client
+        .get(format!(
+            "{}/api/graph/ab51623b-c26d-45f5-b98e-f9d0cfa17018/workflow",
+            server.url
+        ))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-encoding"], "gzip");
+    assert!(r.headers().contains_key("x-request-id"));
+    let compressed = r.bytes().await.unwrap();
+    assert!(compressed.len() < 500_000, "{} bytes", compressed.len());
+}

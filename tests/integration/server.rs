@@ -1,0 +1,215 @@
+//! A real server on 127.0.0.1:0 for the HTTP tests, driven with reqwest.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use reqwest::multipart::{Form, Part};
+use reqwest::StatusCode;
+use serde_json::Value;
+use sessiongraph::store::{Store, StoreConfig};
+use sessiongraph::{ApiConfig, AppState};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How to start a test server.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Where uploads go (`None`: a fresh temporary directory).
+    pub data_dir: Option<PathBuf>,
+    /// Sessions directories to serve.
+    pub sessions_dirs: Vec<PathBuf>,
+    /// Largest upload.
+    pub max_upload_bytes: usize,
+    /// Cache budget.
+    pub cache_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            data_dir: None,
+            sessions_dirs: Vec::new(),
+            max_upload_bytes: 64 << 20,
+            cache_bytes: 1 << 30,
+        }
+    }
+}
+
+/// A running server.
+pub struct TestServer {
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    /// A client that does not follow redirects.
+    pub client: reqwest::Client,
+    /// The server's state (to look at the store).
+    pub state: AppState,
+    /// The data directory.
+    pub data_dir: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+/// A response: status, headers and the body parsed as JSON (`Null` when it is not JSON).
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub bytes: Vec<u8>,
+    pub json: Value,
+}
+
+impl TestServer {
+    /// Starts a server and waits until it is ready.
+    pub async fn start(options: Options) -> TestServer {
+        let (temp, data_dir) = match options.data_dir {
+            Some(d) => (None, d),
+            None => {
+                let t = tempfile::tempdir().unwrap();
+                let p = t.path().to_owned();
+                (Some(t), p)
+            }
+        };
+        let store = Store::new(StoreConfig {
+            data_dir: Some(data_dir.clone()),
+            sessions_dirs: options.sessions_dirs,
+            cache_bytes: options.cache_bytes,
+        })
+        .expect("store opens");
+        let state = AppState {
+            store: Arc::new(store),
+            config: Arc::new(ApiConfig {
+                max_upload_bytes: options.max_upload_bytes,
+                ..ApiConfig::default()
+            }),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(sessiongraph::run(listener, state.clone(), async {
+            let _ = rx.await;
+        }));
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let server = TestServer {
+            url,
+            client,
+            state,
+            data_dir,
+            _temp: temp,
+            shutdown: Some(tx),
+            task: Some(task),
+        };
+        for _ in 0..500 {
+            if server.get("/readyz").await.status == StatusCode::OK {
+                return server;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("the server did not become ready");
+    }
+
+    /// Stops the server, letting requests in flight finish.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.unwrap().unwrap();
+        }
+    }
+
+    async fn reply(response: reqwest::Response) -> Reply {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.unwrap().to_vec();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            bytes,
+            json,
+        }
+    }
+
+    /// GET `path`.
+    pub async fn get(&self, path: &str) -> Reply {
+        Self::reply(
+            self.client
+                .get(format!("{}{path}", self.url))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// DELETE `path`.
+    pub async fn delete(&self, path: &str) -> Reply {
+        Self::reply(
+            self.client
+                .delete(format!("{}{path}", self.url))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// A multipart upload: `fields` are text fields, `files` go in field `file_field`.
+    pub async fn upload_multipart(
+        &self,
+        fields: &[(&str, &str)],
+        file_field: &str,
+        files: &[(String, Vec<u8>)],
+    ) -> Reply {
+        let mut form = Form::new();
+        for (k, v) in fields {
+            form = form.text(k.to_string(), v.to_string());
+        }
+        for (name, bytes) in files {
+            form = form.part(
+                file_field.to_owned(),
+                Part::bytes(bytes.clone()).file_name(name.clone()),
+            );
+        }
+        let r = self
+            .client
+            .post(format!("{}/api/upload", self.url))
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
+        Self::reply(r).await
+    }
+
+    /// A raw upload: the body is the file.
+    pub async fn upload_raw(&self, query: &str, body: Vec<u8>) -> Reply {
+        let r = self
+            .client
+            .post(format!("{}/api/upload?{query}", self.url))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        Self::reply(r).await
+    }
+}
+
+/// The files of a fixture directory, main log first, then agents by name.
+pub fn fixture_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect();
+    files.sort_by_key(|(n, _)| (n.starts_with("agent-"), n.clone()));
+    files
+}
