@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use sessiongraph::cli::{self, ExportArgs};
+use sessiongraph::cli::{self, ExportArgs, HealthcheckArgs};
 use sessiongraph::config::{LogFormat, ServeArgs};
 use sessiongraph::store::Store;
 use sessiongraph::AppState;
@@ -26,6 +26,8 @@ enum Command {
     Serve(ServeArgs),
     /// Print one view of a session as JSON (the body the HTTP endpoint returns).
     Export(ExportArgs),
+    /// Probe a running server's /healthz (for container health checks); exit 0 when healthy.
+    Healthcheck(HealthcheckArgs),
 }
 
 /// `serve`'s settings when no subcommand is given: defaults and environment.
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Export(args)) => cli::export(&args, &mut std::io::stdout().lock()).map_err(Into::into),
         Some(Command::Serve(args)) => serve(args),
+        Some(Command::Healthcheck(args)) => cli::healthcheck(&args).map_err(Into::into),
         None => serve(DefaultServe::parse_from(["sessiongraph"]).args),
     };
     match result {

@@ -3,7 +3,9 @@
 mod api;
 mod cli;
 mod conformance;
+mod docker;
 mod helpers;
+mod openapi;
 mod properties;
 mod reference_errors;
 mod regressions;

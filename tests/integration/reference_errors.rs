@@ -140,24 +140,6 @@ async fn upload_errors_are_the_references() {
     assert_eq!(via_files.json["message_count"], 654);
 }
 
-/// Sends only the head of a POST whose declared body is `length` bytes, and reads the
-/// answer: the server must refuse without reading the body.
-async fn post_head_only(server: &TestServer, path: &str, content_type: &str, length: usize) -> (u16, Value) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = server.url.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let head = format!(
-        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: {content_type}\r\ncontent-length: {length}\r\nconnection: close\r\n\r\n"
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.unwrap();
-    let text = String::from_utf8_lossy(&response);
-    let status = text[9..12].parse().unwrap();
-    let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn size_limits_are_configurable_and_answer_413_without_reading_the_body() {
     // CONTRACT 3.11: the reference's 30 MB per file and 100 MB in all (cases 03, 04) are
@@ -170,15 +152,11 @@ async fn size_limits_are_configurable_and_answer_413_without_reading_the_body() 
     })
     .await;
     for content_type in ["multipart/form-data; boundary=x", "application/x-ndjson"] {
-        let (status, body) = post_head_only(
-            &server,
-            "/api/upload?framework=claudecode",
-            content_type,
-            limit + 1,
-        )
-        .await;
-        assert_eq!(status, 413, "{content_type}");
-        assert_eq!(body["error"], "Payload Too Large", "{content_type}");
+        let r = server
+            .post_head_only("/api/upload?framework=claudecode", content_type, limit + 1)
+            .await;
+        assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{content_type}");
+        assert_eq!(r.json["error"], "Payload Too Large", "{content_type}");
     }
     // At the limit, the body is read (and here refused for holding no conversation).
     let at_limit = server.upload_raw("framework=claudecode", vec![b' '; limit]).await;
@@ -194,7 +172,9 @@ async fn invalid_lines_are_diagnostics_unless_strict() {
     let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
     lines.insert(2, b"{not json");
     let broken = (name.clone(), lines.join(&b'\n'));
-    let lenient = server.upload_multipart(&CLAUDE, "file", std::slice::from_ref(&broken)).await;
+    let lenient = server
+        .upload_multipart(&CLAUDE, "file", std::slice::from_ref(&broken))
+        .await;
     assert_eq!(lenient.status, StatusCode::OK);
     assert_eq!(lenient.json["diagnostics"]["bad_lines"], 1);
     let strict = server

@@ -197,6 +197,47 @@ impl TestServer {
     }
 }
 
+impl TestServer {
+    /// Sends only the head of a POST whose declared body is `length` bytes, and reads the
+    /// answer: for a body over the limit, the server refuses without reading it.
+    pub async fn post_head_only(&self, path: &str, content_type: &str, length: usize) -> Reply {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = self.url.trim_start_matches("http://");
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: {content_type}\r\ncontent-length: {length}\r\nconnection: close\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.unwrap();
+        let split = response
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(response.len(), |p| p + 4);
+        let head = String::from_utf8_lossy(&response[..split]);
+        let status = StatusCode::from_u16(head[9..12].parse().unwrap()).unwrap();
+        let mut headers = reqwest::header::HeaderMap::new();
+        for line in head.lines().skip(1) {
+            if let Some((k, v)) = line.split_once(':') {
+                if let (Ok(k), Ok(v)) = (
+                    reqwest::header::HeaderName::from_bytes(k.trim().as_bytes()),
+                    reqwest::header::HeaderValue::from_str(v.trim()),
+                ) {
+                    headers.insert(k, v);
+                }
+            }
+        }
+        let bytes = response[split..].to_vec();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            bytes,
+            json,
+        }
+    }
+}
+
 /// The files of a fixture directory, main log first, then agents by name.
 pub fn fixture_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)

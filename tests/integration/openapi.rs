@@ -1,0 +1,254 @@
+//! `openapi.yaml` and the server cannot drift: live responses of every documented route and
+//! status are validated against the document's schemas (OpenAPI 3.1 schemas are JSON
+//! Schema), and every documented route, method and status is exercised.
+
+use std::collections::BTreeSet;
+
+use serde_json::{json, Value};
+
+use crate::helpers::{fixture, root};
+use crate::server::{fixture_files, Options, Reply, TestServer};
+
+fn spec() -> Value {
+    let text = std::fs::read_to_string(root().join("openapi.yaml")).unwrap();
+    serde_yaml::from_str(&text).expect("openapi.yaml is YAML")
+}
+
+/// Follows a local `$ref`.
+fn resolve<'a>(spec: &'a Value, v: &'a Value) -> &'a Value {
+    match v.get("$ref").and_then(Value::as_str) {
+        Some(r) => spec
+            .pointer(r.trim_start_matches('#'))
+            .unwrap_or_else(|| panic!("dangling {r}")),
+        None => v,
+    }
+}
+
+struct Checker {
+    spec: Value,
+    seen: BTreeSet<(String, String, String)>,
+}
+
+impl Checker {
+    /// Validates `reply` as the response of `method template` (a path of the document).
+    fn check(&mut self, method: &str, template: &str, reply: &Reply) {
+        let status = reply.status.as_str().to_owned();
+        let operation = &self.spec["paths"][template][method];
+        assert!(operation.is_object(), "{method} {template} is not documented");
+        let response = operation["responses"].get(&status).unwrap_or_else(|| {
+            panic!(
+                "{method} {template} answered {status}, which the document does not list: {}",
+                reply.json
+            )
+        });
+        let response = resolve(&self.spec, response);
+        if let Some(schema) = response.pointer("/content/application~1json/schema") {
+            let mut root = schema.clone();
+            root["components"] = self.spec["components"].clone();
+            let validator = jsonschema::validator_for(&root).expect("the schema compiles");
+            let errors: Vec<String> = validator
+                .iter_errors(&reply.json)
+                .map(|e| format!("{} at {}", e, e.instance_path()))
+                .take(5)
+                .collect();
+            assert!(errors.is_empty(), "{method} {template} {status}: {errors:#?}");
+        } else {
+            assert!(
+                reply.bytes.is_empty(),
+                "{method} {template} {status} has an undocumented body"
+            );
+        }
+        self.seen.insert((template.to_owned(), method.to_owned(), status));
+    }
+
+    fn documented(&self) -> BTreeSet<(String, String, String)> {
+        let mut all = BTreeSet::new();
+        for (path, item) in self.spec["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                for status in op["responses"].as_object().unwrap().keys() {
+                    all.insert((path.clone(), method.clone(), status.clone()));
+                }
+            }
+        }
+        all
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_documented_response_validates_against_openapi_yaml() {
+    let mut c = Checker {
+        spec: spec(),
+        seen: BTreeSet::new(),
+    };
+    // `/readyz` before the store is restored.
+    let store = sessiongraph::store::Store::new(Default::default()).unwrap();
+    let starting = sessiongraph::AppState {
+        store: std::sync::Arc::new(store),
+        config: std::sync::Arc::new(Default::default()),
+    };
+    let reply = {
+        use http_body_util::BodyExt;
+        use tower::ServiceExt;
+        let request = axum::http::Request::get("/readyz")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let response = sessiongraph::app(starting).oneshot(request).await.unwrap();
+        let status = reqwest::StatusCode::from_u16(response.status().as_u16()).unwrap();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes().to_vec();
+        Reply {
+            status,
+            headers: Default::default(),
+            json: serde_json::from_slice(&bytes).unwrap(),
+            bytes,
+        }
+    };
+    c.check("get", "/readyz", &reply);
+
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("synthetic")],
+        max_upload_bytes: 8 << 20,
+        ..Options::default()
+    })
+    .await;
+    c.check("get", "/healthz", &server.get("/healthz").await);
+    c.check("get", "/readyz", &server.get("/readyz").await);
+    c.check("get", "/api/frameworks", &server.get("/api/frameworks").await);
+
+    // Uploads: the sample (sub-agents loaded), a main log alone (sub-agents missing).
+    let sample = fixture_files(&fixture("commugraph-sample"));
+    let up = server
+        .upload_multipart(&[("framework", "claudecode")], "file", &sample)
+        .await;
+    c.check("post", "/api/upload", &up);
+    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let alone = server
+        .upload_raw("framework=claudecode&filename=main.jsonl", sample[0].1.clone())
+        .await;
+    c.check("post", "/api/upload", &alone);
+    c.check(
+        "post",
+        "/api/upload",
+        &server.upload_multipart(&[], "file", &sample[..1]).await,
+    );
+    let too_big = server
+        .post_head_only(
+            "/api/upload?framework=claudecode",
+            "application/x-ndjson",
+            (8 << 20) + 1,
+        )
+        .await;
+    c.check("post", "/api/upload", &too_big);
+
+    let sessions = server.get("/api/sessions").await;
+    c.check("get", "/api/sessions", &sessions);
+    let ids: Vec<String> = sessions.json["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    for session in ids.iter().chain([&id]) {
+        for (template, suffix) in [
+            ("/api/graph/{id}", ""),
+            ("/api/graph/{id}", "?step=3"),
+            ("/api/graph/{id}/workflow", "/workflow"),
+            ("/api/graph/{id}/workflow", "/workflow?step=7"),
+            ("/api/graph/{id}/annotations", "/annotations"),
+            (
+                "/api/graph/{id}/annotations",
+                "/annotations?include_sidechains=true",
+            ),
+            ("/api/graph/{id}/chatlog", "/chatlog"),
+            ("/api/graph/{id}/chatlog", "/chatlog?include_subagents=true"),
+            ("/api/graph/{id}/metrics", "/metrics"),
+            ("/api/graph/{id}/diagnostics", "/diagnostics"),
+            ("/api/graph/{id}/info", "/info"),
+        ] {
+            let path = format!("/api/graph/{session}{suffix}");
+            let reply = server.get(&path).await;
+            c.check("get", template, &reply);
+            if let Some(etag) = reply.headers.get("etag") {
+                let again = server
+                    .client
+                    .get(format!("{}{path}", server.url))
+                    .header("if-none-match", etag)
+                    .send()
+                    .await
+                    .unwrap();
+                let reply = Reply {
+                    status: again.status(),
+                    headers: again.headers().clone(),
+                    bytes: again.bytes().await.unwrap().to_vec(),
+                    json: Value::Null,
+                };
+                c.check("get", template, &reply);
+            }
+        }
+    }
+    for (template, path) in [
+        ("/api/graph/{id}", "/api/graph/nope"),
+        ("/api/graph/{id}/workflow", "/api/graph/nope/workflow"),
+        ("/api/graph/{id}/annotations", "/api/graph/nope/annotations"),
+        ("/api/graph/{id}/chatlog", "/api/graph/nope/chatlog"),
+        ("/api/graph/{id}/metrics", "/api/graph/nope/metrics"),
+        ("/api/graph/{id}/diagnostics", "/api/graph/nope/diagnostics"),
+        ("/api/graph/{id}/info", "/api/graph/nope/info"),
+    ] {
+        c.check("get", template, &server.get(path).await);
+    }
+    c.check(
+        "get",
+        "/api/graph/{id}",
+        &server.get(&format!("/api/graph/{id}?step=-1")).await,
+    );
+    c.check(
+        "get",
+        "/api/graph/{id}/workflow",
+        &server.get(&format!("/api/graph/{id}/workflow?step=x")).await,
+    );
+    // A framework in another case: its workflow, annotation and chat-log views refuse.
+    let variant = server
+        .upload_multipart(&[("framework", "ClaudeCode")], "file", &sample[..1])
+        .await;
+    let variant_id = variant.json["graph_id"].as_str().unwrap().to_owned();
+    for (template, suffix) in [
+        ("/api/graph/{id}/annotations", "annotations"),
+        ("/api/graph/{id}/chatlog", "chatlog"),
+    ] {
+        c.check(
+            "get",
+            template,
+            &server.get(&format!("/api/graph/{variant_id}/{suffix}")).await,
+        );
+    }
+
+    c.check(
+        "delete",
+        "/api/session/{id}",
+        &server.delete(&format!("/api/session/{}", ids[0])).await,
+    );
+    c.check(
+        "delete",
+        "/api/session/{id}",
+        &server.delete(&format!("/api/session/{id}")).await,
+    );
+    c.check(
+        "delete",
+        "/api/session/{id}",
+        &server.delete(&format!("/api/session/{id}")).await,
+    );
+
+    let missing: Vec<_> = c.documented().difference(&c.seen).cloned().collect();
+    assert!(missing.is_empty(), "documented but never exercised: {missing:?}");
+    // Sanity: the checker does reject a body that breaks the document.
+    let bad = Reply {
+        status: reqwest::StatusCode::OK,
+        headers: Default::default(),
+        bytes: b"{}".to_vec(),
+        json: json!({"frameworks": "claudecode"}),
+    };
+    let rejected = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        c.check("get", "/api/frameworks", &bad)
+    }));
+    assert!(rejected.is_err(), "a wrong body must fail validation");
+}
