@@ -5,6 +5,7 @@
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{get, MethodRouter};
 
 use super::error::{graph_not_found, session_not_found, ApiError};
 use super::query::QueryPairs;
@@ -66,7 +67,7 @@ const DIAGNOSTICS: Route = Route {
 
 async fn serve(
     state: AppState,
-    route: Route,
+    route: &Route,
     id: String,
     query: Option<String>,
     headers: HeaderMap,
@@ -126,62 +127,42 @@ async fn serve(
         .into_response())
 }
 
+/// The `GET` route serving `route`'s view.
+fn route(route: &'static Route) -> MethodRouter<AppState> {
+    get(
+        move |State(state): State<AppState>,
+              Path(id): Path<String>,
+              RawQuery(query): RawQuery,
+              headers: HeaderMap| { serve(state, route, id, query, headers) },
+    )
+}
+
 /// `GET /api/graph/{id}` (`?step=N`): the communication graph.
-pub async fn graph(
-    State(s): State<AppState>,
-    Path(id): Path<String>,
-    RawQuery(q): RawQuery,
-    h: HeaderMap,
-) -> Result<Response, ApiError> {
-    serve(s, GRAPH, id, q, h).await
+pub fn graph() -> MethodRouter<AppState> {
+    route(&GRAPH)
 }
 
 /// `GET /api/graph/{id}/workflow` (`?step=N`): the workflow DAG.
-pub async fn workflow(
-    State(s): State<AppState>,
-    Path(id): Path<String>,
-    RawQuery(q): RawQuery,
-    h: HeaderMap,
-) -> Result<Response, ApiError> {
-    serve(s, WORKFLOW, id, q, h).await
+pub fn workflow() -> MethodRouter<AppState> {
+    route(&WORKFLOW)
 }
 
 /// `GET /api/graph/{id}/annotations` (`?include_sidechains=true`): the annotation units.
-pub async fn annotations(
-    State(s): State<AppState>,
-    Path(id): Path<String>,
-    RawQuery(q): RawQuery,
-    h: HeaderMap,
-) -> Result<Response, ApiError> {
-    serve(s, ANNOTATIONS, id, q, h).await
+pub fn annotations() -> MethodRouter<AppState> {
+    route(&ANNOTATIONS)
 }
 
 /// `GET /api/graph/{id}/chatlog` (`?include_subagents=true`): the chat log.
-pub async fn chatlog(
-    State(s): State<AppState>,
-    Path(id): Path<String>,
-    RawQuery(q): RawQuery,
-    h: HeaderMap,
-) -> Result<Response, ApiError> {
-    serve(s, CHATLOG, id, q, h).await
+pub fn chatlog() -> MethodRouter<AppState> {
+    route(&CHATLOG)
 }
 
 /// `GET /api/graph/{id}/metrics`.
-pub async fn metrics(
-    State(s): State<AppState>,
-    Path(id): Path<String>,
-    RawQuery(q): RawQuery,
-    h: HeaderMap,
-) -> Result<Response, ApiError> {
-    serve(s, METRICS, id, q, h).await
+pub fn metrics() -> MethodRouter<AppState> {
+    route(&METRICS)
 }
 
 /// `GET /api/graph/{id}/diagnostics`.
-pub async fn diagnostics(
-    State(s): State<AppState>,
-    Path(id): Path<String>,
-    RawQuery(q): RawQuery,
-    h: HeaderMap,
-) -> Result<Response, ApiError> {
-    serve(s, DIAGNOSTICS, id, q, h).await
+pub fn diagnostics() -> MethodRouter<AppState> {
+    route(&DIAGNOSTICS)
 }

@@ -336,3 +336,71 @@ async fn bodies_are_compressed_for_clients_that_accept_it() {
     let compressed = r.bytes().await.unwrap();
     assert!(compressed.len() < 500_000, "{} bytes", compressed.len());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_the_cache_budget_the_least_recently_used_session_reloads() {
+    // A budget smaller than one session: each newly parsed session evicts the others.
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("synthetic")],
+        cache_bytes: 1,
+        ..Options::default()
+    })
+    .await;
+    let list = server.get("/api/sessions").await;
+    let ids: Vec<String> = list.json["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    let (a, b) = (&ids[0], &ids[1]);
+    let first = server.get(&format!("/api/graph/{a}/workflow")).await.bytes;
+    assert_eq!(server.state.store.parses(), 1);
+    server.get(&format!("/api/graph/{a}/workflow")).await;
+    assert_eq!(server.state.store.parses(), 1, "cached while it is the only one");
+    server.get(&format!("/api/graph/{b}/workflow")).await;
+    assert_eq!(server.state.store.parses(), 2);
+    let again = server.get(&format!("/api/graph/{a}/workflow")).await.bytes;
+    assert_eq!(
+        server.state.store.parses(),
+        3,
+        "evicted, then parsed again from disk"
+    );
+    assert!(first == again, "the reloaded session serves the same body");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evicted_upload_reloads_from_the_data_directory() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("synthetic/edge_cases")],
+        cache_bytes: 1,
+        ..Options::default()
+    })
+    .await;
+    let up = server
+        .upload_multipart(
+            &[("framework", "claudecode")],
+            "file",
+            &fixture_files(&fixture("synthetic/subagents")),
+        )
+        .await;
+    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let before = server
+        .get(&format!("/api/graph/{id}/chatlog?include_subagents=true"))
+        .await
+        .bytes;
+    server
+        .get("/api/graph/11111111-2222-4333-8444-555555555555/workflow")
+        .await;
+    let parses = server.state.store.parses();
+    let after = server
+        .get(&format!("/api/graph/{id}/chatlog?include_subagents=true"))
+        .await
+        .bytes;
+    assert_eq!(
+        server.state.store.parses(),
+        parses + 1,
+        "reloaded from the data directory"
+    );
+    assert!(before == after);
+}
