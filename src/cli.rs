@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::core::session::Branch;
+use crate::core::views::branches::{context_body, ContextError};
 use crate::core::views::{self, View, ViewOptions};
 use crate::core::{LoadOptions, Session, SessionError};
 use crate::store::disk::{self, DiskError};
@@ -25,6 +27,12 @@ pub struct ExportArgs {
     /// Fail on the first unreadable line instead of recording it as a diagnostic.
     #[arg(long)]
     pub strict: bool,
+    /// `active` leaves abandoned branches out of annotations, workflow and chat log.
+    #[arg(long, default_value = "all")]
+    pub branch: Branch,
+    /// With `--view context`: the entry whose context to build (default: the current leaf).
+    #[arg(long)]
+    pub leaf: Option<String>,
     /// A main session log (its sub-agents are found beside it), a directory holding one
     /// session, or several files of one session.
     #[arg(required = true, value_name = "PATH")]
@@ -43,20 +51,34 @@ pub enum ExportError {
     /// The output could not be written.
     #[error("failed to write the output: {0}")]
     Output(#[from] std::io::Error),
+    /// `--leaf` names no entry of the session.
+    #[error(transparent)]
+    Leaf(#[from] ContextError),
 }
 
 /// Runs `export`, writing the body and a newline to `out`.
 pub fn export(args: &ExportArgs, out: &mut impl Write) -> Result<(), ExportError> {
     let input = disk::read_session(&args.paths)?;
-    let session = Session::build(&input, LoadOptions { strict: args.strict })?;
+    let options = LoadOptions {
+        strict: args.strict,
+        format: None,
+    };
+    let session = Session::build(&input, options)?;
     // The records own their text: the files' bytes are no longer needed.
     drop(input);
     let options = ViewOptions {
         step: args.step,
         include_subagents: args.include_subagents,
+        branch: args.branch,
     };
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
-    views::write(&session, args.view, options, &mut out)?;
+    match (&args.view, &args.leaf) {
+        (View::Context, Some(leaf)) => {
+            let body = context_body(&session, Some(leaf))?;
+            serde_json::to_writer(&mut out, &body).map_err(std::io::Error::from)?;
+        }
+        _ => views::write(&session, args.view, options, &mut out)?,
+    }
     out.write_all(b"\n")?;
     out.flush()?;
     Ok(())

@@ -2,6 +2,7 @@
 //! and `step` is parsed like JavaScript's `parseInt(v, 10)`.
 
 use super::error::ApiError;
+use crate::core::session::Branch;
 
 /// The pairs of a query string, in order.
 #[derive(Debug, Default, Clone)]
@@ -33,6 +34,13 @@ impl QueryPairs {
                 .map(|n| Some(u64::try_from(n).unwrap_or(u64::MAX)))
                 .ok_or_else(|| ApiError::BadRequest("Invalid step parameter".into())),
         }
+    }
+
+    /// `?branch=active|all` (default `all`); anything else is 400.
+    pub fn branch(&self) -> Result<Branch, ApiError> {
+        self.first("branch")
+            .map_or(Ok(Branch::All), str::parse)
+            .map_err(ApiError::BadRequest)
     }
 
     /// A boolean flag: `true`, `1`, `yes` or `on` (any case).

@@ -11,11 +11,12 @@ use super::error::{session_not_found, ApiError};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::core::diagnostics::DiagnosticsSummary;
+use crate::core::input::Format;
 use crate::core::{LoadOptions, SessionInput, SourceFile};
 use crate::store::Framework;
 
 /// The frameworks uploads accept.
-pub const FRAMEWORKS: [&str; 1] = ["claudecode"];
+pub const FRAMEWORKS: [&str; 2] = ["claudecode", "pi"];
 
 /// The upload response (the reference's keys, in its order, then `diagnostics`).
 #[derive(Debug, Serialize)]
@@ -41,6 +42,24 @@ struct Upload {
     framework: Option<String>,
     files: Vec<SourceFile>,
     strict: bool,
+    /// A raw body (the framework may then be told from the content).
+    raw: bool,
+}
+
+/// The framework of a raw upload, from its first line: a pi session header, or a Claude
+/// Code record (it carries `sessionId`, `parentUuid` or a Claude Code record type).
+fn detect_framework(bytes: &[u8]) -> Option<&'static str> {
+    let first = crate::core::frame::lines(bytes).next()?;
+    if crate::core::pi::is_pi_header(first.bytes) {
+        return Some("pi");
+    }
+    let value: serde_json::Value = serde_json::from_slice(first.bytes).ok()?;
+    let claude_type = matches!(
+        value.get("type").and_then(|t| t.as_str()),
+        Some("user" | "assistant" | "system" | "summary" | "file-history-snapshot" | "queue-operation")
+    );
+    (claude_type || value.get("sessionId").is_some() || value.get("parentUuid").is_some())
+        .then_some("claudecode")
 }
 
 /// The handler.
@@ -62,14 +81,21 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
     };
 
     let framework = match upload.framework.as_deref().map(str::trim) {
-        None | Some("") => return Err(ApiError::BadRequest("No framework specified".into())),
-        Some(f) => f.to_owned(),
+        Some(f) if !f.is_empty() => f.to_owned(),
+        // A raw upload without a framework is told from its content.
+        _ => match (
+            upload.raw,
+            upload.files.first().and_then(|f| detect_framework(&f.bytes)),
+        ) {
+            (true, Some(detected)) => detected.to_owned(),
+            _ => return Err(ApiError::BadRequest("No framework specified".into())),
+        },
     };
     if upload.files.is_empty() {
         return Err(ApiError::BadRequest("No file(s) provided".into()));
     }
     let framework = match framework.to_ascii_lowercase().as_str() {
-        "claudecode" => Framework::from_name(&framework),
+        "claudecode" | "pi" => Framework::from_name(&framework),
         "autogen" => {
             return Err(ApiError::BadRequest(
                 "AutoGen logs are not supported yet; supported frameworks: claudecode".into(),
@@ -94,9 +120,23 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
             ))
         }
     }
+    match (&framework, input.detect_format()) {
+        (Framework::Pi, Format::ClaudeCode) => {
+            return Err(ApiError::BadRequest(
+                "Not a pi session: its first line is not a {\"type\":\"session\"} header".into(),
+            ))
+        }
+        (Framework::ClaudeCode | Framework::ClaudeCodeVariant(_), Format::Pi) => {
+            return Err(ApiError::BadRequest(
+                "This is a pi session (it starts with a session header); upload it with framework=pi".into(),
+            ))
+        }
+        _ => {}
+    }
 
     let options = LoadOptions {
         strict: upload.strict,
+        format: None,
     };
     let (slot, loaded, created) = state
         .store
@@ -180,6 +220,7 @@ async fn read_multipart(state: &AppState, request: Request, query: &QueryPairs) 
         framework,
         files,
         strict,
+        raw: false,
     })
 }
 
@@ -206,6 +247,7 @@ async fn read_raw(request: Request, query: &QueryPairs) -> Result<Upload, ApiErr
         framework: query.first("framework").map(str::to_owned),
         files,
         strict: query.flag("strict"),
+        raw: true,
     })
 }
 

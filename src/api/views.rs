@@ -10,6 +10,8 @@ use axum::routing::{get, MethodRouter};
 use super::error::{graph_not_found, session_not_found, ApiError};
 use super::query::QueryPairs;
 use super::AppState;
+use crate::core::session::Branch;
+use crate::core::views::branches::context_body;
 use crate::core::views::{View, ViewOptions};
 
 /// How a view route names a missing session, and whether it needs the full Claude Code
@@ -19,6 +21,7 @@ struct Route {
     not_found: fn(&str) -> String,
     needs_views: Option<&'static str>,
     takes_step: bool,
+    takes_branch: bool,
     subagents_flag: Option<&'static str>,
 }
 
@@ -27,6 +30,7 @@ const GRAPH: Route = Route {
     not_found: graph_not_found,
     needs_views: None,
     takes_step: true,
+    takes_branch: false,
     subagents_flag: None,
 };
 const WORKFLOW: Route = Route {
@@ -34,6 +38,7 @@ const WORKFLOW: Route = Route {
     not_found: session_not_found,
     needs_views: Some("Workflow view is only available for Claude Code logs"),
     takes_step: true,
+    takes_branch: true,
     subagents_flag: None,
 };
 const ANNOTATIONS: Route = Route {
@@ -41,6 +46,7 @@ const ANNOTATIONS: Route = Route {
     not_found: session_not_found,
     needs_views: Some("Annotation view is only available for Claude Code logs"),
     takes_step: false,
+    takes_branch: true,
     subagents_flag: Some("include_sidechains"),
 };
 const CHATLOG: Route = Route {
@@ -48,6 +54,7 @@ const CHATLOG: Route = Route {
     not_found: session_not_found,
     needs_views: Some("Chat log is only available for Claude Code logs"),
     takes_step: false,
+    takes_branch: true,
     subagents_flag: Some("include_subagents"),
 };
 const METRICS: Route = Route {
@@ -55,6 +62,15 @@ const METRICS: Route = Route {
     not_found: graph_not_found,
     needs_views: None,
     takes_step: false,
+    takes_branch: false,
+    subagents_flag: None,
+};
+const BRANCHES: Route = Route {
+    view: View::Branches,
+    not_found: session_not_found,
+    needs_views: None,
+    takes_step: false,
+    takes_branch: false,
     subagents_flag: None,
 };
 const DIAGNOSTICS: Route = Route {
@@ -62,6 +78,7 @@ const DIAGNOSTICS: Route = Route {
     not_found: session_not_found,
     needs_views: None,
     takes_step: false,
+    takes_branch: false,
     subagents_flag: None,
 };
 
@@ -86,6 +103,11 @@ async fn serve(
     let options = ViewOptions {
         step: if route.takes_step { query.step()? } else { None },
         include_subagents: route.subagents_flag.is_some_and(|f| query.flag(f)),
+        branch: if route.takes_branch {
+            query.branch()?
+        } else {
+            Branch::All
+        },
     };
     let (_, loaded) = state
         .store
@@ -93,11 +115,16 @@ async fn serve(
         .await
         .map_err(|e| ApiError::from_store(e, route.not_found))?;
     let etag = format!(
-        "\"{}-{}-{}-{}\"",
+        "\"{}-{}-{}-{}-{}\"",
         loaded.version,
         route.view,
         u8::from(options.include_subagents),
-        options.step.map_or("all".to_owned(), |s| s.to_string())
+        options.step.map_or("all".to_owned(), |s| s.to_string()),
+        if options.branch == Branch::Active {
+            "active"
+        } else {
+            "all"
+        },
     );
     let etag_value = HeaderValue::from_str(&etag).map_err(|e| ApiError::Internal(e.to_string()))?;
     let matches = headers
@@ -165,4 +192,109 @@ pub fn metrics() -> MethodRouter<AppState> {
 /// `GET /api/graph/{id}/diagnostics`.
 pub fn diagnostics() -> MethodRouter<AppState> {
     route(&DIAGNOSTICS)
+}
+
+/// `GET /api/graph/{id}/branches`: branch points, each alternative with its leaf, size,
+/// first timestamp and whether it is active.
+pub fn branches() -> MethodRouter<AppState> {
+    route(&BRANCHES)
+}
+
+/// `GET /api/graph/{id}/context?leaf=<id>`: the messages a model has in context at an
+/// entry (default: the current leaf), compaction applied.
+pub async fn context(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let query = QueryPairs::parse(query.as_deref());
+    let leaf = query.first("leaf").map(str::to_owned);
+    let (_, loaded) = state
+        .store
+        .get(&id)
+        .await
+        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let body = match leaf {
+        None => loaded
+            .body(View::Context, ViewOptions::default())
+            .await
+            .map_err(|e| ApiError::from_store(e, session_not_found))?,
+        Some(leaf) => {
+            let wanted = leaf.clone();
+            let rendered = tokio::task::spawn_blocking(move || {
+                context_body(&loaded.session, Some(&wanted))
+                    .map(|b| serde_json::to_vec(&b).unwrap_or_default())
+            })
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+            rendered
+                .map_err(|_| ApiError::NotFound(format!("No entry with id '{leaf}' in session '{id}'")))?
+                .into()
+        }
+    };
+    Ok((
+        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        body,
+    )
+        .into_response())
+}
+
+/// `GET /api/graph/{id}/export?format=jsonl|pi-v3`: the session's main log as stored
+/// (`jsonl`), or a pi session in pi's current format (`pi-v3`, migrated in memory; the
+/// stored file is never rewritten).
+pub async fn export(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let query = QueryPairs::parse(query.as_deref());
+    let slot = state
+        .store
+        .slot(&id)
+        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let format = query.first("format").unwrap_or("jsonl").to_owned();
+    if !matches!(format.as_str(), "jsonl" | "pi-v3") {
+        return Err(ApiError::BadRequest(format!(
+            "Unknown export format '{format}' (expected jsonl or pi-v3)"
+        )));
+    }
+    if format == "pi-v3" && slot.framework != crate::store::Framework::Pi {
+        return Err(ApiError::BadRequest("The pi-v3 export is for pi sessions".into()));
+    }
+    let (name, bytes) = state
+        .store
+        .main_file(&id)
+        .await
+        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let (name, bytes) = if format == "pi-v3" {
+        let migrated = tokio::task::spawn_blocking(move || crate::core::pi::migrate_to_v3(&bytes))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        (name.trim_end_matches(".jsonl").to_owned() + ".v3.jsonl", migrated)
+    } else {
+        (name, bytes)
+    };
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{safe}\""))
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/x-ndjson"),
+            ),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        bytes,
+    )
+        .into_response())
 }

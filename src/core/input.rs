@@ -48,10 +48,41 @@ impl SessionInput {
         self.files.iter().map(|f| f.bytes.len()).sum()
     }
 
+    /// The format of the session, told by its main file's first line: a pi session starts
+    /// with a `{"type":"session"}` header; anything else is read as Claude Code.
+    pub fn detect_format(&self) -> Format {
+        let first = self
+            .main_index()
+            .and_then(|i| super::frame::lines(&self.files[i].bytes).next());
+        match first {
+            Some(line) if super::pi::is_pi_header(line.bytes) => Format::Pi,
+            _ => Format::ClaudeCode,
+        }
+    }
+
     /// Index of the main session file: the first file that is neither a sub-agent log nor a
     /// sub-agent meta file. Claude Code names it `<session-uuid>.jsonl`; any other name works.
     pub fn main_index(&self) -> Option<usize> {
         self.files.iter().position(|f| f.role() == FileRole::Main)
+    }
+}
+
+/// The log formats the core reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Claude Code: a main log plus `agent-<id>.jsonl` sub-agent logs.
+    ClaudeCode,
+    /// pi: one file, a header and a tree of entries (v1, v2 or v3).
+    Pi,
+}
+
+impl Format {
+    /// The framework name (`claudecode`, `pi`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::ClaudeCode => "claudecode",
+            Format::Pi => "pi",
+        }
     }
 }
 

@@ -26,11 +26,13 @@ pub mod jsnum;
 pub mod lenient;
 pub mod order;
 pub mod parse;
+pub mod pi;
 pub mod records;
 pub mod session;
 pub mod subagents;
 pub mod text;
 pub mod time;
+pub mod tree;
 pub mod views;
 pub mod workflow;
 

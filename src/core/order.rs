@@ -7,7 +7,8 @@
 //! that spawned it); the first candidate present in the session is the parent.
 //!
 //! Roots (no parent) are visited in (timestamp, file position) order, each followed by its
-//! subtree depth-first with siblings in the same order; then orphans (a parent named but
+//! subtree depth-first with siblings in the same order (a spawned sub-agent first: it runs
+//! inside its Task call, before the call's result); then orphans (a parent named but
 //! absent), likewise; then whatever is left, which can only sit on a parent cycle: the
 //! earliest such unit is taken as a root (the cycle is broken there and reported), until
 //! none is left. The walk uses an explicit stack, so a chain of a million records is fine;
@@ -148,9 +149,12 @@ pub fn order_units(units: &[OrderUnit<'_>]) -> Ordering {
     let key = |u: &usize| units[*u].key;
     roots.sort_by_key(key);
     out.orphans.sort_by_key(key);
+    // A sub-agent runs inside the Task call that spawned it: its root comes before the
+    // call's other children (the results, and the conversation that continues after them).
+    let spawned = |u: &usize| matches!(out.links[*u], ParentLink::Unit(_, ParentSlot::Spawn));
     for list in &mut children {
         if list.len() > 1 {
-            list.sort_by_key(key);
+            list.sort_by_key(|u| (!spawned(u), key(u)));
         }
     }
 

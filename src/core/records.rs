@@ -41,6 +41,12 @@ pub enum RecordKind {
     Other(Option<String>),
 }
 
+impl Default for RecordKind {
+    fn default() -> Self {
+        RecordKind::Other(None)
+    }
+}
+
 impl RecordKind {
     fn from_type(t: Option<String>) -> Self {
         match t.as_deref() {
@@ -69,7 +75,7 @@ impl RecordKind {
 }
 
 /// One parsed record.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Record {
     /// Where it was read.
     pub pos: Position,
@@ -107,6 +113,10 @@ pub struct Record {
     pub message: Option<Message>,
     /// `toolUseResult` of tool-result records (only the fields the views read).
     pub tool_use_result: Option<ToolUseResult>,
+    /// `isActive` (or `is_active`): marks the active child of a branch point, when present.
+    pub is_active: Option<bool>,
+    /// For a pi compaction: the id of the first entry kept in context.
+    pub first_kept: Option<String>,
 }
 
 impl Record {
@@ -330,6 +340,8 @@ pub(crate) struct WireRecord {
     compact_metadata: Option<Box<RawValue>>,
     message: ObjectOr<WireMessage>,
     tool_use_result: ObjectOr<WireToolUseResult>,
+    #[serde(deserialize_with = "lenient::bool", alias = "is_active")]
+    is_active: Option<bool>,
 }
 
 impl WireRecord {
@@ -367,6 +379,8 @@ impl Record {
             compact_metadata: w.compact_metadata.filter(|r| r.get() != "null"),
             message: w.message.0.map(WireMessage::into_message),
             tool_use_result: w.tool_use_result.0.map(WireToolUseResult::into_result),
+            is_active: w.is_active,
+            first_kept: None,
         }
     }
 }

@@ -6,11 +6,13 @@ use super::classify::{self, NoticeKind, UserClass};
 use super::dedup::{dedup_records, Dedup, DropReason};
 use super::diagnostics::{Diagnostics, FileSummary, LineIssue, RecordIssue};
 use super::group::{group_turns, Turn};
-use super::input::{agent_id_from_name, FileRole, SessionInput, SourceFile};
+use super::input::{agent_id_from_name, FileRole, Format, SessionInput, SourceFile};
 use super::order::{order_units, OrderUnit, Ordering, ParentLink, ParentSlot, SortKey};
 use super::parse::parse_file;
+use super::pi::{parse_pi_file, PiHeader};
 use super::records::{Record, RecordKind};
 use super::subagents::{index_tool_uses, link_subagents, Agent, LinkFile, Linking, ToolUseIndex};
+use super::tree::Tree;
 use super::workflow::{build_workflow, Workflow, WorkflowInput};
 
 /// How to load a session.
@@ -18,6 +20,8 @@ use super::workflow::{build_workflow, Workflow, WorkflowInput};
 pub struct LoadOptions {
     /// Fail on the first line that holds no readable record, instead of recording it.
     pub strict: bool,
+    /// The format; `None` tells it from the main file's first line.
+    pub format: Option<Format>,
 }
 
 /// Why a session could not be loaded.
@@ -90,11 +94,26 @@ pub enum ItemKind {
     },
 }
 
+/// One unit of the order: an assistant turn, or one other record.
+#[derive(Debug, Clone)]
+pub struct Unit {
+    /// Its records (a turn's in chunk order).
+    pub records: Vec<usize>,
+    /// The turn, for assistant turns.
+    pub turn: Option<usize>,
+    /// The unit its parent resolved to.
+    pub parent: Option<usize>,
+    /// True when that parent is the Task call that spawned this sub-agent log.
+    pub parent_is_spawn: bool,
+}
+
 /// One entry of the session, in order: what views turn into units, nodes and messages.
 #[derive(Debug, Clone)]
 pub struct Item {
     /// What it is.
     pub kind: ItemKind,
+    /// The unit it comes from.
+    pub unit: usize,
     /// Index into [`Session::lanes`].
     pub lane: usize,
     /// The record its parent resolved to (through logical parent, parent or spawning call).
@@ -122,6 +141,16 @@ pub struct Session {
     pub lanes: Vec<Lane>,
     /// Lane indices in display order: main, then sub-agents in the order they start.
     pub lane_order: Vec<usize>,
+    /// The log format.
+    pub format: Format,
+    /// The pi header, for pi sessions.
+    pub pi_header: Option<PiHeader>,
+    /// The units of the order.
+    pub units: Vec<Unit>,
+    /// Unit indices in session order.
+    pub unit_sequence: Vec<usize>,
+    /// For each record, its unit (kept, ordered records only).
+    pub unit_of_record: Vec<Option<usize>>,
     /// Every ordered record, in session order (a turn's records are together).
     pub record_sequence: Vec<usize>,
     /// For each record: the record its parent resolved to.
@@ -134,6 +163,30 @@ pub struct Session {
     pub workflow: Workflow,
     /// What loading found and did.
     pub diagnostics: Diagnostics,
+    /// Branch points, the active path and abandoned branches.
+    pub tree: Tree,
+}
+
+/// Which part of a session a view shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Branch {
+    /// Everything, abandoned branches included.
+    #[default]
+    All,
+    /// Everything but the abandoned branches.
+    Active,
+}
+
+impl std::str::FromStr for Branch {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Branch, String> {
+        match s {
+            "all" => Ok(Branch::All),
+            "active" => Ok(Branch::Active),
+            other => Err(format!("unknown branch '{other}' (expected active or all)")),
+        }
+    }
 }
 
 impl Session {
@@ -146,12 +199,16 @@ impl Session {
             .map(|i| &input.files[i])
             .collect();
 
+        let format = options.format.unwrap_or_else(|| input.detect_format());
         let mut diagnostics = Diagnostics::default();
-        let (records, file_stats) = read_files(&sources, options, &mut diagnostics)?;
-        let session_id = records
-            .iter()
-            .filter(|r| r.pos.file == 0)
-            .find_map(|r| r.session_id.clone().filter(|s| !s.is_empty()));
+        let (records, file_stats, pi_header) = read_files(&sources, format, options, &mut diagnostics)?;
+        let session_id = match &pi_header {
+            Some(h) => h.id.clone(),
+            None => records
+                .iter()
+                .filter(|r| r.pos.file == 0)
+                .find_map(|r| r.session_id.clone().filter(|s| !s.is_empty())),
+        };
 
         let link_files: Vec<LinkFile> = sources
             .iter()
@@ -161,7 +218,18 @@ impl Session {
                 bytes: &f.bytes,
             })
             .collect();
-        let linking = link_subagents(&records, &link_files, 0, session_id.as_deref());
+        let mut linking = link_subagents(&records, &link_files, 0, session_id.as_deref());
+        if format == Format::Pi {
+            // A pi session is one file: every other file given with it is left out.
+            for (fi, f) in sources.iter().enumerate().skip(1) {
+                if linking.file_included[fi] || f.role() != FileRole::SubAgentMeta {
+                    linking.file_included[fi] = false;
+                    linking.ignored.push((fi, "a pi session is one file".to_owned()));
+                }
+            }
+            linking.agents.clear();
+            linking.unlinked.clear();
+        }
         let included = &linking.file_included;
         let participates = |i: usize| included[records[i].pos.file as usize];
         for (i, r) in records.iter().enumerate() {
@@ -212,6 +280,24 @@ impl Session {
             .iter()
             .flat_map(|&u| units.records[u].iter().copied())
             .collect();
+        let mut unit_of_record = vec![None; records.len()];
+        let session_units: Vec<Unit> = (0..units.order.len())
+            .map(|u| {
+                for &r in &units.records[u] {
+                    unit_of_record[r] = Some(u);
+                }
+                let (parent, parent_is_spawn) = match ordering.links[u] {
+                    ParentLink::Unit(p, slot) => (Some(p), slot == ParentSlot::Spawn),
+                    _ => (None, false),
+                };
+                Unit {
+                    records: units.records[u].clone(),
+                    turn: units.turn[u],
+                    parent,
+                    parent_is_spawn,
+                }
+            })
+            .collect();
         let items = ordering
             .sequence
             .iter()
@@ -220,15 +306,12 @@ impl Session {
                     Some(t) => turns[t].has_content(&records).then_some(ItemKind::Turn(t)),
                     None => item_kind(&records, units.records[u][0], &summaries),
                 }?;
-                let (parent_record, parent_is_spawn) = match ordering.links[u] {
+                let parent_record = match ordering.links[u] {
                     ParentLink::Unit(p, slot) => {
                         let named = units.order[u].parents[slot as usize].and_then(|id| uuid_index.get(id));
-                        (
-                            named.copied().or(units.records[p].first().copied()),
-                            slot == ParentSlot::Spawn,
-                        )
+                        named.copied().or(units.records[p].first().copied())
                     }
-                    _ => (None, false),
+                    _ => None,
                 };
                 let lane_record = match kind {
                     ItemKind::Turn(t) => turns[t].anchor(),
@@ -236,9 +319,10 @@ impl Session {
                 };
                 Some(Item {
                     kind,
+                    unit: u,
                     lane: record_lane[lane_record],
                     parent_record,
-                    parent_is_spawn,
+                    parent_is_spawn: session_units[u].parent_is_spawn,
                 })
             })
             .collect::<Vec<Item>>();
@@ -268,6 +352,7 @@ impl Session {
             records: &records,
             turns: &turns,
             items: &items,
+            include: None,
             agents: &agents,
             lanes: &lanes,
             record_sequence: &record_sequence,
@@ -275,7 +360,12 @@ impl Session {
         });
         let lane_order = order_lanes(&lanes, &agents, &workflow);
 
-        Ok(Session {
+        let mut session = Session {
+            format,
+            pi_header,
+            units: session_units,
+            unit_sequence: ordering.sequence.clone(),
+            unit_of_record,
             files,
             records,
             dedup,
@@ -290,7 +380,36 @@ impl Session {
             tool_uses,
             workflow,
             diagnostics,
-        })
+            tree: Tree::default(),
+        };
+        session.tree = Tree::of(&session);
+        Ok(session)
+    }
+
+    /// True when item `i` is shown for `branch`.
+    pub fn shows(&self, branch: Branch, i: usize) -> bool {
+        branch == Branch::All || !self.tree.abandoned[self.items[i].unit]
+    }
+
+    /// The workflow for `branch`: the whole session's, or one built from the active
+    /// branch's items only (steps renumbered densely).
+    pub fn workflow_for(&self, branch: Branch) -> std::borrow::Cow<'_, Workflow> {
+        match branch {
+            Branch::All => std::borrow::Cow::Borrowed(&self.workflow),
+            Branch::Active => {
+                let include: Vec<bool> = (0..self.items.len()).map(|i| self.shows(branch, i)).collect();
+                std::borrow::Cow::Owned(build_workflow(&WorkflowInput {
+                    records: &self.records,
+                    turns: &self.turns,
+                    items: &self.items,
+                    include: Some(&include),
+                    agents: &self.agents,
+                    lanes: &self.lanes,
+                    record_sequence: &self.record_sequence,
+                    record_parent: &self.record_parent,
+                }))
+            }
+        }
     }
 
     /// The name of the file record `i` was read from.
@@ -314,21 +433,34 @@ struct FileStats {
     records: usize,
 }
 
+/// What reading the files gives: the records, each file's counts, and a pi session's header.
+type ReadFiles = (Vec<Record>, Vec<FileStats>, Option<PiHeader>);
+
 /// Frames and parses every log (meta files are read by linking), recording bad and
 /// repaired lines. Returns the records and each file's counts.
 fn read_files(
     sources: &[&SourceFile],
+    format: Format,
     options: LoadOptions,
     diagnostics: &mut Diagnostics,
-) -> Result<(Vec<Record>, Vec<FileStats>), SessionError> {
+) -> Result<ReadFiles, SessionError> {
     let mut records = Vec::new();
     let mut file_stats = Vec::with_capacity(sources.len());
+    let mut pi_header = None;
     for (fi, f) in sources.iter().enumerate() {
-        if f.role() == FileRole::SubAgentMeta {
+        let skip = f.role() == FileRole::SubAgentMeta || (format == Format::Pi && fi > 0);
+        if skip {
             file_stats.push(FileStats::default());
             continue;
         }
-        let parsed = parse_file(fi as u32, &f.bytes);
+        let parsed = match format {
+            Format::ClaudeCode => parse_file(fi as u32, &f.bytes),
+            Format::Pi => {
+                let pi = parse_pi_file(fi as u32, &f.bytes);
+                pi_header = Some(pi.header);
+                pi.parsed
+            }
+        };
         if let (true, Some(bad)) = (options.strict, parsed.bad_lines.first()) {
             return Err(SessionError::InvalidLine {
                 file: f.name.clone(),
@@ -360,7 +492,7 @@ fn read_files(
         });
         records.extend(parsed.records);
     }
-    Ok((records, file_stats))
+    Ok((records, file_stats, pi_header))
 }
 
 /// The lanes (main, then one per agent) and each record's lane: a sub-agent log's records
@@ -615,12 +747,13 @@ fn parent_candidates<'a>(
 /// Types the pipeline understands (the others load, and may be parents, but show nowhere).
 fn is_known_type(kind: &RecordKind) -> bool {
     match kind {
-        RecordKind::Other(Some(t)) => {
-            matches!(
-                t.as_str(),
-                "file-history-snapshot" | "queue-operation" | "summary"
-            )
-        }
+        RecordKind::Other(Some(t)) => matches!(
+            t.as_str(),
+            // Claude Code
+            "file-history-snapshot" | "queue-operation" | "summary"
+            // pi
+            | "session" | "model_change" | "thinking_level_change" | "custom" | "label" | "session_info"
+        ),
         RecordKind::Other(None) => false,
         _ => true,
     }

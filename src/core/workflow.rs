@@ -141,6 +141,8 @@ pub struct WorkflowInput<'a> {
     pub turns: &'a [Turn],
     /// The items, in order.
     pub items: &'a [Item],
+    /// Which items to draw (all when `None`); node `item` indices stay the session's.
+    pub include: Option<&'a [bool]>,
     /// The sub-agents.
     pub agents: &'a [Agent],
     /// The lanes.
@@ -178,6 +180,10 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
 
     for (item_index, item) in input.items.iter().enumerate() {
         let mut nodes = Vec::new();
+        if input.include.is_some_and(|inc| !inc[item_index]) {
+            item_nodes.push(nodes);
+            continue;
+        }
         let base = |record: usize, node_type: NodeType, content: String| Node {
             id: String::new(),
             step: 0,
@@ -343,6 +349,9 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
             parent_node(item)
         };
         let nodes = &item_nodes[i];
+        if nodes.is_empty() {
+            continue;
+        }
         match item.kind {
             ItemKind::Turn(_) => {
                 let reasoning = nodes

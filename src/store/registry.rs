@@ -21,6 +21,8 @@ use tokio::sync::OnceCell;
 use super::disk::{self, DiskError};
 use super::scan::{scan_dir, FoundSession};
 use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
+use crate::core::input::Format;
+use crate::core::session::Branch;
 use crate::core::views::summary::{counts, Counts};
 use crate::core::views::{self, View, ViewOptions};
 use crate::core::{LoadOptions, Session, SessionError, SessionInput};
@@ -57,6 +59,8 @@ pub enum StoreError {
 pub enum Framework {
     /// `claudecode`.
     ClaudeCode,
+    /// `pi`.
+    Pi,
     /// `claudecode` written in another case (`ClaudeCode`). The reference parses the first
     /// file alone and stores the name as sent, so the workflow and annotation views refuse
     /// the session (reference errors 14-16); kept as is.
@@ -68,22 +72,31 @@ impl Framework {
     pub fn name(&self) -> &str {
         match self {
             Framework::ClaudeCode => "claudecode",
+            Framework::Pi => "pi",
             Framework::ClaudeCodeVariant(s) => s,
         }
     }
 
     /// Reads a stored name back.
     pub fn from_name(name: &str) -> Framework {
-        if name == "claudecode" {
-            Framework::ClaudeCode
-        } else {
-            Framework::ClaudeCodeVariant(name.to_owned())
+        match name {
+            "claudecode" => Framework::ClaudeCode,
+            "pi" => Framework::Pi,
+            other => Framework::ClaudeCodeVariant(other.to_owned()),
+        }
+    }
+
+    /// The framework of a log format.
+    pub fn of_format(format: Format) -> Framework {
+        match format {
+            Format::ClaudeCode => Framework::ClaudeCode,
+            Format::Pi => Framework::Pi,
         }
     }
 
     /// True when the workflow, annotation and chat-log views serve this session.
     pub fn has_views(&self) -> bool {
-        *self == Framework::ClaudeCode
+        !matches!(self, Framework::ClaudeCodeVariant(_))
     }
 }
 
@@ -165,7 +178,7 @@ impl Slot {
 }
 
 /// What a view request asks for.
-type BodyKey = (View, bool);
+type BodyKey = (View, bool, Branch);
 
 /// A parsed session and the view bodies rendered from it.
 #[derive(Debug)]
@@ -224,7 +237,7 @@ impl Loaded {
     /// The body of `view`. Bodies without a step are rendered once and kept; a body cut at
     /// a step is rendered for the request. Rendering runs on the blocking pool.
     pub async fn body(self: &Arc<Self>, view: View, options: ViewOptions) -> Result<Bytes, StoreError> {
-        let key = (view, options.include_subagents);
+        let key = (view, options.include_subagents, options.branch);
         if options.step.is_none() {
             if let Some(b) = lock(&self.bodies).get(&key) {
                 return Ok(b.clone());
@@ -339,7 +352,8 @@ impl Store {
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis() as i64);
                 let id = found.id.clone();
-                let slot = Slot::new(id.clone(), Source::Disk(found), Framework::ClaudeCode, created);
+                let framework = Framework::of_format(found.format);
+                let slot = Slot::new(id.clone(), Source::Disk(found), framework, created);
                 self.slots.entry(id).or_insert_with(|| Arc::new(slot));
             }
             tracing::info!(dir = %dir.display(), sessions = n, skipped = scan.skipped.len(), "scanned sessions directory");
@@ -500,6 +514,36 @@ impl Store {
         Ok((slot, loaded, true))
     }
 
+    /// The session's main log as it is stored (an upload's first file, or the log on disk),
+    /// with its name.
+    pub async fn main_file(&self, id: &str) -> Result<(String, Vec<u8>), StoreError> {
+        let slot = self.slot(id)?;
+        let uploads = self.uploads.clone();
+        blocking(move || match &slot.source {
+            Source::Upload(manifest) => {
+                let dir = uploads.ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
+                let input = dir.read(manifest)?;
+                let main = input.main_index().unwrap_or(0);
+                let file = input
+                    .files
+                    .into_iter()
+                    .nth(main)
+                    .ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
+                Ok((file.name, file.bytes))
+            }
+            Source::Disk(found) => {
+                let bytes = std::fs::read(&found.main)?;
+                let name = found
+                    .main
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Ok((name, bytes))
+            }
+        })
+        .await
+    }
+
     /// Forgets an upload and removes it from disk. Sessions of a sessions directory are
     /// never deleted.
     pub async fn delete(&self, id: &str) -> Result<(), StoreError> {
@@ -570,10 +614,29 @@ fn load(source: &Source, framework: &Framework, uploads: Option<&UploadDir>) -> 
 /// Runs the core on `input` (a framework variant reads its first file alone).
 fn build(input: &SessionInput, framework: &Framework, options: LoadOptions) -> Result<Session, StoreError> {
     let session = match framework {
-        Framework::ClaudeCode => Session::build(input, options)?,
+        Framework::ClaudeCode => Session::build(
+            input,
+            LoadOptions {
+                format: Some(Format::ClaudeCode),
+                ..options
+            },
+        )?,
+        Framework::Pi => Session::build(
+            input,
+            LoadOptions {
+                format: Some(Format::Pi),
+                ..options
+            },
+        )?,
         Framework::ClaudeCodeVariant(_) => {
             let first = SessionInput::new(input.files.iter().take(1).cloned().collect());
-            Session::build(&first, options)?
+            Session::build(
+                &first,
+                LoadOptions {
+                    format: Some(Format::ClaudeCode),
+                    ..options
+                },
+            )?
         }
     };
     Ok(session)

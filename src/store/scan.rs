@@ -12,7 +12,8 @@ use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
-use crate::core::input::FileRole;
+use crate::core::input::{FileRole, Format};
+use crate::core::pi::is_pi_header;
 
 /// A session found on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +28,8 @@ pub struct FoundSession {
     pub modified: SystemTime,
     /// The main log's size.
     pub bytes: u64,
+    /// Its format, from its first line.
+    pub format: Format,
 }
 
 /// What a scan found.
@@ -76,11 +79,8 @@ pub fn scan_dir(root: &Path, taken: &mut HashSet<String>, mut progress: impl FnM
             if !is_log {
                 continue;
             }
-            if let Some(format) = foreign_format(&path) {
-                out.skipped.push((path, format));
-                continue;
-            }
             let Ok(meta) = fs::metadata(&path) else { continue };
+            let format = format_of(&path);
             let stem = path
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -96,6 +96,7 @@ pub fn scan_dir(root: &Path, taken: &mut HashSet<String>, mut progress: impl FnM
                 project,
                 modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
                 bytes: meta.len(),
+                format,
             });
             if out.sessions.len() % 1000 == 0 {
                 progress(out.sessions.len());
@@ -131,18 +132,16 @@ fn unique_id(stem: &str, path: &Path, taken: &mut HashSet<String>) -> String {
     id
 }
 
-/// Names the format of a log this server does not read yet (a pi session starts with a
-/// `{"type":"session"}` header), from the file's first line.
-fn foreign_format(path: &Path) -> Option<String> {
+/// The format of a log, from its first line (a pi session starts with a
+/// `{"type":"session"}` header).
+fn format_of(path: &Path) -> Format {
     let mut head = Vec::with_capacity(4096);
-    fs::File::open(path)
-        .ok()?
-        .take(4096)
-        .read_to_end(&mut head)
-        .ok()?;
-    let first = head.split(|&b| b == b'\n').find(|l| !l.trim_ascii().is_empty())?;
-    let is_pi = memchr::memmem::find(first, br#""type":"session""#).is_some();
-    is_pi.then(|| "pi session (not supported yet)".to_owned())
+    let read = fs::File::open(path).and_then(|f| f.take(64 * 1024).read_to_end(&mut head));
+    let first = head.split(|&b| b == b'\n').find(|l| !l.trim_ascii().is_empty());
+    match (read, first) {
+        (Ok(_), Some(line)) if is_pi_header(line) => Format::Pi,
+        _ => Format::ClaudeCode,
+    }
 }
 
 #[cfg(test)]
@@ -150,7 +149,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn finds_main_logs_and_skips_agent_logs() {
+    fn finds_main_logs_of_both_formats_and_skips_agent_logs() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         fs::create_dir_all(d.join("proj-a/s1/subagents")).unwrap();
@@ -163,15 +162,15 @@ mod tests {
         fs::write(d.join("proj-b/pi.jsonl"), "{\"type\":\"session\",\"id\":\"x\"}\n").unwrap();
         let mut taken = HashSet::new();
         let found = scan_dir(d, &mut taken, |_| {});
-        let got: Vec<(&str, &str)> = found
+        let got: Vec<(&str, &str, Format)> = found
             .sessions
             .iter()
-            .map(|s| (s.id.as_str(), s.project.as_str()))
+            .map(|s| (s.id.as_str(), s.project.as_str(), s.format))
             .collect();
-        assert_eq!(got.len(), 2);
-        assert_eq!(got[0], ("s1", "proj-a"));
-        assert!(got[1].0.starts_with("s1-") && got[1].1 == "proj-b", "{got:?}");
-        assert_eq!(found.skipped.len(), 1);
-        assert!(found.skipped[0].1.contains("pi session"));
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0], ("s1", "proj-a", Format::ClaudeCode));
+        assert_eq!(got[1], ("pi", "proj-b", Format::Pi));
+        assert!(got[2].0.starts_with("s1-") && got[2].1 == "proj-b", "{got:?}");
+        assert!(found.skipped.is_empty());
     }
 }

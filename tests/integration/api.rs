@@ -404,3 +404,82 @@ async fn an_evicted_upload_reloads_from_the_data_directory() {
     );
     assert!(before == after);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_sessions_upload_with_or_without_a_framework_and_export_as_v3() {
+    let server = TestServer::start(Options::default()).await;
+    let original = std::fs::read(fixture("pi/large-session.jsonl")).unwrap();
+    let up = server
+        .upload_multipart(
+            &[("framework", "pi")],
+            "file",
+            &[("large-session.jsonl".to_owned(), original.clone())],
+        )
+        .await;
+    assert_eq!(up.status, StatusCode::OK, "{}", up.json);
+    assert_eq!(up.json["framework"], "pi");
+    assert_eq!(up.json["annotation_count"], 539);
+    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+
+    // Told from the content when a raw upload names no framework.
+    let detected = server
+        .upload_raw("filename=large-session.jsonl", original.clone())
+        .await;
+    assert_eq!(detected.json["framework"], "pi");
+    assert_eq!(
+        detected.json["graph_id"],
+        id.as_str(),
+        "same content, same framework, same id"
+    );
+    let claude = server
+        .upload_raw("filename=s.jsonl", std::fs::read(sample_main()).unwrap())
+        .await;
+    assert_eq!(claude.json["framework"], "claudecode");
+    let unknown = server.upload_raw("filename=x.jsonl", b"[1,2,3]\n".to_vec()).await;
+    assert_eq!(
+        (unknown.status, unknown.json["message"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("No framework specified"))
+    );
+    let mismatch = server
+        .upload_multipart(
+            &[("framework", "claudecode")],
+            "file",
+            &[("pi.jsonl".to_owned(), original.clone())],
+        )
+        .await;
+    assert_eq!(mismatch.status, StatusCode::BAD_REQUEST);
+    assert!(mismatch.json["message"]
+        .as_str()
+        .unwrap()
+        .contains("framework=pi"));
+
+    let jsonl = server.get(&format!("/api/graph/{id}/export")).await;
+    assert_eq!(jsonl.headers["content-type"], "application/x-ndjson");
+    assert!(jsonl.bytes == original, "format=jsonl is the stored file");
+    let v3 = server.get(&format!("/api/graph/{id}/export?format=pi-v3")).await;
+    assert_eq!(
+        v3.headers["content-disposition"],
+        "attachment; filename=\"large-session.v3.jsonl\""
+    );
+    let first: Value = serde_json::from_slice(v3.bytes.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(first["version"], 3);
+    let bad = server.get(&format!("/api/graph/{id}/export?format=zip")).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+
+    let ctx = server.get(&format!("/api/graph/{id}/context")).await;
+    assert_eq!(ctx.json["leaf"], format!("{:08x}", 1018));
+    let missing = server.get(&format!("/api/graph/{id}/context?leaf=nope")).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        missing.json["message"],
+        format!("No entry with id 'nope' in session '{id}'")
+    );
+    let branch = server
+        .get(&format!("/api/graph/{id}/workflow?branch=sideways"))
+        .await;
+    assert_eq!(branch.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        server.get("/api/frameworks").await.json["frameworks"],
+        serde_json::json!(["claudecode", "pi"])
+    );
+}

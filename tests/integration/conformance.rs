@@ -424,8 +424,8 @@ fn compare_workflow(ours: &Value, theirs: &Value) -> WorkflowOutcome {
                 let mut found = Vec::new();
                 diff_values(id, "", lane, r, &[], &mut found);
                 for d in found {
-                    let why = (matches!(&d, Diff::ExtraInOurs { path, .. } if path == ".depth"))
-                        .then_some("3.6 lanes record nesting depth");
+                    let why = (matches!(&d, Diff::ExtraInOurs { path, .. } if path == ".depth" || path == ".agentName"))
+                        .then_some("3.6 lanes record nesting depth and agent name");
                     outcome.record(&d, why);
                 }
             }

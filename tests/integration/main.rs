@@ -11,3 +11,4 @@ mod reference_errors;
 mod regressions;
 mod server;
 mod snapshots;
+mod trees;

@@ -52,6 +52,16 @@ impl Checker {
                 .take(5)
                 .collect();
             assert!(errors.is_empty(), "{method} {template} {status}: {errors:#?}");
+        } else if let Some(content) = response.get("content").and_then(Value::as_object) {
+            let got = reply
+                .headers
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            assert!(
+                content.contains_key(got),
+                "{method} {template} {status}: content type {got} is not documented"
+            );
         } else {
             assert!(
                 reply.bytes.is_empty(),
@@ -105,7 +115,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     c.check("get", "/readyz", &reply);
 
     let server = TestServer::start(Options {
-        sessions_dirs: vec![fixture("synthetic")],
+        sessions_dirs: vec![fixture("synthetic"), fixture("pi")],
         max_upload_bytes: 8 << 20,
         ..Options::default()
     })
@@ -163,6 +173,12 @@ async fn every_documented_response_validates_against_openapi_yaml() {
             ("/api/graph/{id}/metrics", "/metrics"),
             ("/api/graph/{id}/diagnostics", "/diagnostics"),
             ("/api/graph/{id}/info", "/info"),
+            ("/api/graph/{id}/branches", "/branches"),
+            ("/api/graph/{id}/context", "/context"),
+            ("/api/graph/{id}/workflow", "/workflow?branch=active"),
+            ("/api/graph/{id}/annotations", "/annotations?branch=active"),
+            ("/api/graph/{id}/chatlog", "/chatlog?branch=active"),
+            ("/api/graph/{id}/export", "/export"),
         ] {
             let path = format!("/api/graph/{session}{suffix}");
             let reply = server.get(&path).await;
@@ -193,6 +209,9 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         ("/api/graph/{id}/metrics", "/api/graph/nope/metrics"),
         ("/api/graph/{id}/diagnostics", "/api/graph/nope/diagnostics"),
         ("/api/graph/{id}/info", "/api/graph/nope/info"),
+        ("/api/graph/{id}/branches", "/api/graph/nope/branches"),
+        ("/api/graph/{id}/context", "/api/graph/nope/context"),
+        ("/api/graph/{id}/export", "/api/graph/nope/export"),
     ] {
         c.check("get", template, &server.get(path).await);
     }
@@ -200,6 +219,25 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         "get",
         "/api/graph/{id}",
         &server.get(&format!("/api/graph/{id}?step=-1")).await,
+    );
+    c.check(
+        "get",
+        "/api/graph/{id}/export",
+        &server.get(&format!("/api/graph/{id}/export?format=pi-v3")).await,
+    );
+    let pi_session = ids
+        .iter()
+        .find(|s| s.contains("large-session"))
+        .expect("the pi fixture is listed");
+    let migrated = server
+        .get(&format!("/api/graph/{pi_session}/export?format=pi-v3"))
+        .await;
+    c.check("get", "/api/graph/{id}/export", &migrated);
+    assert!(String::from_utf8_lossy(&migrated.bytes).starts_with(r#"{"type":"session","#));
+    c.check(
+        "get",
+        "/api/graph/{id}/context",
+        &server.get(&format!("/api/graph/{id}/context?leaf=nope")).await,
     );
     c.check(
         "get",

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use sessiongraph::core::dedup::dedup_records;
+use sessiongraph::core::session::Branch;
 use sessiongraph::core::views::{self, View, ViewOptions};
 use sessiongraph::core::{LoadOptions, Session, SessionInput, SourceFile};
 
@@ -299,6 +300,7 @@ fn all_views(session: &Session) {
             ViewOptions {
                 step: Some(3),
                 include_subagents: true,
+                branch: Branch::Active,
             },
         ] {
             let bytes = views::render(session, view, options);

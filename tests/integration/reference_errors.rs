@@ -95,8 +95,8 @@ async fn upload_errors_are_the_references() {
         "12_upload_unknown_framework",
         &unknown,
         StatusCode::BAD_REQUEST,
-        json!({"error": "Parse Error", "message": "Unknown framework: crewai. Available: claudecode", "details": {}}),
-        "only claudecode is read",
+        json!({"error": "Parse Error", "message": "Unknown framework: crewai. Available: claudecode, pi", "details": {}}),
+        "the frameworks read here",
     );
 
     // D-C20: the reference answers 500 "Invalid time value"; a clear 400 here (CONTRACT 3.9).
@@ -295,7 +295,7 @@ async fn unknown_ids_are_404_with_the_references_messages() {
         "28_frameworks",
         &frameworks,
         StatusCode::OK,
-        json!({"frameworks": ["claudecode"]}),
+        json!({"frameworks": ["claudecode", "pi"]}),
         "CONTRACT 2",
     );
 }

@@ -264,7 +264,14 @@ fn strict_loading_names_the_file_and_line() {
     let mut lines = conversation();
     lines.insert(1, "{not json".to_owned());
     let input = SessionInput::new(vec![SourceFile::new(MAIN, lines.join("\n"))]);
-    let err = Session::build(&input, LoadOptions { strict: true }).unwrap_err();
+    let err = Session::build(
+        &input,
+        LoadOptions {
+            strict: true,
+            format: None,
+        },
+    )
+    .unwrap_err();
     match &err {
         SessionError::InvalidLine { file, line, .. } => assert_eq!((file.as_str(), *line), (MAIN, 2)),
         other => panic!("unexpected {other:?}"),

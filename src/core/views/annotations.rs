@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 
 use crate::core::classify::{self, ImageRef};
 use crate::core::records::{Block, Record, RecordKind};
-use crate::core::session::{ItemKind, Session};
+use crate::core::session::{Branch, ItemKind, Session};
 use crate::core::workflow::compact_text;
 
 /// The annotations body.
@@ -172,8 +172,9 @@ struct Outcome {
     failed: bool,
 }
 
-/// Builds the body. With `include_sidechains`, sub-agent units are included too.
-pub fn annotations(session: &Session, include_sidechains: bool) -> AnnotationsBody<'_> {
+/// Builds the body. With `include_sidechains`, sub-agent units are included too; with
+/// [`Branch::Active`], abandoned branches are left out.
+pub fn annotations(session: &Session, include_sidechains: bool, branch: Branch) -> AnnotationsBody<'_> {
     let records = &session.records;
     let mut outcomes: HashMap<&str, Outcome> = HashMap::new();
     for item in &session.items {
@@ -207,7 +208,10 @@ pub fn annotations(session: &Session, include_sidechains: bool) -> AnnotationsBo
         assistant_turn_count: 0,
         system_turn_count: 0,
     };
-    for item in &session.items {
+    for (i, item) in session.items.iter().enumerate() {
+        if !session.shows(branch, i) {
+            continue;
+        }
         let first = match item.kind {
             ItemKind::Turn(t) => session.turns[t].anchor(),
             ItemKind::Prompt(r)

@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 use crate::core::classify::ImageRef;
 use crate::core::session::Session;
 use crate::core::views::workflow::{lane_id, node_compaction, node_images, node_label};
-use crate::core::workflow::NodeType;
+use crate::core::workflow::{NodeType, Workflow};
 
 /// `{"messages": [...], "total": n}`.
 #[derive(Debug, Serialize)]
@@ -46,8 +46,7 @@ pub struct ChatMessage<'a> {
 }
 
 /// Builds the chat log: the main lane's nodes, or every node with `include_subagents`.
-pub fn chatlog(session: &Session, include_subagents: bool) -> ChatLogBody<'_> {
-    let w = &session.workflow;
+pub fn chatlog<'a>(session: &'a Session, w: &'a Workflow, include_subagents: bool) -> ChatLogBody<'a> {
     let mut main_seq = 0usize;
     let mut agent_seq: HashMap<usize, usize> = HashMap::new();
     let mut messages = Vec::new();

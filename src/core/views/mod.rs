@@ -3,6 +3,7 @@
 //! Every body borrows from a [`Session`] and is built on demand.
 
 pub mod annotations;
+pub mod branches;
 pub mod chatlog;
 pub mod diagnostics;
 pub mod graph;
@@ -12,7 +13,7 @@ pub mod workflow;
 use std::fmt;
 use std::str::FromStr;
 
-use super::session::Session;
+use super::session::{Branch, Session};
 
 /// The views a session can be rendered as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,17 +30,23 @@ pub enum View {
     Metrics,
     /// What loading found.
     Diagnostics,
+    /// Branch points and the active path.
+    Branches,
+    /// The context at the current leaf.
+    Context,
 }
 
 impl View {
     /// All views, in the order the documentation lists them.
-    pub const ALL: [View; 6] = [
+    pub const ALL: [View; 8] = [
         View::Annotations,
         View::Workflow,
         View::Chatlog,
         View::Graph,
         View::Metrics,
         View::Diagnostics,
+        View::Branches,
+        View::Context,
     ];
 
     /// The view's name (`annotations`, ...).
@@ -51,6 +58,8 @@ impl View {
             View::Graph => "graph",
             View::Metrics => "metrics",
             View::Diagnostics => "diagnostics",
+            View::Branches => "branches",
+            View::Context => "context",
         }
     }
 }
@@ -68,7 +77,11 @@ impl FromStr for View {
         View::ALL
             .into_iter()
             .find(|v| v.name() == s)
-            .ok_or_else(|| format!("unknown view '{s}' (expected one of: annotations, workflow, chatlog, graph, metrics, diagnostics)"))
+            .ok_or_else(|| {
+                format!(
+                    "unknown view '{s}' (expected one of: annotations, workflow, chatlog, graph, metrics, diagnostics, branches, context)"
+                )
+            })
     }
 }
 
@@ -79,6 +92,8 @@ pub struct ViewOptions {
     pub step: Option<u64>,
     /// Include sub-agents: sidechain units in annotations, sub-agent messages in the chat log.
     pub include_subagents: bool,
+    /// The whole session or its active branch (annotations, workflow, chat log).
+    pub branch: Branch,
 }
 
 /// Renders `view` of `session` as compact JSON bytes.
@@ -99,14 +114,26 @@ pub fn write(
     out: impl std::io::Write,
 ) -> std::io::Result<()> {
     let written = match view {
-        View::Annotations => {
-            serde_json::to_writer(out, &annotations::annotations(session, options.include_subagents))
+        View::Annotations => serde_json::to_writer(
+            out,
+            &annotations::annotations(session, options.include_subagents, options.branch),
+        ),
+        View::Workflow => {
+            let w = session.workflow_for(options.branch);
+            serde_json::to_writer(out, &workflow::workflow(session, &w, options.step))
         }
-        View::Workflow => serde_json::to_writer(out, &workflow::workflow(session, options.step)),
-        View::Chatlog => serde_json::to_writer(out, &chatlog::chatlog(session, options.include_subagents)),
+        View::Chatlog => {
+            let w = session.workflow_for(options.branch);
+            serde_json::to_writer(out, &chatlog::chatlog(session, &w, options.include_subagents))
+        }
         View::Graph => serde_json::to_writer(out, &graph::graph(session, options.step)),
         View::Metrics => serde_json::to_writer(out, &graph::metrics(session)),
         View::Diagnostics => serde_json::to_writer(out, &diagnostics::diagnostics(session)),
+        View::Branches => serde_json::to_writer(out, &branches::branches(session)),
+        View::Context => match branches::context_body(session, None) {
+            Ok(body) => serde_json::to_writer(out, &body),
+            Err(e) => return Err(std::io::Error::other(e)),
+        },
     };
     written.map_err(std::io::Error::from)
 }

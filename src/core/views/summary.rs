@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::core::session::Session;
+use crate::core::session::{Branch, Session};
 use crate::core::views::annotations::annotations;
 use crate::core::views::graph::SenderStats;
 
@@ -35,6 +35,6 @@ pub fn counts(session: &Session) -> Counts {
             .iter()
             .filter(|n| session.records[n.record].is_sidechain != Some(true))
             .count(),
-        annotation_count: annotations(session, false).total,
+        annotation_count: annotations(session, false, Branch::All).total,
     }
 }

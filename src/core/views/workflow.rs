@@ -10,7 +10,7 @@ use crate::core::records::{Record, RecordKind};
 use crate::core::session::{ItemKind, Session};
 use crate::core::subagents::tool_use_at;
 use crate::core::time::iso_millis;
-use crate::core::workflow::{preview, result_preview, Node, NodeType};
+use crate::core::workflow::{preview, result_preview, Node, NodeType, Workflow};
 
 /// `{"workflow": ...}`.
 #[derive(Debug, Serialize)]
@@ -210,6 +210,10 @@ pub struct LaneJson<'a> {
     /// Nesting depth (1 for an agent spawned by the main agent); ours, not the reference's.
     #[serde(skip_serializing_if = "Option::is_none")]
     depth: Option<usize>,
+    /// The agent's name: the spawning Task call's `subagent_type`, `unknown` without one
+    /// (`spec/claude-code-dag.md`); ours, not the reference's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent_name: Option<&'a str>,
 }
 
 /// The reference's duration classes (milliseconds).
@@ -273,12 +277,11 @@ pub fn lane_id(session: &Session, lane: usize) -> &str {
 
 /// Builds the body; with `step`, cut at that step (CONTRACT 3.7: the node lists of the kept
 /// nodes are cut too).
-pub fn workflow(session: &Session, step: Option<u64>) -> WorkflowBody<'_> {
-    let w = &session.workflow;
+pub fn workflow<'a>(session: &'a Session, w: &'a Workflow, step: Option<u64>) -> WorkflowBody<'a> {
     let keep = |n: usize| step.is_none_or(|s| (w.nodes[n].step as u64) <= s);
     let nodes: Vec<NodeJson> = (0..w.nodes.len())
         .filter(|&n| keep(n))
-        .map(|n| node_json(session, n, &keep))
+        .map(|n| node_json(session, w, n, &keep))
         .collect();
     let edges = w
         .edges
@@ -365,6 +368,7 @@ fn lane_json(session: &Session, l: usize) -> LaneJson<'_> {
             total_tool_use_count: None,
             status: None,
             depth: None,
+            agent_name: None,
         };
     };
     LaneJson {
@@ -382,11 +386,16 @@ fn lane_json(session: &Session, l: usize) -> LaneJson<'_> {
         total_tool_use_count: agent.total_tool_use_count.as_ref(),
         status: agent.status.as_deref(),
         depth: agent.depth,
+        agent_name: Some(agent.subagent_type.as_deref().unwrap_or("unknown")),
     }
 }
 
-fn node_json<'a>(session: &'a Session, n: usize, keep: &dyn Fn(usize) -> bool) -> NodeJson<'a> {
-    let w = &session.workflow;
+fn node_json<'a>(
+    session: &'a Session,
+    w: &'a Workflow,
+    n: usize,
+    keep: &dyn Fn(usize) -> bool,
+) -> NodeJson<'a> {
     let node = &w.nodes[n];
     let records = &session.records;
     let rec = &records[node.record];
