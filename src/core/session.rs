@@ -1,6 +1,7 @@
 //! The pipeline: from a [`SessionInput`] to an analysed [`Session`] that every view reads.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use super::classify::{self, NoticeKind, UserClass};
 use super::dedup::{dedup_records, Dedup, DropReason};
@@ -165,6 +166,30 @@ pub struct Session {
     pub diagnostics: Diagnostics,
     /// Branch points, the active path and abandoned branches.
     pub tree: Tree,
+    /// How long each stage of the build took, in order.
+    pub timings: Vec<(&'static str, Duration)>,
+}
+
+/// Stage timings of a build.
+struct Timings {
+    last: Instant,
+    stages: Vec<(&'static str, Duration)>,
+}
+
+impl Timings {
+    fn start() -> Timings {
+        Timings {
+            last: Instant::now(),
+            stages: Vec::with_capacity(10),
+        }
+    }
+
+    /// Ends the stage called `name`.
+    fn mark(&mut self, name: &'static str) {
+        let now = Instant::now();
+        self.stages.push((name, now - self.last));
+        self.last = now;
+    }
 }
 
 /// Which part of a session a view shows.
@@ -200,8 +225,10 @@ impl Session {
             .collect();
 
         let format = options.format.unwrap_or_else(|| input.detect_format());
+        let mut timings = Timings::start();
         let mut diagnostics = Diagnostics::default();
         let (records, file_stats, pi_header) = read_files(&sources, format, options, &mut diagnostics)?;
+        timings.mark("parse");
         let session_id = match &pi_header {
             Some(h) => h.id.clone(),
             None => records
@@ -238,10 +265,13 @@ impl Session {
             }
         }
 
+        timings.mark("link");
         let dedup = dedup_records(&records, participates);
+        timings.mark("dedup");
         let kept = |i: usize| participates(i) && dedup.is_kept(i);
         let tool_uses = index_tool_uses(&records, kept);
         let (turns, turn_of) = group_turns(&records, kept);
+        timings.mark("group");
         let mut agents = linking.agents.clone();
         let (lanes, record_lane) = assign_lanes(&records, &mut agents, sources.len());
 
@@ -265,6 +295,7 @@ impl Session {
         let candidates = |i: usize| parent_candidates(&records[i], &records, &dedup, &spawn_of_file);
         let units = build_units(&records, kept, &turns, &turn_of, candidates);
         let ordering = order_units(&units.order);
+        timings.mark("order");
 
         // Record-level parents (for edges): the record each record's parent id names.
         let mut record_parent = vec![None; records.len()];
@@ -327,6 +358,7 @@ impl Session {
             })
             .collect::<Vec<Item>>();
 
+        timings.mark("items");
         let files: Vec<FileInfo> = sources
             .iter()
             .enumerate()
@@ -359,6 +391,7 @@ impl Session {
             record_parent: &record_parent,
         });
         let lane_order = order_lanes(&lanes, &agents, &workflow);
+        timings.mark("workflow");
 
         let mut session = Session {
             format,
@@ -381,8 +414,11 @@ impl Session {
             workflow,
             diagnostics,
             tree: Tree::default(),
+            timings: Vec::new(),
         };
         session.tree = Tree::of(&session);
+        timings.mark("tree");
+        session.timings = timings.stages;
         Ok(session)
     }
 
