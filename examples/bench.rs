@@ -8,14 +8,56 @@
 //! ```
 //!
 //! PATH is what `sessiongraph export` takes: a main log, a directory, or several files.
+//!
+//! The total is read + build + one body of each view with default options, the views
+//! rendered concurrently as the server renders the concurrent requests of a frontend
+//! opening a session. The variants (sub-agents included, active branch) are rendered after
+//! the total and listed on their own. With `--runs N` every figure is the median of N runs.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+use rayon::prelude::*;
 use sessiongraph::core::session::Branch;
-use sessiongraph::core::views::{self, View, ViewOptions};
+use sessiongraph::core::views::{self, Body, View, ViewOptions};
 use sessiongraph::core::{frame, LoadOptions, Session};
 use sessiongraph::store::disk;
+
+/// mimalloc, as in the server binary.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+struct Args {
+    /// Runs to take the median of.
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// Render only this view, this many times, after the runs (for profiling one view).
+    #[arg(long)]
+    repeat_view: Option<View>,
+    /// How many times to render `--repeat-view`.
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    /// The session: a main log, a directory, or several files.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+}
+
+/// The views of the total, with their default options.
+const VIEWS: [View; 8] = [
+    View::Annotations,
+    View::Workflow,
+    View::Chatlog,
+    View::Graph,
+    View::Metrics,
+    View::Diagnostics,
+    View::Branches,
+    View::Context,
+];
+
+/// One run's figures, by line label, in print order.
+type Figures = Vec<(String, Duration, Option<usize>)>;
 
 fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -33,43 +75,57 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn main() {
-    let paths: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
-    if paths.is_empty() {
-        eprintln!("usage: bench PATH...");
-        std::process::exit(2);
-    }
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
 
-    // Warm the page cache, so that floor and pipeline read the same way.
-    let warm = disk::read_session(&paths).expect("the session is readable");
-    let bytes: usize = warm.total_bytes();
-    let files = warm.files.len();
-    drop(warm);
-
-    // The floor: read, split, validate each line as JSON.
+/// Read + split + validate each line as JSON, on one thread.
+fn floor(args: &Args) -> Duration {
     let started = Instant::now();
-    let input = disk::read_session(&paths).expect("the session is readable");
-    let mut lines = 0usize;
+    let input = disk::read_session(&args.paths).expect("the session is readable");
     for f in &input.files {
         for line in frame::lines(&f.bytes) {
-            lines += 1;
             let _ = serde_json::from_slice::<serde::de::IgnoredAny>(line.bytes);
         }
     }
-    let floor = started.elapsed();
-    drop(input);
+    started.elapsed()
+}
 
-    // The pipeline: read, build, render every view.
+/// One run of the pipeline; returns its figures and the session.
+fn run(args: &Args) -> (Figures, Session, Vec<Body>) {
+    let mut figures = Figures::new();
     let started = Instant::now();
-    let input = disk::read_session(&paths).expect("the session is readable");
-    let read = started.elapsed();
+    let input = disk::read_session(&args.paths).expect("the session is readable");
+    figures.push(("read".into(), started.elapsed(), None));
+    let build_started = Instant::now();
     let session = Session::build(&input, LoadOptions::default()).expect("the session loads");
     drop(input);
-    let built = started.elapsed();
-    let mut rendered = Vec::new();
+    for (stage, d) in &session.timings {
+        figures.push((format!("build/{stage}"), *d, None));
+    }
+    figures.push(("build (all)".into(), build_started.elapsed(), None));
+
+    let render_started = Instant::now();
+    let rendered: Vec<(View, Duration, Body)> = VIEWS
+        .par_iter()
+        .map(|&view| {
+            let t = Instant::now();
+            let body = views::render(&session, view, ViewOptions::default());
+            (view, t.elapsed(), body)
+        })
+        .collect();
+    let render_wall = render_started.elapsed();
+    let total = started.elapsed();
+    let mut bodies = Vec::new();
+    for (view, d, body) in rendered {
+        figures.push((format!("render/{view}"), d, Some(body.len())));
+        bodies.push(body);
+    }
+    figures.push(("render (all, concurrent)".into(), render_wall, None));
+    figures.push(("total".into(), total, None));
+
     let all = ViewOptions::default();
     let variants = [
-        ("annotations", View::Annotations, all),
         (
             "annotations+sub",
             View::Annotations,
@@ -78,16 +134,6 @@ fn main() {
                 ..all
             },
         ),
-        ("workflow", View::Workflow, all),
-        (
-            "workflow active",
-            View::Workflow,
-            ViewOptions {
-                branch: Branch::Active,
-                ..all
-            },
-        ),
-        ("chatlog", View::Chatlog, all),
         (
             "chatlog+sub",
             View::Chatlog,
@@ -96,52 +142,97 @@ fn main() {
                 ..all
             },
         ),
-        ("graph", View::Graph, all),
-        ("metrics", View::Metrics, all),
-        ("diagnostics", View::Diagnostics, all),
-        ("branches", View::Branches, all),
-        ("context", View::Context, all),
+        (
+            "workflow active",
+            View::Workflow,
+            ViewOptions {
+                branch: Branch::Active,
+                ..all
+            },
+        ),
     ];
-    let mut render_times = Vec::new();
     for (name, view, options) in variants {
         let t = Instant::now();
         let body = views::render(&session, view, options);
-        render_times.push((name, t.elapsed(), body.len()));
-        rendered.push(body);
+        figures.push((format!("variant/{name}"), t.elapsed(), Some(body.len())));
+        bodies.push(body);
     }
-    let total = started.elapsed();
-    let rss = peak_rss_mb();
+    (figures, session, bodies)
+}
 
-    let mb = bytes as f64 / (1 << 20) as f64;
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args = Args::parse();
+    let runs = args.runs.max(1);
+
+    // Warm the page cache, so that floor and pipeline read the same way.
+    let warm = disk::read_session(&args.paths).expect("the session is readable");
+    let bytes: usize = warm.total_bytes();
+    let files = warm.files.len();
+    let lines: usize = warm.files.iter().map(|f| frame::lines(&f.bytes).count()).sum();
+    drop(warm);
+
+    let mut floors = Vec::new();
+    let mut all: Vec<Figures> = Vec::new();
+    let mut last: Option<(Session, Vec<Body>)> = None;
+    for _ in 0..runs {
+        // The previous run's session and bodies are dropped before the next run starts.
+        drop(last.take());
+        floors.push(floor(&args));
+        let (figures, session, bodies) = run(&args);
+        all.push(figures);
+        last = Some((session, bodies));
+    }
+    let rss = peak_rss_mb();
+    let (session, bodies) = last.expect("at least one run");
+
+    let floor = median(floors);
+    let size = mib(bytes);
     println!(
-        "input            {files} files, {mb:.1} MiB, {lines} lines, {} records",
+        "input            {files} files, {size:.1} MiB, {lines} lines, {} records",
         session.records.len()
     );
     println!(
         "floor            {:8.1} ms  (read + split + IgnoredAny per line)",
         ms(floor)
     );
-    println!("read             {:8.1} ms", ms(read));
-    for (stage, d) in &session.timings {
-        println!("build/{stage:<10} {:8.1} ms", ms(*d));
+    let mut total = Duration::ZERO;
+    for (i, (label, _, len)) in all[0].iter().enumerate() {
+        let d = median(all.iter().map(|f| f[i].1).collect());
+        if label == "total" {
+            total = d;
+        }
+        match len {
+            Some(len) => println!("{label:<26} {:8.1} ms  {:7.1} MiB", ms(d), mib(*len)),
+            None => println!("{label:<26} {:8.1} ms", ms(d)),
+        }
     }
-    println!("build (all)      {:8.1} ms", ms(built - read));
-    for (name, d, len) in &render_times {
-        println!(
-            "render/{name:<16} {:8.1} ms  {:7.1} MiB",
-            ms(*d),
-            *len as f64 / (1 << 20) as f64
-        );
-    }
-    println!("total            {:8.1} ms", ms(total));
-    println!("throughput       {:8.1} MiB/s", mb / total.as_secs_f64());
+    println!("throughput       {:8.1} MiB/s", size / total.as_secs_f64());
     println!(
         "total / floor    {:8.2}",
         total.as_secs_f64() / floor.as_secs_f64()
     );
+    let held: usize = bodies.iter().map(Body::len).sum();
     println!(
-        "peak RSS         {rss:8.1} MiB  ({:.2} x input, all views rendered and held)",
-        rss / mb
+        "peak RSS         {rss:8.1} MiB  ({:.2} x input; {:.1} MiB of bodies held)",
+        rss / size,
+        mib(held)
     );
-    std::hint::black_box(&rendered);
+    drop(bodies);
+
+    if let Some(view) = args.repeat_view {
+        for _ in 0..args.repeat {
+            let t = Instant::now();
+            let body = views::render(&session, view, ViewOptions::default());
+            println!(
+                "repeat/{view:<14} {:8.1} ms  {:7.1} MiB",
+                ms(t.elapsed()),
+                mib(body.len())
+            );
+        }
+    }
 }

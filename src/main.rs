@@ -12,6 +12,11 @@ use sessiongraph::store::Store;
 use sessiongraph::AppState;
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc: parsing allocates millions of short strings from two threads at once; glibc's
+/// allocator spends a third of the load in its own bookkeeping and page faults there.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// sessiongraph: Claude Code session logs as annotation units, workflow DAGs and chat logs.
 #[derive(Debug, Parser)]
 #[command(name = "sessiongraph", version, about)]

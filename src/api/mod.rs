@@ -6,6 +6,7 @@
 //! inner layers reject, CORS (an allowlist), compression (gzip, br), a request timeout
 //! (408), and on the upload route a body limit (413, without reading past the limit).
 
+pub mod body;
 pub mod error;
 pub mod query;
 pub mod sessions;

@@ -149,7 +149,7 @@ async fn serve(
             (header::ETAG, etag_value),
             (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
         ],
-        body,
+        axum::body::Body::from(body),
     )
         .into_response())
 }
@@ -234,7 +234,7 @@ pub async fn context(
     };
     Ok((
         [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        body,
+        axum::body::Body::from(body),
     )
         .into_response())
 }

@@ -4,6 +4,8 @@
 //! system notice (local command output, bash notification, slash command), or a prompt.
 //! The same rule decides the workflow node type, the chat-log entry and the annotation unit.
 
+use std::borrow::Cow;
+
 use super::records::{Block, Content, Record, ToolUse};
 use super::text::prefix_utf16;
 
@@ -99,13 +101,15 @@ pub const ARRAY_TEXT_LIMIT: usize = 10_000;
 /// for an array, the text blocks, the tool results' text, then the tool's stdout, stderr
 /// (`[stderr] ...`) and file content (`[file: path]\n...`), joined with `\n` and cut to
 /// [`ARRAY_TEXT_LIMIT`] units.
-pub fn user_text(r: &Record) -> String {
+///
+/// Borrowed when the text is one string as written; built only when parts are joined.
+pub fn user_text(r: &Record) -> Cow<'_, str> {
     let blocks = match r.message.as_ref().map(|m| &m.content) {
-        Some(Content::Text(s)) => return s.clone(),
+        Some(Content::Text(s)) => return Cow::Borrowed(s),
         Some(Content::Blocks(b)) => b,
-        _ => return String::new(),
+        _ => return Cow::Borrowed(""),
     };
-    let mut parts: Vec<&str> = Vec::new();
+    let mut parts: Vec<&'_ str> = Vec::new();
     for b in blocks {
         match b {
             Block::Text(t) => parts.push(t),
@@ -126,30 +130,34 @@ pub fn user_text(r: &Record) -> String {
             owned.push(format!("[file: {path}]\n{s}"));
         }
     }
-    parts.extend(owned.iter().map(String::as_str));
-    let joined = parts.join("\n");
-    let cut = prefix_utf16(&joined, ARRAY_TEXT_LIMIT);
-    if cut.len() == joined.len() {
-        joined
-    } else {
-        cut.to_owned()
+    if owned.is_empty() {
+        match parts.as_slice() {
+            [] => return Cow::Borrowed(""),
+            [one] => return Cow::Borrowed(prefix_utf16(one, ARRAY_TEXT_LIMIT)),
+            _ => {}
+        }
     }
+    let mut all: Vec<&str> = parts;
+    all.extend(owned.iter().map(String::as_str));
+    let mut joined = all.join("\n");
+    let cut = prefix_utf16(&joined, ARRAY_TEXT_LIMIT).len();
+    joined.truncate(cut);
+    Cow::Owned(joined)
 }
 
 /// The text of a `system` record: its `content`, else its `subtype`, else `System event`.
-pub fn system_text(r: &Record) -> String {
+pub fn system_text(r: &Record) -> &str {
     [r.content.as_deref(), r.subtype.as_deref()]
         .into_iter()
         .flatten()
         .find(|s| !s.is_empty())
         .unwrap_or("System event")
-        .to_owned()
 }
 
 /// The text of a notice: [`system_text`] for `system` records, [`user_text`] otherwise.
-pub fn notice_text(r: &Record) -> String {
+pub fn notice_text(r: &Record) -> Cow<'_, str> {
     if r.kind == super::records::RecordKind::System {
-        system_text(r)
+        Cow::Borrowed(system_text(r))
     } else {
         user_text(r)
     }
@@ -157,9 +165,9 @@ pub fn notice_text(r: &Record) -> String {
 
 /// The prompt text the annotation view labels: a string content as is, or the text blocks
 /// joined with `\n`.
-pub fn prompt_text(r: &Record) -> String {
+pub fn prompt_text(r: &Record) -> Cow<'_, str> {
     match r.message.as_ref().map(|m| &m.content) {
-        Some(Content::Text(s)) => s.clone(),
+        Some(Content::Text(s)) => Cow::Borrowed(s),
         Some(Content::Blocks(blocks)) => {
             let texts: Vec<&str> = blocks
                 .iter()
@@ -168,9 +176,13 @@ pub fn prompt_text(r: &Record) -> String {
                     _ => None,
                 })
                 .collect();
-            texts.join("\n")
+            match texts.as_slice() {
+                [] => Cow::Borrowed(""),
+                [one] => Cow::Borrowed(one),
+                _ => Cow::Owned(texts.join("\n")),
+            }
         }
-        _ => String::new(),
+        _ => Cow::Borrowed(""),
     }
 }
 

@@ -23,8 +23,9 @@
 //! Dedup is idempotent: run again on the records it kept, it removes nothing.
 
 use std::collections::hash_map::{DefaultHasher, Entry};
-use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
+
+use foldhash::{HashMap, HashMapExt};
 
 use super::records::{Block, Content, Record, RecordKind};
 use super::text::prefix_utf16;

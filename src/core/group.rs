@@ -5,7 +5,7 @@
 //!
 //! The same turns feed the annotation units, the workflow nodes and the chat log.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use super::records::{Block, Record, RecordKind, ToolUse, Usage};
 

@@ -14,7 +14,7 @@
 //! none is left. The walk uses an explicit stack, so a chain of a million records is fine;
 //! it is O(n log n) and emits every unit exactly once.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 
 use super::records::Position;
 

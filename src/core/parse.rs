@@ -6,6 +6,7 @@
 //! surrogate pair. Each is repaired where the data allows and recorded; a line that cannot
 //! be read becomes a [`LineError`] and the lines after it still load.
 
+use rayon::prelude::*;
 use serde_json::Deserializer;
 
 use super::frame::{self, Line};
@@ -196,34 +197,61 @@ pub struct ParsedFile {
     pub repaired: Vec<RepairedLine>,
 }
 
+/// Lines handed to one parallel task at a time: enough to amortise the scheduling, few
+/// enough that a session of a few hundred lines still uses every core.
+const LINES_PER_TASK: usize = 64;
+
+/// How one line was read, before it is put in file order.
+type LineOutcome = Result<(Vec<Record>, Option<&'static str>), LineError>;
+
 /// Reads every line of `data`, which is file number `file` of its session.
+///
+/// Lines are parsed in parallel (they are independent) and assembled in file order, so the
+/// result is the same as a sequential read.
 pub fn parse_file(file: u32, data: &[u8]) -> ParsedFile {
-    let mut out = ParsedFile::default();
-    for Line {
-        number,
-        bytes,
-        terminated,
-    } in frame::lines(data)
-    {
-        out.lines += 1;
-        match parse_line(bytes) {
-            Ok(LineRecords { records, repair }) => {
+    let lines: Vec<Line<'_>> = frame::lines(data).collect();
+    let outcomes: Vec<LineOutcome> = lines
+        .par_iter()
+        .with_min_len(LINES_PER_TASK)
+        .map(|line| {
+            parse_line(line.bytes).map(|LineRecords { records, repair }| {
+                let records = records
+                    .into_iter()
+                    .enumerate()
+                    .map(|(seq, wire)| {
+                        let pos = Position {
+                            file,
+                            line: line.number,
+                            seq: seq as u32,
+                        };
+                        Record::from_wire(wire, pos)
+                    })
+                    .collect();
+                (records, repair)
+            })
+        })
+        .collect();
+
+    let mut out = ParsedFile {
+        records: Vec::with_capacity(outcomes.len()),
+        lines: lines.len(),
+        ..ParsedFile::default()
+    };
+    for (line, outcome) in lines.iter().zip(outcomes) {
+        match outcome {
+            Ok((records, repair)) => {
                 if let Some(repair) = repair {
-                    out.repaired.push(RepairedLine { line: number, repair });
+                    out.repaired.push(RepairedLine {
+                        line: line.number,
+                        repair,
+                    });
                 }
-                for (seq, wire) in records.into_iter().enumerate() {
-                    let pos = Position {
-                        file,
-                        line: number,
-                        seq: seq as u32,
-                    };
-                    out.records.push(Record::from_wire(wire, pos));
-                }
+                out.records.extend(records);
             }
             Err(error) => out.bad_lines.push(BadLine {
-                line: number,
+                line: line.number,
                 error,
-                unterminated: !terminated,
+                unterminated: !line.terminated,
             }),
         }
     }

@@ -1,7 +1,9 @@
 //! The pipeline: from a [`SessionInput`] to an analysed [`Session`] that every view reads.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
+
+use foldhash::{HashMap, HashMapExt};
+use rayon::prelude::*;
 
 use super::classify::{self, NoticeKind, UserClass};
 use super::dedup::{dedup_records, Dedup, DropReason};
@@ -9,12 +11,12 @@ use super::diagnostics::{Diagnostics, FileSummary, LineIssue, RecordIssue};
 use super::group::{group_turns, Turn};
 use super::input::{agent_id_from_name, FileRole, Format, SessionInput, SourceFile};
 use super::order::{order_units, OrderUnit, Ordering, ParentLink, ParentSlot, SortKey};
-use super::parse::parse_file;
+use super::parse::{parse_file, ParsedFile};
 use super::pi::{parse_pi_file, PiHeader};
 use super::records::{Record, RecordKind};
 use super::subagents::{index_tool_uses, link_subagents, Agent, LinkFile, Linking, ToolUseIndex};
 use super::tree::Tree;
-use super::workflow::{build_workflow, Workflow, WorkflowInput};
+use super::workflow::{build_workflow, Node, Workflow, WorkflowInput};
 
 /// How to load a session.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -448,6 +450,11 @@ impl Session {
         }
     }
 
+    /// The text a workflow node shows (see [`crate::core::workflow::node_content`]).
+    pub fn node_content(&self, node: &Node) -> std::borrow::Cow<'_, str> {
+        super::workflow::node_content(&self.records, &self.turns, &self.items, node)
+    }
+
     /// The name of the file record `i` was read from.
     pub fn file_name(&self, i: usize) -> &str {
         &self.files[self.records[i].pos.file as usize].name
@@ -480,23 +487,33 @@ fn read_files(
     options: LoadOptions,
     diagnostics: &mut Diagnostics,
 ) -> Result<ReadFiles, SessionError> {
-    let mut records = Vec::new();
+    // Files are independent: parse them in parallel (each also splits its lines across
+    // cores), then take them in session order.
+    let parsed_files: Vec<Option<(ParsedFile, Option<PiHeader>)>> = sources
+        .par_iter()
+        .enumerate()
+        .map(|(fi, f)| {
+            let skip = f.role() == FileRole::SubAgentMeta || (format == Format::Pi && fi > 0);
+            (!skip).then(|| match format {
+                Format::ClaudeCode => (parse_file(fi as u32, &f.bytes), None),
+                Format::Pi => {
+                    let pi = parse_pi_file(fi as u32, &f.bytes);
+                    (pi.parsed, Some(pi.header))
+                }
+            })
+        })
+        .collect();
+    let mut records = Vec::with_capacity(parsed_files.iter().flatten().map(|(p, _)| p.records.len()).sum());
     let mut file_stats = Vec::with_capacity(sources.len());
     let mut pi_header = None;
-    for (fi, f) in sources.iter().enumerate() {
-        let skip = f.role() == FileRole::SubAgentMeta || (format == Format::Pi && fi > 0);
-        if skip {
+    for (f, parsed) in sources.iter().zip(parsed_files) {
+        let Some((parsed, header)) = parsed else {
             file_stats.push(FileStats::default());
             continue;
-        }
-        let parsed = match format {
-            Format::ClaudeCode => parse_file(fi as u32, &f.bytes),
-            Format::Pi => {
-                let pi = parse_pi_file(fi as u32, &f.bytes);
-                pi_header = Some(pi.header);
-                pi.parsed
-            }
         };
+        if header.is_some() {
+            pi_header = header;
+        }
         if let (true, Some(bad)) = (options.strict, parsed.bad_lines.first()) {
             return Err(SessionError::InvalidLine {
                 file: f.name.clone(),

@@ -14,15 +14,14 @@
 //! is left out: Claude Code's flat layout keeps the agents of every session of a project in
 //! one folder.
 
-use std::collections::{HashMap, HashSet};
-
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde::Deserialize;
+use serde_json::Number;
 
 use super::classify::prompt_text;
 use super::input::{agent_id_from_name, FileRole};
 use super::lenient;
 use super::records::{Block, Record, RecordKind, ToolUse};
-use serde_json::Number;
 
 /// How an agent was tied to its Task call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -256,7 +255,7 @@ pub fn link_subagents(
             continue;
         }
         let first_prompt = facts[fi].first_user.map(|i| prompt_text(&records[i]));
-        if let Some(calls) = first_prompt.and_then(|p| by_prompt.get_mut(&p)) {
+        if let Some(calls) = first_prompt.and_then(|p| by_prompt.get_mut(p.as_ref())) {
             if calls.len() == 1 {
                 agents[a].tool_use_id = Some(calls.remove(0).to_owned());
                 agents[a].linked_by = Some(LinkSource::Prompt);

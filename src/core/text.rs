@@ -8,11 +8,39 @@ pub fn prefix_utf16(s: &str, units: usize) -> &str {
         // Every char takes at least as many bytes as UTF-16 units.
         return s;
     }
+    let bytes = s.as_bytes();
+    if bytes[..units].is_ascii() {
+        // One unit per byte up to the cut, and the cut falls on a char boundary.
+        return &s[..units];
+    }
+    // Whole blocks first, counted without decoding: every byte that is not a continuation
+    // byte starts a char of one unit, and a 4-byte char takes one more.
+    const BLOCK: usize = 64;
     let mut used = 0;
-    for (i, c) in s.char_indices() {
+    let mut i = 0;
+    while let Some(block) = bytes.get(i..i + BLOCK) {
+        let n: usize = block
+            .iter()
+            .map(|&b| usize::from((b as i8) >= -0x40) + usize::from(b >= 0xF0))
+            .sum();
+        if used + n > units {
+            break;
+        }
+        used += n;
+        i += BLOCK;
+    }
+    // A char cut by the last block's end was counted whole: step back to its start.
+    let counted_to = i;
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    if i != counted_to {
+        used -= s[i..].chars().next().map_or(0, char::len_utf16);
+    }
+    for (k, c) in s[i..].char_indices() {
         used += c.len_utf16();
         if used > units {
-            return &s[..i];
+            return &s[..i + k];
         }
     }
     s
@@ -27,13 +55,15 @@ pub fn len_utf16(s: &str) -> usize {
 }
 
 /// `s` cut to `max` UTF-16 units with `...` when longer: the first `max - 3` units plus
-/// `...` (the reference's `truncate`, used for previews).
+/// `...` (the reference's `truncate`, used for previews). Reads at most `max` units of `s`,
+/// however long it is.
 pub fn truncate_with_ellipsis(s: &str, max: usize) -> String {
-    if len_utf16(s) <= max {
+    let head = prefix_utf16(s, max);
+    if head.len() == s.len() {
         return s.to_owned();
     }
     let mut out = String::with_capacity(max + 3);
-    out.push_str(prefix_utf16(s, max.saturating_sub(3)));
+    out.push_str(prefix_utf16(head, max.saturating_sub(3)));
     out.push_str("...");
     out
 }
@@ -57,6 +87,51 @@ mod tests {
         assert_eq!(len_utf16("abc"), 3);
         assert_eq!(len_utf16("é"), 1);
         assert_eq!(len_utf16("😀"), 2);
+    }
+
+    /// The definition: chars taken while the running count stays within `units`.
+    fn prefix_by_chars(s: &str, units: usize) -> &str {
+        let mut used = 0;
+        for (i, c) in s.char_indices() {
+            used += c.len_utf16();
+            if used > units {
+                return &s[..i];
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn block_counting_agrees_with_char_by_char_counting() {
+        let pieces = ["a", "é", "→", "😀", "\n", "日本", "x😀é"];
+        let mut text = String::new();
+        for i in 0..400 {
+            text.push_str(pieces[(i * 7 + i / 3) % pieces.len()]);
+        }
+        for units in 0..=len_utf16(&text) + 2 {
+            assert_eq!(
+                prefix_utf16(&text, units),
+                prefix_by_chars(&text, units),
+                "{units}"
+            );
+        }
+    }
+
+    #[test]
+    fn ascii_prefixes_cut_at_the_unit_count() {
+        assert_eq!(prefix_utf16("abcdef😀", 4), "abcd");
+        assert_eq!(prefix_utf16("abc😀def", 4), "abc");
+        assert_eq!(prefix_utf16("abc😀def", 5), "abc😀");
+    }
+
+    #[test]
+    fn truncation_counts_pairs_like_javascript() {
+        // 99 units then a pair: 101 units, cut to 97 + "...".
+        let s = format!("{}😀", "x".repeat(99));
+        assert_eq!(truncate_with_ellipsis(&s, 100), format!("{}...", "x".repeat(97)));
+        // Exactly 100 units with a pair at the end: kept whole.
+        let s = format!("{}😀", "x".repeat(98));
+        assert_eq!(truncate_with_ellipsis(&s, 100), s);
     }
 
     #[test]

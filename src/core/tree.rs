@@ -261,7 +261,7 @@ pub fn context(session: &Session, leaf: usize) -> Vec<ContextMessage<'_>> {
                             .clone()
                             .unwrap_or_else(|| "Context compacted".to_owned())
                     },
-                    |s| prompt_text(first_record(path[s])),
+                    |s| prompt_text(first_record(path[s])).into_owned(),
                 );
                 out.push(summary_message(session, path[cut], text));
                 start = summary.map_or(cut + 1, |s| s + 1);
@@ -320,7 +320,7 @@ fn unit_message(session: &Session, u: usize) -> Option<ContextMessage<'_>> {
         RecordKind::User if r.is_compact_summary => return None,
         RecordKind::User if r.has_tool_result() => {
             m.role = "toolResult";
-            m.text = classify::user_text(r);
+            m.text = classify::user_text(r).into_owned();
             m.is_error = classify::tool_result_failed(r);
             m.tool_call_ids = r
                 .blocks()
@@ -332,7 +332,7 @@ fn unit_message(session: &Session, u: usize) -> Option<ContextMessage<'_>> {
                 .collect();
         }
         RecordKind::User => {
-            m.text = classify::user_text(r);
+            m.text = classify::user_text(r).into_owned();
             m.meta = r.is_meta;
         }
         RecordKind::System => {

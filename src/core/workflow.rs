@@ -16,7 +16,9 @@
 //! so nothing hangs in the air. Every edge goes from a lower step to a higher one, so the
 //! graph is acyclic, has no self-loops and has unique ids.
 
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
+
+use foldhash::{HashMap, HashSet, HashSetExt};
 
 use super::classify::{self, tool_description};
 use super::group::Turn;
@@ -84,8 +86,6 @@ pub struct Node {
     /// For tool calls: (record, block) of the `tool_use`, its index among the turn's calls
     /// and the number of calls in the turn.
     pub tool: Option<ToolCallRef>,
-    /// The text shown.
-    pub content: String,
 }
 
 /// Where a tool call node's `tool_use` is.
@@ -184,7 +184,7 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
             item_nodes.push(nodes);
             continue;
         }
-        let base = |record: usize, node_type: NodeType, content: String| Node {
+        let base = |record: usize, node_type: NodeType| Node {
             id: String::new(),
             step: 0,
             item: item_index,
@@ -194,7 +194,6 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
             time_record: record,
             time: records[record].time,
             tool: None,
-            content,
         };
         match item.kind {
             ItemKind::Turn(t) => {
@@ -219,14 +218,7 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
                             })
                         })
                         .unwrap_or(anchor);
-                    let mut parts = Vec::new();
-                    if !thinking.is_empty() {
-                        parts.push(format!("[Thinking]\n{}", thinking.join("\n\n")));
-                    }
-                    if !texts.is_empty() {
-                        parts.push(format!("[Response]\n{}", texts.join("\n\n")));
-                    }
-                    let mut node = base(chunk, NodeType::AgentReasoning, parts.join("\n\n"));
+                    let mut node = base(chunk, NodeType::AgentReasoning);
                     node.time_record = anchor;
                     node.time = records[anchor].time;
                     let n = push(&mut w, &mut used_ids, node, record_id(records, chunk));
@@ -236,7 +228,7 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
                 let calls = turn.tool_uses(records);
                 let count = calls.len();
                 for (index, (rec, block, tool)) in calls.into_iter().enumerate() {
-                    let mut node = base(rec, NodeType::ToolCall, tool_description(tool));
+                    let mut node = base(rec, NodeType::ToolCall);
                     node.time_record = anchor;
                     node.time = records[anchor].time;
                     node.tool = Some(ToolCallRef {
@@ -273,7 +265,7 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
                 let n = push(
                     &mut w,
                     &mut used_ids,
-                    base(r, NodeType::UserInput, classify::user_text(&records[r])),
+                    base(r, NodeType::UserInput),
                     record_id(records, r),
                 );
                 record_node[r] = Some(n);
@@ -285,12 +277,7 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
                 } else {
                     NodeType::ResultSuccess
                 };
-                let n = push(
-                    &mut w,
-                    &mut used_ids,
-                    base(r, kind, classify::user_text(&records[r])),
-                    record_id(records, r),
-                );
+                let n = push(&mut w, &mut used_ids, base(r, kind), record_id(records, r));
                 for t in answered_ids(&records[r]) {
                     w.result_node.insert(t.to_owned(), n);
                 }
@@ -298,22 +285,20 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
                 nodes.push(n);
             }
             ItemKind::Notice { record: r, .. } => {
-                let content = classify::notice_text(&records[r]);
                 let n = push(
                     &mut w,
                     &mut used_ids,
-                    base(r, NodeType::SystemNotice, content),
+                    base(r, NodeType::SystemNotice),
                     record_id(records, r),
                 );
                 record_node[r] = Some(n);
                 nodes.push(n);
             }
             ItemKind::Compact { boundary, summary } => {
-                let content = compact_text(records, boundary, summary);
                 let n = push(
                     &mut w,
                     &mut used_ids,
-                    base(boundary, NodeType::SystemNotice, content),
+                    base(boundary, NodeType::SystemNotice),
                     record_id(records, boundary),
                 );
                 record_node[boundary] = Some(n);
@@ -516,12 +501,50 @@ fn record_id(records: &[Record], r: usize) -> String {
 }
 
 /// A compaction's text: its summary, else the boundary's content, else a fixed phrase.
-pub fn compact_text(records: &[Record], boundary: usize, summary: Option<usize>) -> String {
+pub fn compact_text(records: &[Record], boundary: usize, summary: Option<usize>) -> Cow<'_, str> {
     summary
         .map(|s| classify::prompt_text(&records[s]))
         .filter(|s| !s.is_empty())
-        .or_else(|| records[boundary].content.clone().filter(|s| !s.is_empty()))
-        .unwrap_or_else(|| "Context compacted".to_owned())
+        .or_else(|| {
+            records[boundary]
+                .content
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .map(Cow::Borrowed)
+        })
+        .unwrap_or(Cow::Borrowed("Context compacted"))
+}
+
+/// The text a node shows (its `content`). Computed when a body is rendered rather than
+/// stored, so that a session holds each text once, in its records.
+///
+/// A reasoning node shows its turn's thinking (`[Thinking]` then the blocks joined by blank
+/// lines) and text (`[Response]` ...); a tool call the one-line description of the call; a
+/// prompt or result the record's user text; a notice its notice text; a compaction its
+/// summary.
+pub fn node_content<'a>(records: &'a [Record], turns: &[Turn], items: &[Item], node: &Node) -> Cow<'a, str> {
+    match (node.node_type, items[node.item].kind) {
+        (NodeType::AgentReasoning, ItemKind::Turn(t)) => {
+            let turn = &turns[t];
+            let thinking = turn.thinking(records);
+            let texts = turn.texts(records);
+            let mut parts = Vec::with_capacity(2);
+            if !thinking.is_empty() {
+                parts.push(format!("[Thinking]\n{}", thinking.join("\n\n")));
+            }
+            if !texts.is_empty() {
+                parts.push(format!("[Response]\n{}", texts.join("\n\n")));
+            }
+            Cow::Owned(parts.join("\n\n"))
+        }
+        (NodeType::ToolCall, _) => node
+            .tool
+            .and_then(|t| super::subagents::tool_use_at(records, (t.record, t.block)))
+            .map_or(Cow::Borrowed(""), |tool| Cow::Owned(tool_description(tool))),
+        (_, ItemKind::Compact { boundary, summary }) => compact_text(records, boundary, summary),
+        (NodeType::SystemNotice, _) => classify::notice_text(&records[node.record]),
+        _ => classify::user_text(&records[node.record]),
+    }
 }
 
 /// `content` cut for previews: 100 UTF-16 units, the last three being `...` when cut.

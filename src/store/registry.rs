@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::body::Bytes;
 use dashmap::DashMap;
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
@@ -24,7 +23,7 @@ use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
 use crate::core::input::Format;
 use crate::core::session::Branch;
 use crate::core::views::summary::{counts, Counts};
-use crate::core::views::{self, View, ViewOptions};
+use crate::core::views::{self, Body, View, ViewOptions};
 use crate::core::{LoadOptions, Session, SessionError, SessionInput};
 
 /// Why the store could not do something.
@@ -192,7 +191,7 @@ pub struct Loaded {
     stamps: Vec<FileStamp>,
     input_bytes: usize,
     bodies_bytes: AtomicUsize,
-    bodies: Mutex<HashMap<BodyKey, Bytes>>,
+    bodies: Mutex<HashMap<BodyKey, Body>>,
 }
 
 /// Size and modification time of a file, to notice changes.
@@ -236,7 +235,7 @@ impl Loaded {
 
     /// The body of `view`. Bodies without a step are rendered once and kept; a body cut at
     /// a step is rendered for the request. Rendering runs on the blocking pool.
-    pub async fn body(self: &Arc<Self>, view: View, options: ViewOptions) -> Result<Bytes, StoreError> {
+    pub async fn body(self: &Arc<Self>, view: View, options: ViewOptions) -> Result<Body, StoreError> {
         let key = (view, options.include_subagents, options.branch);
         if options.step.is_none() {
             if let Some(b) = lock(&self.bodies).get(&key) {
@@ -244,15 +243,14 @@ impl Loaded {
             }
         }
         let me = self.clone();
-        let bytes: Bytes =
-            blocking(move || Ok(Bytes::from(views::render(&me.session, view, options)))).await?;
+        let body = blocking(move || Ok(views::render(&me.session, view, options))).await?;
         if options.step.is_none() {
             if let std::collections::hash_map::Entry::Vacant(slot) = lock(&self.bodies).entry(key) {
-                self.bodies_bytes.fetch_add(bytes.len(), Ordering::Relaxed);
-                slot.insert(bytes.clone());
+                self.bodies_bytes.fetch_add(body.len(), Ordering::Relaxed);
+                slot.insert(body.clone());
             }
         }
-        Ok(bytes)
+        Ok(body)
     }
 
     /// True when none of the files it was read from changed since.

@@ -45,7 +45,7 @@ fn export_prints_exactly_the_body_of_each_view() {
                 "{view} {flags:?}: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            let mut expected = views::render(&session, view, options);
+            let mut expected = views::render(&session, view, options).to_bytes().to_vec();
             expected.push(b'\n');
             assert!(
                 out.stdout == expected,

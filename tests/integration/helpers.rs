@@ -51,7 +51,7 @@ pub fn load_lines(lines: &[String]) -> Session {
 
 /// A view body as JSON.
 pub fn body(session: &Session, view: View, options: ViewOptions) -> Value {
-    serde_json::from_slice(&views::render(session, view, options)).expect("bodies are JSON")
+    serde_json::from_slice(&views::render(session, view, options).to_bytes()).expect("bodies are JSON")
 }
 
 /// Reads a JSON file.

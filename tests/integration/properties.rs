@@ -303,7 +303,7 @@ fn all_views(session: &Session) {
                 branch: Branch::Active,
             },
         ] {
-            let bytes = views::render(session, view, options);
+            let bytes = views::render(session, view, options).to_bytes();
             assert!(
                 serde_json::from_slice::<Value>(&bytes).is_ok(),
                 "{view} is not JSON"

@@ -4,8 +4,9 @@
 //! session order: `user_turn` for prompts of at least five characters (or with an image),
 //! `assistant_turn` for model responses, `system_turn` for compactions and system notices.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
 
+use foldhash::{HashMap, HashMapExt};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -84,7 +85,7 @@ pub struct UserTurn<'a> {
 
 #[derive(Debug, Serialize)]
 struct PromptRef<'a> {
-    text: String,
+    text: Cow<'a, str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     images: Vec<ImageRef<'a>>,
 }
@@ -152,7 +153,7 @@ pub struct SystemTurn<'a> {
     source: Source<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     timestamp: Option<&'a str>,
-    text_or_artifact_ref: TextRef,
+    text_or_artifact_ref: TextRef<'a>,
     labels: [(); 0],
     #[serde(skip_serializing_if = "Option::is_none")]
     compact_metadata: Option<&'a RawValue>,
@@ -161,8 +162,8 @@ pub struct SystemTurn<'a> {
 }
 
 #[derive(Debug, Serialize)]
-struct TextRef {
-    text: String,
+struct TextRef<'a> {
+    text: Cow<'a, str>,
 }
 
 /// How many results answered a call, and whether any failed.

@@ -1,8 +1,9 @@
 //! `GET /api/graph/{id}/chatlog`: the ordered chat log that CommuGraph's chat panel derives
 //! in the browser from the workflow, computed here from the same nodes.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
 
+use foldhash::{HashMap, HashMapExt};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -14,10 +15,24 @@ use crate::core::workflow::{NodeType, Workflow};
 /// `{"messages": [...], "total": n}`.
 #[derive(Debug, Serialize)]
 pub struct ChatLogBody<'a> {
-    /// The messages, in step order.
-    pub messages: Vec<ChatMessage<'a>>,
+    /// The messages, in session order.
+    pub messages: Messages<'a>,
     /// Number of messages.
     pub total: usize,
+}
+
+/// The message list, built message by message as it is serialised.
+#[derive(Debug)]
+pub struct Messages<'a> {
+    session: &'a Session,
+    w: &'a Workflow,
+    include_subagents: bool,
+}
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(messages(self.session, self.w, self.include_subagents))
+    }
 }
 
 /// One chat-log entry (keys in the reference's order, then `id`).
@@ -28,7 +43,7 @@ pub struct ChatMessage<'a> {
     display_step_label: String,
     sender: String,
     receiver: Option<()>,
-    content: &'a str,
+    content: Cow<'a, str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     timestamp: Option<&'a str>,
     node_type: &'static str,
@@ -36,7 +51,7 @@ pub struct ChatMessage<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     is_context_compact: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    compact_summary: Option<String>,
+    compact_summary: Option<Cow<'a, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     compact_metadata: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -47,13 +62,33 @@ pub struct ChatMessage<'a> {
 
 /// Builds the chat log: the main lane's nodes, or every node with `include_subagents`.
 pub fn chatlog<'a>(session: &'a Session, w: &'a Workflow, include_subagents: bool) -> ChatLogBody<'a> {
+    let total = w
+        .nodes
+        .iter()
+        .filter(|n| include_subagents || session.lanes[n.lane].agent.is_none())
+        .count();
+    ChatLogBody {
+        messages: Messages {
+            session,
+            w,
+            include_subagents,
+        },
+        total,
+    }
+}
+
+/// The messages, in session order. Sub-agent nodes are numbered (`sub-<id>-<n>`) whether or
+/// not they are shown.
+fn messages<'a>(
+    session: &'a Session,
+    w: &'a Workflow,
+    include_subagents: bool,
+) -> impl Iterator<Item = ChatMessage<'a>> + 'a {
     let mut main_seq = 0usize;
     let mut agent_seq: HashMap<usize, usize> = HashMap::new();
-    let mut messages = Vec::new();
-    for node in &w.nodes {
+    w.nodes.iter().filter_map(move |node| {
         let lane = &session.lanes[node.lane];
         let agent = lane.agent.map(|a| &session.agents[a]);
-        let label = node_label(session, node);
         let display = match agent {
             None => {
                 main_seq += 1;
@@ -67,8 +102,9 @@ pub fn chatlog<'a>(session: &'a Session, w: &'a Workflow, include_subagents: boo
             }
         };
         if agent.is_some() && !include_subagents {
-            continue;
+            return None;
         }
+        let label = node_label(session, node);
         let sender = match (node.node_type, agent) {
             (NodeType::UserInput, _) => "User Input".to_owned(),
             (_, None) => format!("Main Agent - {label}"),
@@ -78,13 +114,14 @@ pub fn chatlog<'a>(session: &'a Session, w: &'a Workflow, include_subagents: boo
                 a.agent_id
             ),
         };
-        let content = if !node.content.is_empty() {
-            node.content.as_str()
+        let content = session.node_content(node);
+        let content = if content.is_empty() {
+            Cow::Borrowed(label)
         } else {
-            label
+            content
         };
         let (is_context_compact, compact_summary, compact_metadata) = node_compaction(session, node);
-        messages.push(ChatMessage {
+        Some(ChatMessage {
             step_index: node.step,
             display_step_label: display,
             sender,
@@ -98,10 +135,6 @@ pub fn chatlog<'a>(session: &'a Session, w: &'a Workflow, include_subagents: boo
             compact_metadata,
             images: node_images(session, node),
             id: &node.id,
-        });
-    }
-    ChatLogBody {
-        total: messages.len(),
-        messages,
-    }
+        })
+    })
 }

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use foldhash::{HashMap, HashMapExt};
 use serde::Serialize;
 
 use crate::core::jsnum::JsNumber;
@@ -100,10 +101,12 @@ impl SenderStats {
                 .timestamp
                 .as_deref()
         };
+        let mut index: HashMap<String, usize> = HashMap::new();
         for (n, sender) in senders(session).into_iter().enumerate() {
-            let s = match stats.ids.iter().position(|x| *x == sender) {
-                Some(s) => s,
+            let s = match index.get(&sender) {
+                Some(&s) => s,
                 None => {
+                    index.insert(sender.clone(), stats.ids.len());
                     stats.ids.push(sender);
                     stats.counts.push(0);
                     stats.first.push(None);

@@ -3,6 +3,7 @@
 //! Every body borrows from a [`Session`] and is built on demand.
 
 pub mod annotations;
+pub mod body;
 pub mod branches;
 pub mod chatlog;
 pub mod diagnostics;
@@ -14,6 +15,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::session::{Branch, Session};
+pub use body::{Body, ChunkWriter};
 
 /// The views a session can be rendered as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,13 +98,13 @@ pub struct ViewOptions {
     pub branch: Branch,
 }
 
-/// Renders `view` of `session` as compact JSON bytes.
-pub fn render(session: &Session, view: View, options: ViewOptions) -> Vec<u8> {
-    let mut out = Vec::new();
-    // Writing into a Vec cannot fail, and serialising these types cannot fail either: every
-    // map key is a string and every value is representable in JSON.
+/// Renders `view` of `session` as compact JSON.
+pub fn render(session: &Session, view: View, options: ViewOptions) -> Body {
+    let mut out = ChunkWriter::new();
+    // Writing into memory cannot fail, and serialising these types cannot fail either:
+    // every map key is a string and every value is representable in JSON.
     let _ = write(session, view, options, &mut out);
-    out
+    out.finish()
 }
 
 /// Writes `view` of `session` as compact JSON to `out`, without building the whole body in

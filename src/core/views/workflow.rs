@@ -1,5 +1,8 @@
 //! `GET /api/graph/{id}/workflow`: the workflow DAG as CommuGraph's frontend reads it.
 
+use std::borrow::Cow;
+
+use foldhash::HashMap;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::Number;
@@ -8,7 +11,7 @@ use crate::core::classify::{self, ImageRef};
 use crate::core::jsnum::JsNumber;
 use crate::core::records::{Record, RecordKind};
 use crate::core::session::{ItemKind, Session};
-use crate::core::subagents::tool_use_at;
+use crate::core::subagents::{tool_use_at, Agent};
 use crate::core::time::iso_millis;
 use crate::core::workflow::{preview, result_preview, Node, NodeType, Workflow};
 
@@ -24,7 +27,7 @@ pub struct WorkflowBody<'a> {
 #[serde(rename_all = "camelCase")]
 pub struct Snapshot<'a> {
     /// Nodes with `stepIndex <= step`.
-    pub nodes: Vec<NodeJson<'a>>,
+    pub nodes: NodesJson<'a>,
     /// Edges between kept nodes.
     pub edges: Vec<EdgeJson<'a>>,
     /// Lanes with at least one kept node (all lanes when not cut).
@@ -59,7 +62,7 @@ pub struct NodeJson<'a> {
     timestamp: Option<&'a str>,
     node_type: &'static str,
     label: &'a str,
-    content: &'a str,
+    content: Cow<'a, str>,
     content_preview: String,
     lane_id: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,7 +102,7 @@ pub struct NodeJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     is_context_compact: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    compact_summary: Option<String>,
+    compact_summary: Option<Cow<'a, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     compact_metadata: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -121,7 +124,7 @@ pub struct NodeJson<'a> {
 pub fn node_compaction<'a>(
     session: &'a Session,
     node: &Node,
-) -> (Option<bool>, Option<String>, Option<&'a RawValue>) {
+) -> (Option<bool>, Option<Cow<'a, str>>, Option<&'a RawValue>) {
     let rec = &session.records[node.record];
     match session.items[node.item].kind {
         ItemKind::Compact { summary, .. } => (
@@ -275,14 +278,40 @@ pub fn lane_id(session: &Session, lane: usize) -> &str {
     &session.lanes[lane].id
 }
 
+/// The node list, written node by node as it is serialised (a large session's nodes are
+/// never all built at once).
+#[derive(Debug)]
+pub struct NodesJson<'a> {
+    session: &'a Session,
+    w: &'a Workflow,
+    step: Option<u64>,
+}
+
+impl Serialize for NodesJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let keep = |n: usize| self.step.is_none_or(|s| (self.w.nodes[n].step as u64) <= s);
+        // The agent each Task call spawned (one that returned a result), by `tool_use` id.
+        let spawned: HashMap<&str, &Agent> = self
+            .session
+            .agents
+            .iter()
+            .filter(|a| a.result_record.is_some())
+            .filter_map(|a| Some((a.tool_use_id.as_deref()?, a)))
+            .rev()
+            .collect();
+        s.collect_seq(
+            (0..self.w.nodes.len())
+                .filter(|&n| keep(n))
+                .map(|n| node_json(self.session, self.w, n, &keep, &spawned)),
+        )
+    }
+}
+
 /// Builds the body; with `step`, cut at that step (CONTRACT 3.7: the node lists of the kept
 /// nodes are cut too).
 pub fn workflow<'a>(session: &'a Session, w: &'a Workflow, step: Option<u64>) -> WorkflowBody<'a> {
     let keep = |n: usize| step.is_none_or(|s| (w.nodes[n].step as u64) <= s);
-    let nodes: Vec<NodeJson> = (0..w.nodes.len())
-        .filter(|&n| keep(n))
-        .map(|n| node_json(session, w, n, &keep))
-        .collect();
+    let nodes = NodesJson { session, w, step };
     let edges = w
         .edges
         .iter()
@@ -395,13 +424,15 @@ fn node_json<'a>(
     w: &'a Workflow,
     n: usize,
     keep: &dyn Fn(usize) -> bool,
+    spawned: &HashMap<&str, &'a Agent>,
 ) -> NodeJson<'a> {
     let node = &w.nodes[n];
     let records = &session.records;
     let rec = &records[node.record];
     let item = &session.items[node.item];
     let label = node_label(session, node);
-    let content = node.content.as_str();
+    let content = session.node_content(node);
+    let content_preview = preview(&content);
     let ids = |edges: &[usize], pick: fn(&crate::core::workflow::Edge) -> usize| -> Vec<&'a str> {
         edges
             .iter()
@@ -417,7 +448,7 @@ fn node_json<'a>(
         node_type: node.node_type.as_str(),
         label,
         content,
-        content_preview: preview(content),
+        content_preview,
         lane_id: lane_id(session, node.lane),
         is_sidechain: rec.is_sidechain,
         agent_id: rec.agent_id.as_deref(),
@@ -479,7 +510,9 @@ fn node_json<'a>(
                 json.parallel_count = Some(call.count);
             }
             if let Some(tool) = tool {
-                add_sub_agent_info(session, tool, &mut json);
+                if let Some(agent) = spawned.get(tool.id.as_str()) {
+                    add_sub_agent_info(agent, &mut json);
+                }
             }
         }
         (NodeType::ResultSuccess | NodeType::ResultFailure, _) => {
@@ -490,7 +523,7 @@ fn node_json<'a>(
             let stdout = tur.and_then(|t| nonempty(t.stdout.as_ref()));
             let stderr = tur.and_then(|t| nonempty(t.stderr.as_ref()));
             let first = tur.and_then(|t| nonempty(t.first_content_text.as_ref()));
-            let shown = first.or(stdout).or(stderr).unwrap_or(content);
+            let shown = first.or(stdout).or(stderr).unwrap_or(&json.content);
             json.tool_result_preview = Some(result_preview(shown));
             let failed = node.node_type == NodeType::ResultFailure
                 || tur.is_some_and(|t| t.status.as_deref() == Some("failed"));
@@ -510,18 +543,7 @@ fn node_json<'a>(
     json
 }
 
-fn add_sub_agent_info<'a>(
-    session: &'a Session,
-    tool: &'a crate::core::records::ToolUse,
-    json: &mut NodeJson<'a>,
-) {
-    let Some(agent) = session
-        .agents
-        .iter()
-        .find(|a| a.result_record.is_some() && a.tool_use_id.as_deref() == Some(tool.id.as_str()))
-    else {
-        return;
-    };
+fn add_sub_agent_info<'a>(agent: &'a Agent, json: &mut NodeJson<'a>) {
     let kind = agent.subagent_type.as_deref().unwrap_or("unknown");
     let prompt = agent.prompt.as_deref().unwrap_or("");
     json.is_sub_agent_container = Some(true);

@@ -1,0 +1,200 @@
+//! A rendered body: JSON bytes held as a list of chunks.
+//!
+//! Bodies of large sessions run to hundreds of MB. Grown as one `Vec`, a body is copied at
+//! every doubling and touches about twice its size in fresh memory, which on a virtual
+//! machine costs more than the serialisation itself. Written into chunks, it touches its own
+//! size once, and the chunks go to the socket as they are.
+
+use std::io;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+/// Size of the first chunk: most bodies (a session's info, a small session's views) fit.
+const FIRST_CHUNK: usize = 16 * 1024;
+
+/// Chunks grow by doubling up to this size.
+const MAX_CHUNK: usize = 1024 * 1024;
+
+/// A rendered body. Cloning it is cheap (the chunks are shared).
+#[derive(Debug, Clone, Default)]
+pub struct Body {
+    chunks: Arc<[Bytes]>,
+    len: usize,
+}
+
+impl Body {
+    /// The chunks, in order.
+    pub fn chunks(&self) -> &[Bytes] {
+        &self.chunks
+    }
+
+    /// The chunks, shared.
+    pub fn into_chunks(self) -> Arc<[Bytes]> {
+        self.chunks
+    }
+
+    /// Total length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty body.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The body as one contiguous buffer (copies unless it is a single chunk).
+    pub fn to_bytes(&self) -> Bytes {
+        match &*self.chunks {
+            [] => Bytes::new(),
+            [one] => one.clone(),
+            many => {
+                let mut all = Vec::with_capacity(self.len);
+                for c in many {
+                    all.extend_from_slice(c);
+                }
+                Bytes::from(all)
+            }
+        }
+    }
+}
+
+impl From<Vec<u8>> for Body {
+    fn from(v: Vec<u8>) -> Body {
+        let len = v.len();
+        Body {
+            chunks: Arc::from([Bytes::from(v)]),
+            len,
+        }
+    }
+}
+
+/// An [`io::Write`] that fills chunks of growing size and never moves what it wrote.
+#[derive(Debug)]
+pub struct ChunkWriter {
+    done: Vec<Bytes>,
+    current: Vec<u8>,
+    len: usize,
+}
+
+impl Default for ChunkWriter {
+    fn default() -> Self {
+        ChunkWriter {
+            done: Vec::new(),
+            current: Vec::with_capacity(FIRST_CHUNK),
+            len: 0,
+        }
+    }
+}
+
+impl ChunkWriter {
+    /// An empty writer.
+    pub fn new() -> ChunkWriter {
+        ChunkWriter::default()
+    }
+
+    /// The body written so far. The last chunk gives back its spare capacity when it holds
+    /// less than half of it.
+    pub fn finish(mut self) -> Body {
+        if !self.current.is_empty() {
+            if self.current.len() < self.current.capacity() / 2 {
+                self.current.shrink_to_fit();
+            }
+            self.done.push(Bytes::from(self.current));
+        }
+        Body {
+            chunks: Arc::from(self.done),
+            len: self.len,
+        }
+    }
+}
+
+impl ChunkWriter {
+    /// Writes what does not fit in the current chunk.
+    #[cold]
+    fn write_spilling(&mut self, mut buf: &[u8]) {
+        while !buf.is_empty() {
+            let room = self.current.capacity() - self.current.len();
+            if room == 0 {
+                let next = (self.current.capacity() * 2).clamp(FIRST_CHUNK, MAX_CHUNK);
+                let full = std::mem::replace(&mut self.current, Vec::with_capacity(next));
+                self.done.push(Bytes::from(full));
+                continue;
+            }
+            let take = room.min(buf.len());
+            self.current.extend_from_slice(&buf[..take]);
+            buf = &buf[take..];
+        }
+    }
+}
+
+impl io::Write for ChunkWriter {
+    // serde_json writes every quote, comma and key separately: the common case, a piece
+    // that fits, must stay a bounds check and a copy.
+    #[inline]
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.len += buf.len();
+        if buf.len() <= self.current.capacity() - self.current.len() {
+            self.current.extend_from_slice(buf);
+        } else {
+            self.write_spilling(buf);
+        }
+        Ok(buf.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.write(buf).map(|_| ())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    #[test]
+    fn chunks_hold_exactly_what_was_written_in_order() {
+        let mut w = ChunkWriter::new();
+        let mut expected = Vec::new();
+        for i in 0..50_000u32 {
+            let piece = format!("{i},");
+            w.write_all(piece.as_bytes()).unwrap();
+            expected.extend_from_slice(piece.as_bytes());
+        }
+        let big = vec![b'x'; 3 * MAX_CHUNK + 17];
+        w.write_all(&big).unwrap();
+        expected.extend_from_slice(&big);
+        let body = w.finish();
+        assert_eq!(body.len(), expected.len());
+        assert_eq!(body.to_bytes(), expected);
+        assert!(body.chunks().len() > 3);
+        assert!(body
+            .chunks()
+            .iter()
+            .all(|c| !c.is_empty() && c.len() <= MAX_CHUNK));
+    }
+
+    #[test]
+    fn a_small_body_is_one_chunk() {
+        let mut w = ChunkWriter::new();
+        w.write_all(b"{}").unwrap();
+        let body = w.finish();
+        assert_eq!(body.chunks().len(), 1);
+        assert_eq!(&body.to_bytes()[..], b"{}");
+    }
+
+    #[test]
+    fn an_empty_body_has_no_chunks() {
+        let body = ChunkWriter::new().finish();
+        assert!(body.is_empty());
+        assert!(body.chunks().is_empty());
+        assert!(body.to_bytes().is_empty());
+    }
+}
