@@ -59,12 +59,18 @@ const VIEWS: [View; 8] = [
 /// One run's figures, by line label, in print order.
 type Figures = Vec<(String, Duration, Option<usize>)>;
 
+/// Peak resident memory so far, in MiB.
 fn peak_rss_mb() -> f64 {
+    status_mb("VmHWM:")
+}
+
+/// A memory figure of `/proc/self/status`, in MiB.
+fn status_mb(key: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(key))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<f64>().ok())
         })
@@ -104,6 +110,10 @@ fn run(args: &Args) -> (Figures, Session, Vec<Body>) {
         figures.push((format!("build/{stage}"), *d, None));
     }
     figures.push(("build (all)".into(), build_started.elapsed(), None));
+    eprintln!(
+        "resident after build, input dropped: {:.1} MiB",
+        status_mb("VmRSS:")
+    );
 
     let render_started = Instant::now();
     let rendered: Vec<(View, Duration, Body)> = VIEWS

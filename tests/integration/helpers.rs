@@ -27,6 +27,11 @@ pub fn sample_main() -> PathBuf {
     fixture("commugraph-sample/ab51623b-c26d-45f5-b98e-f9d0cfa17018.jsonl")
 }
 
+/// The files of the session at `fixtures/<rel>` (a main log or a directory).
+pub fn fixture_input(rel: &str) -> SessionInput {
+    disk::read_session(&[fixture(rel)]).expect("fixture is readable")
+}
+
 /// Loads the session at `path` (a main log or a directory) as `sessiongraph export` does.
 pub fn load_path(path: &Path) -> Session {
     let input = disk::read_session(&[path.to_owned()]).expect("fixture is readable");

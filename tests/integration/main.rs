@@ -2,6 +2,7 @@
 
 mod api;
 mod cli;
+mod complexity;
 mod conformance;
 mod docker;
 mod helpers;
@@ -9,6 +10,8 @@ mod openapi;
 mod properties;
 mod reference_errors;
 mod regressions;
+#[path = "../support/scaled.rs"]
+mod scaled;
 mod server;
 mod snapshots;
 mod trees;
