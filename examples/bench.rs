@@ -3,8 +3,8 @@
 //! run's floor (read + split + `serde_json::from_slice::<IgnoredAny>` per line).
 //!
 //! ```sh
-//! python3 ../shared/tools/scale.py fixtures/commugraph-sample /tmp/x100 -n 100
-//! cargo run --release --example bench -- /tmp/x100/ab51623b-c26d-45f5-b98e-f9d0cfa17018.jsonl
+//! cargo run --release --example scale -- fixtures/commugraph-sample /tmp/x100 -n 100
+//! cargo run --release --example bench -- --runs 3 /tmp/x100/ab51623b-c26d-45f5-b98e-f9d0cfa17018.jsonl
 //! ```
 //!
 //! PATH is what `sessiongraph export` takes: a main log, a directory, or several files.
@@ -61,16 +61,11 @@ type Figures = Vec<(String, Duration, Option<usize>)>;
 
 /// Peak resident memory so far, in MiB.
 fn peak_rss_mb() -> f64 {
-    status_mb("VmHWM:")
-}
-
-/// A memory figure of `/proc/self/status`, in MiB.
-fn status_mb(key: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with(key))
+                .find(|l| l.starts_with("VmHWM:"))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<f64>().ok())
         })
@@ -110,10 +105,6 @@ fn run(args: &Args) -> (Figures, Session, Vec<Body>) {
         figures.push((format!("build/{stage}"), *d, None));
     }
     figures.push(("build (all)".into(), build_started.elapsed(), None));
-    eprintln!(
-        "resident after build, input dropped: {:.1} MiB",
-        status_mb("VmRSS:")
-    );
 
     let render_started = Instant::now();
     let rendered: Vec<(View, Duration, Body)> = VIEWS

@@ -94,6 +94,20 @@ impl ChunkWriter {
         ChunkWriter::default()
     }
 
+    /// Appends a rendered body after what was written, without copying it.
+    pub fn append(&mut self, body: Body) {
+        if body.is_empty() {
+            return;
+        }
+        if !self.current.is_empty() {
+            let next = Vec::with_capacity(FIRST_CHUNK);
+            self.done
+                .push(Bytes::from(std::mem::replace(&mut self.current, next)));
+        }
+        self.len += body.len();
+        self.done.extend(body.chunks().iter().cloned());
+    }
+
     /// The body written so far. The last chunk gives back its spare capacity when it holds
     /// less than half of it.
     pub fn finish(mut self) -> Body {
@@ -153,6 +167,83 @@ impl io::Write for ChunkWriter {
     }
 }
 
+/// Items rendered per parallel task by [`write_elements`].
+const ITEMS_PER_SEGMENT: usize = 512;
+
+/// Writes the elements of a JSON array (without its brackets): `item(i)` for `i` in
+/// `0..count`, the `None`s left out, separated by commas. Segments of items are serialised
+/// in parallel, each into its own chunks, and appended in order: the bytes are those of a
+/// sequential write.
+pub fn write_elements<T, F>(out: &mut ChunkWriter, count: usize, item: F)
+where
+    T: serde::Serialize,
+    F: Fn(usize) -> Option<T> + Sync,
+{
+    use rayon::prelude::*;
+
+    let segments: Vec<Body> = (0..count.div_ceil(ITEMS_PER_SEGMENT))
+        .into_par_iter()
+        .map(|s| {
+            let mut w = ChunkWriter::new();
+            let end = ((s + 1) * ITEMS_PER_SEGMENT).min(count);
+            let mut first = true;
+            for value in (s * ITEMS_PER_SEGMENT..end).filter_map(&item) {
+                if !first {
+                    io::Write::write_all(&mut w, b",").expect("writing into memory cannot fail");
+                }
+                first = false;
+                // Writing into memory cannot fail; the views' types always serialise.
+                let _ = serde_json::to_writer(&mut w, &value);
+            }
+            w.finish()
+        })
+        .collect();
+    let mut wrote = false;
+    for segment in segments.into_iter().filter(|s| !s.is_empty()) {
+        if wrote {
+            io::Write::write_all(out, b",").expect("writing into memory cannot fail");
+        }
+        out.append(segment);
+        wrote = true;
+    }
+}
+
+/// A writer that passes on the members of one serialised JSON object, dropping its opening
+/// brace: serialising a struct through it continues an object already open (its closing
+/// brace closes that object).
+#[derive(Debug)]
+pub struct ObjectMembers<'w> {
+    out: &'w mut ChunkWriter,
+    opened: bool,
+}
+
+impl<'w> ObjectMembers<'w> {
+    /// Members written after what `out` holds.
+    pub fn new(out: &'w mut ChunkWriter) -> Self {
+        ObjectMembers { out, opened: false }
+    }
+}
+
+impl io::Write for ObjectMembers<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut rest = buf;
+        if !self.opened {
+            match rest.split_first() {
+                Some((b'{', tail)) => rest = tail,
+                Some(_) => return Err(io::Error::other("expected a JSON object")),
+                None => return Ok(0),
+            }
+            self.opened = true;
+        }
+        io::Write::write_all(self.out, rest)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Write;
@@ -179,6 +270,36 @@ mod tests {
             .chunks()
             .iter()
             .all(|c| !c.is_empty() && c.len() <= MAX_CHUNK));
+    }
+
+    #[test]
+    fn parallel_elements_are_those_of_a_sequential_write() {
+        for count in [0, 1, 5, ITEMS_PER_SEGMENT, 3 * ITEMS_PER_SEGMENT + 7] {
+            let keep = |i: usize| (i % 3 != 1).then(|| format!("item {i}"));
+            let mut w = ChunkWriter::new();
+            w.write_all(b"[").unwrap();
+            write_elements(&mut w, count, keep);
+            w.write_all(b"]").unwrap();
+            let expected: Vec<String> = (0..count).filter_map(keep).collect();
+            assert_eq!(
+                w.finish().to_bytes(),
+                serde_json::to_vec(&expected).unwrap(),
+                "{count} items"
+            );
+        }
+    }
+
+    #[test]
+    fn object_members_continue_an_open_object() {
+        #[derive(serde::Serialize)]
+        struct Rest {
+            b: u8,
+            c: &'static str,
+        }
+        let mut w = ChunkWriter::new();
+        w.write_all(br#"{"a":1,"#).unwrap();
+        serde_json::to_writer(ObjectMembers::new(&mut w), &Rest { b: 2, c: "x" }).unwrap();
+        assert_eq!(&w.finish().to_bytes()[..], br#"{"a":1,"b":2,"c":"x"}"#);
     }
 
     #[test]

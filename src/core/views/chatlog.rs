@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 
 use crate::core::classify::ImageRef;
 use crate::core::session::Session;
+use crate::core::views::body::{write_elements, ChunkWriter};
 use crate::core::views::workflow::{lane_id, node_compaction, node_images, node_label};
 use crate::core::workflow::{NodeType, Workflow};
 
@@ -29,10 +30,87 @@ pub struct Messages<'a> {
     include_subagents: bool,
 }
 
+impl<'a> Messages<'a> {
+    /// Each node's number in its lane (`#n` in the main lane, `sub-<id>-<n>` in a
+    /// sub-agent's), counted over every node whether or not it is shown.
+    fn numbers(&self) -> Vec<usize> {
+        let mut next: HashMap<usize, usize> = HashMap::new();
+        self.w
+            .nodes
+            .iter()
+            .map(|node| {
+                let n = next.entry(node.lane).or_default();
+                *n += 1;
+                *n
+            })
+            .collect()
+    }
+
+    /// The message of node `i` (numbered `number` in its lane), or `None` when it is not
+    /// shown.
+    fn message(&self, i: usize, number: usize) -> Option<ChatMessage<'a>> {
+        let (session, node) = (self.session, &self.w.nodes[i]);
+        let agent = session.lanes[node.lane].agent.map(|a| &session.agents[a]);
+        if agent.is_some() && !self.include_subagents {
+            return None;
+        }
+        let display = match agent {
+            None => format!("#{number}"),
+            Some(a) => {
+                let short: String = a.agent_id.chars().take(4).collect();
+                format!("sub-{short}-{number}")
+            }
+        };
+        let label = node_label(session, node);
+        let sender = match (node.node_type, agent) {
+            (NodeType::UserInput, _) => "User Input".to_owned(),
+            (_, None) => format!("Main Agent - {label}"),
+            (_, Some(a)) => format!(
+                "{}-{} - {label}",
+                a.subagent_type.as_deref().unwrap_or("Agent"),
+                a.agent_id
+            ),
+        };
+        let content = session.node_content(node);
+        let content = if content.is_empty() {
+            Cow::Borrowed(label)
+        } else {
+            content
+        };
+        let (is_context_compact, compact_summary, compact_metadata) = node_compaction(session, node);
+        Some(ChatMessage {
+            step_index: node.step,
+            display_step_label: display,
+            sender,
+            receiver: None,
+            content,
+            timestamp: session.records[node.time_record].timestamp.as_deref(),
+            node_type: node.node_type.as_str(),
+            lane_id: lane_id(session, node.lane),
+            is_context_compact,
+            compact_summary,
+            compact_metadata,
+            images: node_images(session, node),
+            id: &node.id,
+        })
+    }
+}
+
 impl Serialize for Messages<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(messages(self.session, self.w, self.include_subagents))
+        let numbers = self.numbers();
+        s.collect_seq((0..numbers.len()).filter_map(|i| self.message(i, numbers[i])))
     }
+}
+
+/// Writes `body` as serialising it would, with the messages rendered in parallel.
+pub fn write_parallel(body: &ChatLogBody<'_>, out: &mut ChunkWriter) -> std::io::Result<()> {
+    use std::io::Write;
+
+    let numbers = body.messages.numbers();
+    out.write_all(br#"{"messages":["#)?;
+    write_elements(out, numbers.len(), |i| body.messages.message(i, numbers[i]));
+    write!(out, r#"],"total":{}}}"#, body.total)
 }
 
 /// One chat-log entry (keys in the reference's order, then `id`).
@@ -75,66 +153,4 @@ pub fn chatlog<'a>(session: &'a Session, w: &'a Workflow, include_subagents: boo
         },
         total,
     }
-}
-
-/// The messages, in session order. Sub-agent nodes are numbered (`sub-<id>-<n>`) whether or
-/// not they are shown.
-fn messages<'a>(
-    session: &'a Session,
-    w: &'a Workflow,
-    include_subagents: bool,
-) -> impl Iterator<Item = ChatMessage<'a>> + 'a {
-    let mut main_seq = 0usize;
-    let mut agent_seq: HashMap<usize, usize> = HashMap::new();
-    w.nodes.iter().filter_map(move |node| {
-        let lane = &session.lanes[node.lane];
-        let agent = lane.agent.map(|a| &session.agents[a]);
-        let display = match agent {
-            None => {
-                main_seq += 1;
-                format!("#{main_seq}")
-            }
-            Some(a) => {
-                let seq = agent_seq.entry(node.lane).or_default();
-                *seq += 1;
-                let short: String = a.agent_id.chars().take(4).collect();
-                format!("sub-{short}-{seq}")
-            }
-        };
-        if agent.is_some() && !include_subagents {
-            return None;
-        }
-        let label = node_label(session, node);
-        let sender = match (node.node_type, agent) {
-            (NodeType::UserInput, _) => "User Input".to_owned(),
-            (_, None) => format!("Main Agent - {label}"),
-            (_, Some(a)) => format!(
-                "{}-{} - {label}",
-                a.subagent_type.as_deref().unwrap_or("Agent"),
-                a.agent_id
-            ),
-        };
-        let content = session.node_content(node);
-        let content = if content.is_empty() {
-            Cow::Borrowed(label)
-        } else {
-            content
-        };
-        let (is_context_compact, compact_summary, compact_metadata) = node_compaction(session, node);
-        Some(ChatMessage {
-            step_index: node.step,
-            display_step_label: display,
-            sender,
-            receiver: None,
-            content,
-            timestamp: session.records[node.time_record].timestamp.as_deref(),
-            node_type: node.node_type.as_str(),
-            lane_id: lane_id(session, node.lane),
-            is_context_compact,
-            compact_summary,
-            compact_metadata,
-            images: node_images(session, node),
-            id: &node.id,
-        })
-    })
 }

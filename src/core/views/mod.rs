@@ -98,12 +98,26 @@ pub struct ViewOptions {
     pub branch: Branch,
 }
 
-/// Renders `view` of `session` as compact JSON.
+/// Renders `view` of `session` as compact JSON: the bytes [`write`] gives, with the
+/// workflow's nodes and the chat log's messages rendered in parallel.
 pub fn render(session: &Session, view: View, options: ViewOptions) -> Body {
     let mut out = ChunkWriter::new();
     // Writing into memory cannot fail, and serialising these types cannot fail either:
     // every map key is a string and every value is representable in JSON.
-    let _ = write(session, view, options, &mut out);
+    let _ = match view {
+        View::Workflow => {
+            let w = session.workflow_for(options.branch);
+            workflow::write_parallel(&workflow::workflow(session, &w, options.step), &mut out)
+        }
+        View::Chatlog => {
+            let w = session.workflow_for(options.branch);
+            chatlog::write_parallel(
+                &chatlog::chatlog(session, &w, options.include_subagents),
+                &mut out,
+            )
+        }
+        _ => write(session, view, options, &mut out),
+    };
     out.finish()
 }
 

@@ -13,6 +13,7 @@ use crate::core::records::{Record, RecordKind};
 use crate::core::session::{ItemKind, Session};
 use crate::core::subagents::{tool_use_at, Agent};
 use crate::core::time::iso_millis;
+use crate::core::views::body::{write_elements, ChunkWriter, ObjectMembers};
 use crate::core::workflow::{preview, result_preview, Node, NodeType, Workflow};
 
 /// `{"workflow": ...}`.
@@ -24,10 +25,18 @@ pub struct WorkflowBody<'a> {
 
 /// The DAG, optionally cut at a step.
 #[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Snapshot<'a> {
     /// Nodes with `stepIndex <= step`.
     pub nodes: NodesJson<'a>,
+    /// Everything after the nodes.
+    #[serde(flatten)]
+    pub rest: SnapshotRest<'a>,
+}
+
+/// The members of a [`Snapshot`] after its nodes.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotRest<'a> {
     /// Edges between kept nodes.
     pub edges: Vec<EdgeJson<'a>>,
     /// Lanes with at least one kept node (all lanes when not cut).
@@ -287,24 +296,50 @@ pub struct NodesJson<'a> {
     step: Option<u64>,
 }
 
-impl Serialize for NodesJson<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let keep = |n: usize| self.step.is_none_or(|s| (self.w.nodes[n].step as u64) <= s);
-        // The agent each Task call spawned (one that returned a result), by `tool_use` id.
-        let spawned: HashMap<&str, &Agent> = self
-            .session
+impl<'a> NodesJson<'a> {
+    /// True when node `n` is within the step asked for.
+    fn keep(&self, n: usize) -> bool {
+        self.step.is_none_or(|s| (self.w.nodes[n].step as u64) <= s)
+    }
+
+    /// The agent each Task call spawned (one that returned a result), by `tool_use` id.
+    fn spawned(&self) -> HashMap<&'a str, &'a Agent> {
+        self.session
             .agents
             .iter()
             .filter(|a| a.result_record.is_some())
             .filter_map(|a| Some((a.tool_use_id.as_deref()?, a)))
             .rev()
-            .collect();
-        s.collect_seq(
-            (0..self.w.nodes.len())
-                .filter(|&n| keep(n))
-                .map(|n| node_json(self.session, self.w, n, &keep, &spawned)),
-        )
+            .collect()
     }
+
+    /// Node `n` on the wire, or `None` when it is cut.
+    fn node(&self, n: usize, spawned: &HashMap<&'a str, &'a Agent>) -> Option<NodeJson<'a>> {
+        let keep = |m: usize| self.keep(m);
+        self.keep(n)
+            .then(|| node_json(self.session, self.w, n, &keep, spawned))
+    }
+}
+
+impl Serialize for NodesJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let spawned = self.spawned();
+        s.collect_seq((0..self.w.nodes.len()).filter_map(|n| self.node(n, &spawned)))
+    }
+}
+
+/// Writes `body` as serialising it would, with the nodes rendered in parallel (they are
+/// most of a workflow's bytes).
+pub fn write_parallel(body: &WorkflowBody<'_>, out: &mut ChunkWriter) -> std::io::Result<()> {
+    use std::io::Write;
+
+    let nodes = &body.workflow.nodes;
+    let spawned = nodes.spawned();
+    out.write_all(br#"{"workflow":{"nodes":["#)?;
+    write_elements(out, nodes.w.nodes.len(), |n| nodes.node(n, &spawned));
+    out.write_all(b"],")?;
+    serde_json::to_writer(ObjectMembers::new(out), &body.workflow.rest)?;
+    out.write_all(b"}")
 }
 
 /// Builds the body; with `step`, cut at that step (CONTRACT 3.7: the node lists of the kept
@@ -359,25 +394,27 @@ pub fn workflow<'a>(session: &'a Session, w: &'a Workflow, step: Option<u64>) ->
     WorkflowBody {
         workflow: Snapshot {
             nodes,
-            edges,
-            lanes,
-            session_id: session.session_id.as_deref().unwrap_or("unknown"),
-            current_step: step,
-            total_steps: w.nodes.len(),
-            start_time: start.map(iso_millis),
-            end_time: end.map(iso_millis),
-            total_duration_ms: start.zip(end).map(|(a, b)| b - a),
-            total_tokens: w.total_tokens,
-            total_tool_calls: w
-                .nodes
-                .iter()
-                .filter(|n| n.node_type == NodeType::ToolCall)
-                .count(),
-            tool_success_rate: JsNumber(if ok + failed == 0 {
-                1.0
-            } else {
-                ok as f64 / (ok + failed) as f64
-            }),
+            rest: SnapshotRest {
+                edges,
+                lanes,
+                session_id: session.session_id.as_deref().unwrap_or("unknown"),
+                current_step: step,
+                total_steps: w.nodes.len(),
+                start_time: start.map(iso_millis),
+                end_time: end.map(iso_millis),
+                total_duration_ms: start.zip(end).map(|(a, b)| b - a),
+                total_tokens: w.total_tokens,
+                total_tool_calls: w
+                    .nodes
+                    .iter()
+                    .filter(|n| n.node_type == NodeType::ToolCall)
+                    .count(),
+                tool_success_rate: JsNumber(if ok + failed == 0 {
+                    1.0
+                } else {
+                    ok as f64 / (ok + failed) as f64
+                }),
+            },
         },
     }
 }
