@@ -12,7 +12,8 @@
 //! The total is read + build + one body of each view with default options, the views
 //! rendered concurrently as the server renders the concurrent requests of a frontend
 //! opening a session. The variants (sub-agents included, active branch) are rendered after
-//! the total and listed on their own. With `--runs N` every figure is the median of N runs.
+//! the total and listed on their own. Each run is a fresh process (warm the page cache,
+//! measure the floor, run the pipeline); with `--runs N` every figure is the median of N.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -39,6 +40,9 @@ struct Args {
     /// How many times to render `--repeat-view`.
     #[arg(long, default_value_t = 5)]
     repeat: usize,
+    /// Measure once in this process and print tab-separated figures (used by the runs).
+    #[arg(long, hide = true)]
+    child: bool,
     /// The session: a main log, a directory, or several files.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
@@ -92,8 +96,9 @@ fn floor(args: &Args) -> Duration {
     started.elapsed()
 }
 
-/// One run of the pipeline; returns its figures and the session.
-fn run(args: &Args) -> (Figures, Session, Vec<Body>) {
+/// One run of the pipeline; returns its figures, the session, the bodies, and the peak
+/// resident memory once every view was rendered (before the variants).
+fn run(args: &Args) -> (Figures, Session, Vec<Body>, f64) {
     let mut figures = Figures::new();
     let started = Instant::now();
     let input = disk::read_session(&args.paths).expect("the session is readable");
@@ -124,6 +129,7 @@ fn run(args: &Args) -> (Figures, Session, Vec<Body>) {
     }
     figures.push(("render (all, concurrent)".into(), render_wall, None));
     figures.push(("total".into(), total, None));
+    let rss_views = peak_rss_mb();
 
     let all = ViewOptions::default();
     let variants = [
@@ -158,52 +164,132 @@ fn run(args: &Args) -> (Figures, Session, Vec<Body>) {
         figures.push((format!("variant/{name}"), t.elapsed(), Some(body.len())));
         bodies.push(body);
     }
-    (figures, session, bodies)
+    (figures, session, bodies, rss_views)
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort_unstable();
+/// What one process measured: the floor, every figure, and the peak memory.
+struct Measured {
+    floor: Duration,
+    figures: Figures,
+    rss_views: f64,
+    rss_all: f64,
+    views_held: usize,
+    all_held: usize,
+    records: usize,
+}
+
+/// Measures in this process: warm the page cache, then the floor, then the pipeline.
+fn measure(args: &Args) -> (Measured, Session) {
+    let warm = disk::read_session(&args.paths).expect("the session is readable");
+    drop(warm);
+    let floor = floor(args);
+    let (figures, session, bodies, rss_views) = run(args);
+    let measured = Measured {
+        floor,
+        figures,
+        rss_views,
+        rss_all: peak_rss_mb(),
+        views_held: bodies.iter().take(VIEWS.len()).map(Body::len).sum(),
+        all_held: bodies.iter().map(Body::len).sum(),
+        records: session.records.len(),
+    };
+    (measured, session)
+}
+
+/// One process's figures as tab-separated lines, for the parent to read.
+fn print_machine(m: &Measured) {
+    println!("floor\t{}\t", m.floor.as_nanos());
+    for (label, d, len) in &m.figures {
+        println!(
+            "{label}\t{}\t{}",
+            d.as_nanos(),
+            len.map_or(String::new(), |l| l.to_string())
+        );
+    }
+    println!("rss_views\t{}\t{}", m.rss_views, m.views_held);
+    println!("rss_all\t{}\t{}", m.rss_all, m.all_held);
+    println!("records\t{}\t", m.records);
+}
+
+/// Reads a child's tab-separated figures.
+fn parse_machine(text: &str) -> Measured {
+    let mut m = Measured {
+        floor: Duration::ZERO,
+        figures: Figures::new(),
+        rss_views: 0.0,
+        rss_all: 0.0,
+        views_held: 0,
+        all_held: 0,
+        records: 0,
+    };
+    for line in text.lines() {
+        let mut parts = line.split('\t');
+        let (Some(label), Some(value), Some(extra)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let nanos = || Duration::from_nanos(value.parse().unwrap_or(0));
+        match label {
+            "floor" => m.floor = nanos(),
+            "rss_views" => {
+                (m.rss_views, m.views_held) = (value.parse().unwrap_or(0.0), extra.parse().unwrap_or(0))
+            }
+            "rss_all" => (m.rss_all, m.all_held) = (value.parse().unwrap_or(0.0), extra.parse().unwrap_or(0)),
+            "records" => m.records = value.parse().unwrap_or(0),
+            _ => m.figures.push((label.to_owned(), nanos(), extra.parse().ok())),
+        }
+    }
+    m
+}
+
+fn median<T: PartialOrd + Copy>(mut v: Vec<T>) -> T {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     v[v.len() / 2]
 }
 
 fn main() {
     let args = Args::parse();
-    let runs = args.runs.max(1);
+    if args.child {
+        let (measured, _) = measure(&args);
+        print_machine(&measured);
+        return;
+    }
 
-    // Warm the page cache, so that floor and pipeline read the same way.
+    // Each run in a fresh process, so that runs do not inherit each other's memory.
+    let runs: Vec<Measured> = (0..args.runs.max(1))
+        .map(|_| {
+            let out = std::process::Command::new(std::env::current_exe().expect("the bench's own path"))
+                .arg("--child")
+                .args(&args.paths)
+                .output()
+                .expect("the bench runs itself");
+            assert!(
+                out.status.success(),
+                "a run failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            parse_machine(&String::from_utf8_lossy(&out.stdout))
+        })
+        .collect();
+
     let warm = disk::read_session(&args.paths).expect("the session is readable");
-    let bytes: usize = warm.total_bytes();
+    let bytes = warm.total_bytes();
     let files = warm.files.len();
     let lines: usize = warm.files.iter().map(|f| frame::lines(&f.bytes).count()).sum();
     drop(warm);
-
-    let mut floors = Vec::new();
-    let mut all: Vec<Figures> = Vec::new();
-    let mut last: Option<(Session, Vec<Body>)> = None;
-    for _ in 0..runs {
-        // The previous run's session and bodies are dropped before the next run starts.
-        drop(last.take());
-        floors.push(floor(&args));
-        let (figures, session, bodies) = run(&args);
-        all.push(figures);
-        last = Some((session, bodies));
-    }
-    let rss = peak_rss_mb();
-    let (session, bodies) = last.expect("at least one run");
-
-    let floor = median(floors);
     let size = mib(bytes);
+    let floor = median(runs.iter().map(|m| m.floor).collect());
     println!(
-        "input            {files} files, {size:.1} MiB, {lines} lines, {} records",
-        session.records.len()
+        "input            {files} files, {size:.1} MiB, {lines} lines, {} records; median of {} runs",
+        runs[0].records,
+        runs.len()
     );
     println!(
         "floor            {:8.1} ms  (read + split + IgnoredAny per line)",
         ms(floor)
     );
     let mut total = Duration::ZERO;
-    for (i, (label, _, len)) in all[0].iter().enumerate() {
-        let d = median(all.iter().map(|f| f[i].1).collect());
+    for (i, (label, _, len)) in runs[0].figures.iter().enumerate() {
+        let d = median(runs.iter().map(|m| m.figures[i].1).collect());
         if label == "total" {
             total = d;
         }
@@ -212,20 +298,39 @@ fn main() {
             None => println!("{label:<26} {:8.1} ms", ms(d)),
         }
     }
+    let ratios: Vec<f64> = runs
+        .iter()
+        .map(|m| {
+            let t = m
+                .figures
+                .iter()
+                .find(|f| f.0 == "total")
+                .map_or(Duration::ZERO, |f| f.1);
+            t.as_secs_f64() / m.floor.as_secs_f64()
+        })
+        .collect();
     println!("throughput       {:8.1} MiB/s", size / total.as_secs_f64());
     println!(
-        "total / floor    {:8.2}",
-        total.as_secs_f64() / floor.as_secs_f64()
+        "total / floor    {:8.2}  (median of each run's own ratio)",
+        median(ratios)
     );
-    let held: usize = bodies.iter().map(Body::len).sum();
+    let rss_views = median(runs.iter().map(|m| m.rss_views).collect());
+    let rss_all = median(runs.iter().map(|m| m.rss_all).collect());
     println!(
-        "peak RSS         {rss:8.1} MiB  ({:.2} x input; {:.1} MiB of bodies held)",
-        rss / size,
-        mib(held)
+        "peak RSS, views  {rss_views:8.1} MiB  ({:.2} x input; {:.1} MiB of bodies held)",
+        rss_views / size,
+        mib(runs[0].views_held)
     );
-    drop(bodies);
+    println!(
+        "peak RSS, all    {rss_all:8.1} MiB  ({:.2} x input; {:.1} MiB of bodies held, variants too)",
+        rss_all / size,
+        mib(runs[0].all_held)
+    );
 
     if let Some(view) = args.repeat_view {
+        let input = disk::read_session(&args.paths).expect("the session is readable");
+        let session = Session::build(&input, LoadOptions::default()).expect("the session loads");
+        drop(input);
         for _ in 0..args.repeat {
             let t = Instant::now();
             let body = views::render(&session, view, ViewOptions::default());
