@@ -7,6 +7,7 @@ use std::time::Duration;
 use axum::http::HeaderValue;
 use clap::{Args, ValueEnum};
 
+use crate::api::auth::ApiKeys;
 use crate::api::ApiConfig;
 use crate::store::StoreConfig;
 
@@ -52,6 +53,23 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub cors_origins: Vec<String>,
+    /// An API key that requests must present (`Authorization: Bearer <key>` or
+    /// `X-API-Key`); repeatable, comma-separated in the environment variable. Without any,
+    /// the API is open. /healthz and /readyz never need one.
+    #[arg(
+        long = "api-key",
+        env = "SESSIONGRAPH_API_KEYS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub api_keys: Vec<String>,
+    /// A file of API keys, one per line (blank lines and `#` comments ignored), e.g. a
+    /// container secret; added to --api-key.
+    #[arg(long, env = "SESSIONGRAPH_API_KEY_FILE")]
+    pub api_key_file: Option<PathBuf>,
+    /// Refuse uploads and deletions: serve what is stored and the sessions directories.
+    #[arg(long, env = "SESSIONGRAPH_READ_ONLY")]
+    pub read_only: bool,
     /// Seconds a request may take before it is answered 408.
     #[arg(long, env = "SESSIONGRAPH_REQUEST_TIMEOUT_SECS", default_value_t = 300)]
     pub request_timeout_secs: u64,
@@ -66,6 +84,14 @@ pub enum ConfigError {
     /// A CORS origin is not a valid header value.
     #[error("invalid --cors-origin {0:?}")]
     CorsOrigin(String),
+    /// The API key file cannot be read.
+    #[error("cannot read --api-key-file {path}: {source}")]
+    ApiKeyFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 impl ServeArgs {
@@ -101,10 +127,25 @@ impl ServeArgs {
             .filter(|o| !o.is_empty())
             .map(|o| HeaderValue::from_str(o).map_err(|_| ConfigError::CorsOrigin(o.clone())))
             .collect::<Result<_, _>>()?;
+        let mut keys = self.api_keys.clone();
+        if let Some(path) = &self.api_key_file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ApiKeyFile {
+                path: path.clone(),
+                source,
+            })?;
+            keys.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(str::to_owned),
+            );
+        }
         Ok(ApiConfig {
             max_upload_bytes: self.max_upload_bytes,
             request_timeout: Duration::from_secs(self.request_timeout_secs),
             cors_origins,
+            api_keys: ApiKeys::new(keys),
+            read_only: self.read_only,
         })
     }
 }

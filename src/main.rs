@@ -67,8 +67,15 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         listen = %args.listen,
         data_dir = %args.data_dir.display(),
         sessions_dirs = ?store_config.sessions_dirs,
+        api_keys = api.api_keys.len(),
+        read_only = api.read_only,
         "starting"
     );
+    if api.api_keys.is_empty() && !args.listen.ip().is_loopback() {
+        tracing::warn!(
+            "listening beyond this machine without API keys: anyone who can reach it can read and upload"
+        );
+    }
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     runtime.block_on(async move {
         let store = Store::new(store_config).context("failed to open the data directory")?;

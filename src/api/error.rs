@@ -28,6 +28,9 @@ pub enum ApiError {
         /// Where.
         details: Value,
     },
+    /// 401 `Unauthorized`: a key is missing or wrong.
+    #[error("{0}")]
+    Unauthorized(String),
     /// 403 `Forbidden`.
     #[error("{0}")]
     Forbidden(String),
@@ -60,6 +63,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) | ApiError::Parse { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,

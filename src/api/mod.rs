@@ -6,6 +6,7 @@
 //! inner layers reject, CORS (an allowlist), compression (gzip, br), a request timeout
 //! (408), and on the upload route a body limit (413, without reading past the limit).
 
+pub mod auth;
 pub mod body;
 pub mod error;
 pub mod query;
@@ -26,6 +27,7 @@ use tower_http::compression::CompressionLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
@@ -40,6 +42,10 @@ pub struct ApiConfig {
     pub request_timeout: Duration,
     /// Origins allowed to call the API from a browser (none: same origin only).
     pub cors_origins: Vec<HeaderValue>,
+    /// API keys, one of which every request but the probes must present (none: open).
+    pub api_keys: auth::ApiKeys,
+    /// Refuse uploads and deletions.
+    pub read_only: bool,
 }
 
 impl Default for ApiConfig {
@@ -48,6 +54,8 @@ impl Default for ApiConfig {
             max_upload_bytes: 1 << 30,
             request_timeout: Duration::from_secs(300),
             cors_origins: Vec::new(),
+            api_keys: auth::ApiKeys::default(),
+            read_only: false,
         }
     }
 }
@@ -64,10 +72,13 @@ pub struct AppState {
 /// The API router with its middleware.
 pub fn router(state: AppState) -> Router {
     let config = state.config.clone();
+    let read_only = axum::middleware::from_fn_with_state(state.clone(), auth::refuse_when_read_only);
     let upload = post(upload::upload).layer((
+        read_only.clone(),
         DefaultBodyLimit::disable(),
         RequestBodyLimitLayer::new(config.max_upload_bytes),
     ));
+    let api_keys = axum::middleware::from_fn_with_state(state.clone(), auth::require_api_key);
     let api = Router::new()
         .route("/api/upload", upload)
         .route("/api/frameworks", get(sessions::frameworks))
@@ -82,7 +93,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/graph/{id}/context", get(views::context))
         .route("/api/graph/{id}/export", get(views::export))
         .route("/api/graph/{id}/info", get(sessions::info))
-        .route("/api/session/{id}", delete(sessions::delete))
+        .route("/api/session/{id}", delete(sessions::delete).layer(read_only))
         .route("/healthz", get(sessions::healthz))
         .route("/readyz", get(sessions::readyz))
         .fallback(|| async { StatusCode::NOT_FOUND })
@@ -113,17 +124,38 @@ pub fn router(state: AppState) -> Router {
         tracing::info_span!("request", method = %request.method(), route, request_id)
     });
 
-    api.layer(TimeoutLayer::with_status_code(
-        StatusCode::REQUEST_TIMEOUT,
-        config.request_timeout,
-    ))
-    .layer(CompressionLayer::new())
-    .layer(tower::util::option_layer(cors))
-    .layer(axum::middleware::from_fn(error::json_errors))
-    .layer(PropagateRequestIdLayer::x_request_id())
-    .layer(trace)
-    .layer(SetRequestIdLayer::x_request_id(ProcessRequestIds::new()))
-    .layer(CatchPanicLayer::custom(error::panic_response))
+    api.layer(api_keys)
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            config.request_timeout,
+        ))
+        .layer(CompressionLayer::new())
+        .layer(tower::util::option_layer(cors))
+        .layer(security_headers())
+        .layer(axum::middleware::from_fn(error::json_errors))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(trace)
+        .layer(SetRequestIdLayer::x_request_id(ProcessRequestIds::new()))
+        .layer(CatchPanicLayer::custom(error::panic_response))
+}
+
+/// One header set on every response that does not have it.
+type DefaultHeader = SetResponseHeaderLayer<HeaderValue>;
+
+/// Headers every response carries unless a route set them: the bodies are data, never
+/// to be sniffed, framed, or shown as a page with active content.
+fn security_headers() -> (DefaultHeader, DefaultHeader, DefaultHeader, DefaultHeader) {
+    use axum::http::header;
+    let set = |name, value| SetResponseHeaderLayer::if_not_present(name, HeaderValue::from_static(value));
+    (
+        set(header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        set(header::X_FRAME_OPTIONS, "DENY"),
+        set(header::REFERRER_POLICY, "no-referrer"),
+        set(
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; frame-ancestors 'none'",
+        ),
+    )
 }
 
 /// Request ids unique within the process and across restarts: a random prefix drawn at

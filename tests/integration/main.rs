@@ -12,6 +12,7 @@ mod reference_errors;
 mod regressions;
 #[path = "../support/scaled.rs"]
 mod scaled;
+mod security;
 mod server;
 mod snapshots;
 mod trees;

@@ -276,6 +276,61 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         &server.delete(&format!("/api/session/{id}")).await,
     );
 
+    server.stop().await;
+
+    // With API keys: every route but the probes answers 401 without one.
+    let keyed = TestServer::start(Options {
+        api_keys: vec!["a-key".into()],
+        ..Options::default()
+    })
+    .await;
+    let documented = c.documented();
+    let operations: BTreeSet<(String, String)> = documented
+        .iter()
+        .map(|(path, method, _)| (path.clone(), method.clone()))
+        .collect();
+    for (template, method) in operations {
+        if template == "/healthz" || template == "/readyz" {
+            continue;
+        }
+        let path = template.replace("{id}", "some-id");
+        let request = match method.as_str() {
+            "get" => keyed.client.get(format!("{}{path}", keyed.url)),
+            "post" => keyed.client.post(format!("{}{path}", keyed.url)),
+            "delete" => keyed.client.delete(format!("{}{path}", keyed.url)),
+            other => panic!("untested method {other}"),
+        };
+        let response = request.send().await.unwrap();
+        let reply = Reply {
+            status: response.status(),
+            headers: response.headers().clone(),
+            bytes: Vec::new(),
+            json: response.json().await.unwrap_or_default(),
+        };
+        assert_eq!(
+            reply.status,
+            reqwest::StatusCode::UNAUTHORIZED,
+            "{method} {template}"
+        );
+        c.check(&method, &template, &reply);
+    }
+    keyed.stop().await;
+
+    // Read-only: uploads are refused.
+    let read_only = TestServer::start(Options {
+        read_only: true,
+        ..Options::default()
+    })
+    .await;
+    c.check(
+        "post",
+        "/api/upload",
+        &read_only
+            .upload_raw("framework=claudecode", sample[0].1.clone())
+            .await,
+    );
+    read_only.stop().await;
+
     let missing: Vec<_> = c.documented().difference(&c.seen).cloned().collect();
     assert!(missing.is_empty(), "documented but never exercised: {missing:?}");
     // Sanity: the checker does reject a body that breaks the document.

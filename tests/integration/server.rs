@@ -22,6 +22,14 @@ pub struct Options {
     pub max_upload_bytes: usize,
     /// Cache budget.
     pub cache_bytes: usize,
+    /// API keys (none: open).
+    pub api_keys: Vec<String>,
+    /// Refuse uploads and deletions.
+    pub read_only: bool,
+    /// Origins allowed by CORS.
+    pub cors_origins: Vec<String>,
+    /// How long a request may take.
+    pub request_timeout: std::time::Duration,
 }
 
 impl Default for Options {
@@ -31,6 +39,10 @@ impl Default for Options {
             sessions_dirs: Vec::new(),
             max_upload_bytes: 64 << 20,
             cache_bytes: 1 << 30,
+            api_keys: Vec::new(),
+            read_only: false,
+            cors_origins: Vec::new(),
+            request_timeout: std::time::Duration::from_secs(300),
         }
     }
 }
@@ -79,7 +91,14 @@ impl TestServer {
             store: Arc::new(store),
             config: Arc::new(ApiConfig {
                 max_upload_bytes: options.max_upload_bytes,
-                ..ApiConfig::default()
+                request_timeout: options.request_timeout,
+                cors_origins: options
+                    .cors_origins
+                    .iter()
+                    .map(|o| o.parse().expect("a valid origin"))
+                    .collect(),
+                api_keys: sessiongraph::api::auth::ApiKeys::new(&options.api_keys),
+                read_only: options.read_only,
             }),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

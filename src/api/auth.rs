@@ -1,0 +1,159 @@
+//! Access control for a shared deployment: optional API keys and a read-only mode.
+//!
+//! With keys configured, every route but `/healthz` and `/readyz` (probes) and CORS
+//! preflights wants one, as `Authorization: Bearer <key>` or `X-API-Key: <key>`. Keys are
+//! compared in constant time: each presented key is hashed and its digest compared with
+//! every allowed key's digest without stopping early, so neither the timing of a refusal
+//! nor its length tells anything about the keys.
+
+use axum::extract::{Request, State};
+use axum::http::{header, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::error::ApiError;
+use super::AppState;
+
+/// The allowed API keys, kept as SHA-256 digests. Empty: no key is needed.
+#[derive(Clone, Default)]
+pub struct ApiKeys {
+    digests: Vec<[u8; 32]>,
+}
+
+impl std::fmt::Debug for ApiKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the keys, nor their digests.
+        write!(f, "ApiKeys({} configured)", self.digests.len())
+    }
+}
+
+impl ApiKeys {
+    /// The keys `keys` (blank entries are ignored).
+    pub fn new<S: AsRef<str>>(keys: impl IntoIterator<Item = S>) -> ApiKeys {
+        ApiKeys {
+            digests: keys
+                .into_iter()
+                .map(|k| k.as_ref().trim().to_owned())
+                .filter(|k| !k.is_empty())
+                .map(|k| Sha256::digest(k.as_bytes()).into())
+                .collect(),
+        }
+    }
+
+    /// Number of keys configured.
+    pub fn len(&self) -> usize {
+        self.digests.len()
+    }
+
+    /// True when no key is configured (the API is open).
+    pub fn is_empty(&self) -> bool {
+        self.digests.is_empty()
+    }
+
+    /// True when `presented` is one of the keys. Takes the same time whichever key matches,
+    /// or none.
+    pub fn allows(&self, presented: &str) -> bool {
+        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        let matched = self
+            .digests
+            .iter()
+            .fold(subtle::Choice::from(0), |found, allowed| {
+                found | allowed.ct_eq(&digest)
+            });
+        matched.into()
+    }
+}
+
+/// The key a request presents: `Authorization: Bearer <key>`, else `X-API-Key`.
+fn presented_key(request: &Request) -> Option<&str> {
+    let headers = request.headers();
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
+    bearer
+        .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
+        .map(str::trim)
+}
+
+/// Middleware: refuses requests without a valid key when keys are configured.
+pub async fn require_api_key(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let keys = &state.config.api_keys;
+    let open = keys.is_empty()
+        || request.method() == Method::OPTIONS
+        || matches!(request.uri().path(), "/healthz" | "/readyz");
+    if open {
+        return next.run(request).await;
+    }
+    let refusal = match presented_key(&request) {
+        Some(key) if keys.allows(key) => return next.run(request).await,
+        Some(_) => unauthorized("The API key is not valid"),
+        None => unauthorized("An API key is required: send Authorization: Bearer <key> or X-API-Key"),
+    };
+    discard_body(request).await;
+    refusal
+}
+
+/// How much of a refused request's body is read and dropped before answering.
+const DISCARDED_BODY_BYTES: usize = 8 << 20;
+
+/// Reads and drops up to [`DISCARDED_BODY_BYTES`] of a refused request's body. A client
+/// still sending when the answer comes would see the connection reset instead of the
+/// answer; past the cap the connection is closed anyway (the request timeout bounds the
+/// time spent).
+async fn discard_body(request: Request) {
+    use http_body_util::BodyExt;
+    let mut body = request.into_body();
+    let mut read = 0usize;
+    while read < DISCARDED_BODY_BYTES {
+        match body.frame().await {
+            Some(Ok(frame)) => read += frame.data_ref().map_or(0, |d| d.len()),
+            _ => break,
+        }
+    }
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut response = ApiError::Unauthorized(message.to_owned()).into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer realm=\"sessiongraph\""),
+    );
+    response
+}
+
+/// Middleware for the routes that change what is stored (upload, delete): refused in
+/// read-only mode before anything is read.
+pub async fn refuse_when_read_only(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if state.config.read_only {
+        discard_body(request).await;
+        return ApiError::Forbidden("This server is read-only: uploads and deletions are disabled".into())
+            .into_response();
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_matched_exactly() {
+        let keys = ApiKeys::new(["alpha-key", " beta-key ", ""]);
+        assert!(!keys.is_empty());
+        assert!(keys.allows("alpha-key"));
+        assert!(keys.allows("beta-key"));
+        assert!(!keys.allows("alpha-ke"));
+        assert!(!keys.allows("alpha-key2"));
+        assert!(!keys.allows(""));
+    }
+
+    #[test]
+    fn no_keys_means_open_and_debug_shows_no_key() {
+        assert!(ApiKeys::new(Vec::<String>::new()).is_empty());
+        let shown = format!("{:?}", ApiKeys::new(["secret-value"]));
+        assert!(!shown.contains("secret"), "{shown}");
+    }
+}
