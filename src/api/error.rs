@@ -83,6 +83,7 @@ impl ApiError {
             StoreError::Session(SessionError::NoMainFile) => {
                 ApiError::BadRequest("No main session file found (expected UUID format filename, not agent-*)".into())
             }
+            StoreError::Session(e @ SessionError::Compressed { .. }) => ApiError::BadRequest(e.to_string()),
             StoreError::Session(SessionError::InvalidLine { file, line, reason }) => ApiError::Parse {
                 message: format!("Invalid JSON in {file} on line {line}"),
                 details: serde_json::json!({ "lineNumber": line, "file": file, "reason": reason }),

@@ -198,7 +198,7 @@ async fn read_multipart(state: &AppState, request: Request, query: &QueryPairs) 
                 };
                 list.push(SourceFile::new(
                     clean_name(&file_name, list.len()),
-                    bytes.to_vec(),
+                    Vec::from(bytes),
                 ));
             }
             // Other fields (`subAgentDirectory` among them: no path comes from a client).
@@ -229,7 +229,7 @@ async fn read_raw(request: Request, query: &QueryPairs) -> Result<Upload, ApiErr
         .await
         .map_err(|e| {
             // The body limit layer stops reading at the limit.
-            if e.into_inner().is::<http_body_util::LengthLimitError>() {
+            if is_length_limit(&*e.into_inner()) {
                 too_large()
             } else {
                 ApiError::BadRequest("Failed to read the request body".into())
@@ -240,7 +240,7 @@ async fn read_raw(request: Request, query: &QueryPairs) -> Result<Upload, ApiErr
     } else {
         vec![SourceFile::new(
             clean_name(query.first("filename").unwrap_or("session.jsonl"), 0),
-            body.to_vec(),
+            Vec::from(body),
         )]
     };
     Ok(Upload {
@@ -249,6 +249,18 @@ async fn read_raw(request: Request, query: &QueryPairs) -> Result<Upload, ApiErr
         strict: query.flag("strict"),
         raw: true,
     })
+}
+
+/// True when `e`, or an error it wraps, is the body limit's.
+fn is_length_limit(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(e);
+    while let Some(e) = current {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        current = e.source();
+    }
+    false
 }
 
 fn too_large() -> ApiError {

@@ -56,6 +56,16 @@ pub(crate) fn parse_line(bytes: &[u8]) -> Result<LineRecords, LineError> {
     if let LineError::NotAnObject(_) = error {
         return Err(error);
     }
+    if let LineError::Invalid(message) = &error {
+        if message.starts_with("duplicate field") {
+            if let Some(records) = keep_last_duplicate(bytes) {
+                return Ok(LineRecords {
+                    records,
+                    repair: Some("duplicate keys: the last value of each was kept, as JSON.parse does"),
+                });
+            }
+        }
+    }
     if std::str::from_utf8(bytes).is_err() {
         let fixed = String::from_utf8_lossy(bytes).into_owned();
         if let Ok(records) = parse_objects(fixed.as_bytes()) {
@@ -106,6 +116,15 @@ fn parse_objects(bytes: &[u8]) -> Result<Vec<WireRecord>, LineError> {
 
 fn is_json(bytes: &[u8]) -> bool {
     serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
+}
+
+/// Reads an object with repeated keys as JavaScript's `JSON.parse` does: the last value of
+/// each key wins. The typed reader refuses repeated fields, so the line goes through a
+/// generic value (which keeps the last) and back.
+fn keep_last_duplicate(bytes: &[u8]) -> Option<Vec<WireRecord>> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let rewritten = serde_json::to_vec(&value).ok()?;
+    parse_objects(&rewritten).ok()
 }
 
 /// How many start positions [`recover_glued_tail`] tries before giving up.
@@ -316,6 +335,19 @@ mod tests {
         assert!(got.repair.unwrap().contains("surrogate"));
         let rec = Record::from_wire(got.records.into_iter().next().unwrap(), Position::default());
         assert_eq!(rec.content.as_deref(), Some("x\u{FFFD} y \u{FFFD} ok 😀"));
+    }
+
+    #[test]
+    fn duplicate_keys_keep_the_last_value() {
+        let line = r#"{"uuid":"a","uuid":"b","message":{"content":"one","content":"two"}}"#;
+        let got = parse_line(line.as_bytes()).unwrap();
+        assert!(got.repair.unwrap().contains("duplicate keys"));
+        let rec = Record::from_wire(got.records.into_iter().next().unwrap(), Position::default());
+        assert_eq!(rec.uuid.as_deref(), Some("b"));
+        assert_eq!(
+            rec.message.map(|m| m.content),
+            Some(crate::core::records::Content::Text("two".into()))
+        );
     }
 
     #[test]

@@ -43,6 +43,29 @@ pub enum SessionError {
         /// What was wrong.
         reason: String,
     },
+    /// A file is compressed or an archive, not JSON lines.
+    #[error("{file} is {kind}, not JSON lines: decompress it first")]
+    Compressed {
+        /// The file's name.
+        file: String,
+        /// What it is (`gzip-compressed`, `a zip archive`, ...).
+        kind: &'static str,
+    },
+}
+
+/// What a file's first bytes say it is when it is a compressed file or an archive.
+pub fn compressed_kind(bytes: &[u8]) -> Option<&'static str> {
+    const KINDS: [(&[u8], &str); 5] = [
+        (&[0x1f, 0x8b], "gzip-compressed"),
+        (&[0x28, 0xb5, 0x2f, 0xfd], "zstd-compressed"),
+        (b"BZh", "bzip2-compressed"),
+        (&[0xfd, b'7', b'z', b'X', b'Z', 0], "xz-compressed"),
+        (b"PK\x03\x04", "a zip archive"),
+    ];
+    KINDS
+        .iter()
+        .find(|(magic, _)| bytes.starts_with(magic))
+        .map(|&(_, kind)| kind)
 }
 
 /// One file of a loaded session.
@@ -219,6 +242,16 @@ impl std::str::FromStr for Branch {
 impl Session {
     /// Runs the whole pipeline on `input`.
     pub fn build(input: &SessionInput, options: LoadOptions) -> Result<Session, SessionError> {
+        if let Some((f, kind)) = input
+            .files
+            .iter()
+            .find_map(|f| compressed_kind(&f.bytes).map(|k| (f, k)))
+        {
+            return Err(SessionError::Compressed {
+                file: f.name.clone(),
+                kind,
+            });
+        }
         let main_input = input.main_index().ok_or(SessionError::NoMainFile)?;
         // The main log is file 0: it comes first in the stream (dedup keeps first copies).
         let sources: Vec<&SourceFile> = std::iter::once(main_input)

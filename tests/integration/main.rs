@@ -6,6 +6,7 @@ mod complexity;
 mod conformance;
 mod docker;
 mod helpers;
+mod hostile;
 mod openapi;
 mod properties;
 mod reference_errors;

@@ -1,0 +1,529 @@
+//! Hostile input, through the upload route and through the disk loader: every case gets a
+//! clear JSON error or loads with a diagnostic, and the server serves everything else
+//! afterwards.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::helpers::fixture;
+use crate::server::{Options, Reply, TestServer};
+
+const SAMPLE: &str = "ab51623b-c26d-45f5-b98e-f9d0cfa17018";
+const MAIN: &str = "11111111-2222-4333-8444-555555555555.jsonl";
+
+/// A prompt that makes a session of any file it is added to.
+fn prompt(uuid: &str) -> String {
+    format!(
+        r#"{{"type":"user","uuid":"{uuid}","parentUuid":null,"sessionId":"s","timestamp":"2025-12-01T10:00:00.000Z","message":{{"role":"user","content":"Please look at this"}}}}"#
+    )
+}
+
+/// Lines joined with newlines, one at the end.
+fn jsonl(lines: &[String]) -> Vec<u8> {
+    let mut out = lines.join("\n").into_bytes();
+    out.push(b'\n');
+    out
+}
+
+/// What a case must get.
+enum Expect {
+    /// A JSON error with this status whose message contains this text.
+    Error(StatusCode, &'static str),
+    /// Accepted; the upload's diagnostics summary satisfies the check.
+    Loaded(fn(&Value) -> bool),
+}
+
+fn assert_outcome(case: &str, reply: &Reply, expect: &Expect) {
+    match expect {
+        Expect::Error(status, text) => {
+            assert_eq!(reply.status, *status, "{case}: {}", reply.json);
+            let error = reply.json["error"].as_str().unwrap_or_default();
+            assert!(
+                error == status.canonical_reason().unwrap_or("") || error == "Parse Error",
+                "{case}: {}",
+                reply.json
+            );
+            let message = reply.json["message"].as_str().unwrap_or_default();
+            assert!(message.contains(text), "{case}: {message:?} lacks {text:?}");
+        }
+        Expect::Loaded(check) => {
+            assert_eq!(reply.status, StatusCode::OK, "{case}: {}", reply.json);
+            assert!(
+                check(&reply.json["diagnostics"]),
+                "{case}: {}",
+                reply.json["diagnostics"]
+            );
+        }
+    }
+}
+
+/// The server still answers: health, and a view of the bundled sample.
+async fn assert_still_serving(server: &TestServer, case: &str) {
+    assert_eq!(
+        server.get("/healthz").await.status,
+        StatusCode::OK,
+        "after {case}"
+    );
+    let view = server.get(&format!("/api/graph/{SAMPLE}/annotations")).await;
+    assert_eq!(view.status, StatusCode::OK, "after {case}");
+    assert_eq!(view.json["total"], 105, "after {case}");
+}
+
+fn gzip_of(data: &[u8]) -> Vec<u8> {
+    // A stored (uncompressed) deflate block is enough to be a real gzip file.
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    out.push(1);
+    let len = data.len() as u16;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&(!len).to_le_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(&[0; 8]);
+    out
+}
+
+/// The raw-body cases: (name, query, body, expected).
+fn raw_cases() -> Vec<(&'static str, &'static str, Vec<u8>, Expect)> {
+    let deep_record = format!(
+        r#"{{"type":"user","uuid":"deep","x":{}1{}}}"#,
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    let deep_object = format!("{}{}", r#"{"a":"#.repeat(10_000), "}".repeat(10_001));
+    vec![
+        (
+            "empty body",
+            "framework=claudecode",
+            Vec::new(),
+            Expect::Error(StatusCode::BAD_REQUEST, "No file"),
+        ),
+        (
+            "whitespace only",
+            "framework=claudecode",
+            b" \n\t\r\n  \n".to_vec(),
+            Expect::Error(StatusCode::BAD_REQUEST, "No conversational records"),
+        ),
+        (
+            "binary garbage",
+            "framework=claudecode",
+            (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect(),
+            Expect::Error(StatusCode::BAD_REQUEST, "No conversational records"),
+        ),
+        (
+            "a gzip file",
+            "framework=claudecode",
+            gzip_of(&jsonl(&[prompt("g1")])),
+            Expect::Error(StatusCode::BAD_REQUEST, "gzip"),
+        ),
+        (
+            "invalid UTF-8 inside a record",
+            "framework=claudecode",
+            [
+                prompt("u1").into_bytes(),
+                b"\n{\"type\":\"user\",\"uuid\":\"u2\",\"parentUuid\":\"u1\",\"message\":{\"content\":\"caf\xe9 \xff\"}}\n".to_vec(),
+            ]
+            .concat(),
+            Expect::Loaded(|d| d["repaired_lines"] == 1 && d["bad_lines"] == 0),
+        ),
+        (
+            "lone UTF-16 surrogate escapes",
+            "framework=claudecode",
+            jsonl(&[
+                prompt("s1"),
+                r#"{"type":"user","uuid":"s2","parentUuid":"s1","message":{"content":"half \ud83d of a pair, and \udc00"}}"#.into(),
+            ]),
+            Expect::Loaded(|d| d["repaired_lines"] == 1 && d["bad_lines"] == 0),
+        ),
+        (
+            "JSON arrays and scalars instead of objects",
+            "framework=claudecode",
+            jsonl(&[
+                prompt("a1"),
+                "[1,2,3]".into(),
+                "42".into(),
+                "\"a string\"".into(),
+                "null".into(),
+                "true".into(),
+            ]),
+            Expect::Loaded(|d| d["bad_lines"] == 5),
+        ),
+        (
+            "only arrays and scalars",
+            "framework=claudecode",
+            jsonl(&["[]".into(), "{}".into(), "1".into()]),
+            Expect::Error(StatusCode::BAD_REQUEST, "No conversational records"),
+        ),
+        (
+            "nesting 10,000 deep in a skipped field",
+            "framework=claudecode",
+            jsonl(&[prompt("d0"), deep_record]),
+            Expect::Loaded(|d| d["bad_lines"] == 0),
+        ),
+        (
+            "an object nested 10,000 deep",
+            "framework=claudecode",
+            jsonl(&[prompt("d1"), deep_object]),
+            Expect::Loaded(|d| d["bad_lines"] == 1),
+        ),
+        (
+            "duplicate keys in a record",
+            "framework=claudecode",
+            jsonl(&[
+                prompt("k1"),
+                r#"{"type":"user","uuid":"k2","uuid":"k3","parentUuid":"k1","message":{"content":"first"},"message":{"content":"second, kept"}}"#.into(),
+            ]),
+            Expect::Loaded(|d| d["bad_lines"] == 0 && d["repaired_lines"] == 1),
+        ),
+        (
+            "duplicated uuids",
+            "framework=claudecode",
+            jsonl(&[prompt("x1"), prompt("x1"), prompt("x1")]),
+            Expect::Loaded(|d| d["duplicates_removed"] == 2),
+        ),
+        (
+            "a self-parent and a parent cycle",
+            "framework=claudecode",
+            jsonl(&[
+                r#"{"type":"user","uuid":"c0","parentUuid":"c0","message":{"content":"I am my own parent"}}"#.into(),
+                r#"{"type":"user","uuid":"c1","parentUuid":"c2","message":{"content":"cycle one"}}"#.into(),
+                r#"{"type":"user","uuid":"c2","parentUuid":"c1","message":{"content":"cycle two"}}"#.into(),
+            ]),
+            Expect::Loaded(|d| d["cycles_broken"].as_u64() >= Some(2)),
+        ),
+        (
+            "an unknown framework",
+            "framework=langchain",
+            jsonl(&[prompt("f1")]),
+            Expect::Error(StatusCode::BAD_REQUEST, "Unknown framework"),
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_raw_uploads_get_an_error_or_a_diagnostic() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    for (name, query, body, expect) in raw_cases() {
+        let reply = server.upload_raw(&format!("{query}&filename={MAIN}"), body).await;
+        assert_outcome(name, &reply, &expect);
+        assert_still_serving(&server, name).await;
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_files_on_disk_are_listed_and_answered_the_same_way() {
+    let sessions = tempfile::tempdir().unwrap();
+    let cases = raw_cases();
+    for (i, (_, _, body, _)) in cases.iter().enumerate() {
+        let dir = sessions.path().join(format!("project-{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("aaaaaaaa-0000-4000-8000-{i:012}.jsonl")), body).unwrap();
+    }
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample"), sessions.path().to_owned()],
+        ..Options::default()
+    })
+    .await;
+    let listed = server.get("/api/sessions").await;
+    assert_eq!(listed.status, StatusCode::OK);
+    for (i, (name, query, _, expect)) in cases.iter().enumerate() {
+        if query.contains("langchain") {
+            continue; // a framework is an upload's choice
+        }
+        let reply = server
+            .get(&format!("/api/graph/aaaaaaaa-0000-4000-8000-{i:012}/annotations"))
+            .await;
+        // A file on disk may be a session Claude Code has only begun: one without
+        // conversation is served empty, its diagnostics telling what was in it. A file
+        // that cannot be a session at all (compressed) is a JSON error.
+        match expect {
+            Expect::Error(status, text) if text.contains("gzip") => {
+                assert_eq!(reply.status, *status, "{name} on disk: {}", reply.json);
+                assert!(
+                    reply.json["message"].as_str().unwrap().contains("gzip"),
+                    "{name} on disk"
+                );
+            }
+            _ => {
+                assert_eq!(reply.status, StatusCode::OK, "{name} on disk: {}", reply.json);
+                let diagnostics = server
+                    .get(&format!("/api/graph/aaaaaaaa-0000-4000-8000-{i:012}/diagnostics"))
+                    .await;
+                assert_eq!(diagnostics.status, StatusCode::OK, "{name} on disk");
+            }
+        }
+        assert_still_serving(&server, name).await;
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_multipart_uploads_get_an_error_or_a_diagnostic() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+
+    let zero = server
+        .upload_multipart(
+            &[("framework", "claudecode")],
+            "file",
+            &[(MAIN.into(), Vec::new())],
+        )
+        .await;
+    assert_outcome(
+        "a 0-byte file",
+        &zero,
+        &Expect::Error(StatusCode::BAD_REQUEST, "No main session file"),
+    );
+
+    // 1,000 files: the main log and 999 sub-agent logs nobody spawned.
+    let mut files = vec![(MAIN.to_owned(), jsonl(&[prompt("m1")]))];
+    for i in 0..999 {
+        let agent = format!("{i:08x}");
+        let record = format!(
+            r#"{{"type":"user","uuid":"a{i}","parentUuid":null,"isSidechain":true,"agentId":"{agent}","sessionId":"s","message":{{"content":"sub-agent task {i}"}}}}"#
+        );
+        files.push((format!("agent-{agent}.jsonl"), jsonl(&[record])));
+    }
+    let many = server
+        .upload_multipart(&[("framework", "claudecode")], "files", &files)
+        .await;
+    assert_outcome("a multipart with 1,000 files", &many, &Expect::Loaded(|_| true));
+    assert_still_serving(&server, "1,000 files").await;
+
+    // A NUL cannot be in a header: the part is refused as malformed.
+    let nul = server
+        .upload_multipart(
+            &[("framework", "claudecode")],
+            "file",
+            &[(format!("evil\0{MAIN}"), jsonl(&[prompt("p0")]))],
+        )
+        .await;
+    assert_outcome(
+        "a filename with NUL",
+        &nul,
+        &Expect::Error(StatusCode::BAD_REQUEST, "multipart"),
+    );
+    // `../`: the last component is kept; nothing lands outside the data directory.
+    let named = server
+        .upload_multipart(
+            &[("framework", "claudecode")],
+            "file",
+            &[(format!("../../../../tmp/evil/{MAIN}"), jsonl(&[prompt("p1")]))],
+        )
+        .await;
+    assert_outcome("a filename with ../", &named, &Expect::Loaded(|_| true));
+    let id = named.json["graph_id"].as_str().unwrap();
+    let diagnostics = server.get(&format!("/api/graph/{id}/diagnostics")).await;
+    let shown = diagnostics.json.to_string();
+    assert!(!shown.contains(".."), "{shown}");
+    assert!(shown.contains(MAIN), "{shown}");
+    for entry in walk(&server.data_dir) {
+        let name = entry.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.contains(".."), "{}", entry.display());
+    }
+    assert!(!std::path::Path::new("/tmp/evil").exists());
+
+    // A multipart content type without a boundary, and a body that is not multipart.
+    for (name, content_type, body) in [
+        (
+            "multipart without a boundary",
+            "multipart/form-data",
+            b"--x\r\n".to_vec(),
+        ),
+        (
+            "a body that is not multipart",
+            "multipart/form-data; boundary=zzz",
+            jsonl(&[prompt("w1")]),
+        ),
+    ] {
+        let response = server
+            .client
+            .post(format!("{}/api/upload?framework=claudecode", server.url))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let reply = to_reply(response).await;
+        assert_outcome(name, &reply, &Expect::Error(StatusCode::BAD_REQUEST, "multipart"));
+        assert_still_serving(&server, name).await;
+    }
+    // A JSONL body sent as application/json is read as a raw upload.
+    let response = server
+        .client
+        .post(format!(
+            "{}/api/upload?framework=claudecode&filename={MAIN}",
+            server.url
+        ))
+        .header("content-type", "application/json")
+        .body(jsonl(&[prompt("j1")]))
+        .send()
+        .await
+        .unwrap();
+    assert_outcome(
+        "JSONL sent as application/json",
+        &to_reply(response).await,
+        &Expect::Loaded(|_| true),
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_limit_is_refused_before_it_is_read() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        max_upload_bytes: 1 << 20,
+        ..Options::default()
+    })
+    .await;
+    // Only the head is sent: the 413 comes without waiting for 1 GiB.
+    let reply = server
+        .post_head_only(
+            "/api/upload?framework=claudecode",
+            "application/x-ndjson",
+            1 << 30,
+        )
+        .await;
+    assert_outcome(
+        "a declared body over the limit",
+        &reply,
+        &Expect::Error(StatusCode::PAYLOAD_TOO_LARGE, "maximum"),
+    );
+    // A body without a declared length, streamed past the limit.
+    let chunks = (0..32).map(|_| Ok::<_, std::io::Error>(vec![b'x'; 64 << 10]));
+    let response = server
+        .client
+        .post(format!("{}/api/upload?framework=claudecode", server.url))
+        .body(reqwest::Body::wrap_stream(futures_stream(chunks)))
+        .send()
+        .await
+        .expect("2 MiB fit in the socket buffers: the client finishes sending and reads the answer");
+    let reply = to_reply(response).await;
+    assert_outcome(
+        "a streamed body over the limit",
+        &reply,
+        &Expect::Error(StatusCode::PAYLOAD_TOO_LARGE, "maximum"),
+    );
+    assert_still_serving(&server, "bodies over the limit").await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_client_is_answered_408_and_the_server_carries_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        request_timeout: Duration::from_secs(3),
+        ..Options::default()
+    })
+    .await;
+    assert_still_serving(&server, "nothing yet").await;
+    let addr = server.url.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /api/upload?framework=claudecode HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/x-ndjson\r\ncontent-length: 100000\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(b"{\"type\":\"user\"").await.unwrap();
+    // Then nothing: the server gives up on its own.
+    let mut response = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await;
+    assert!(read.is_ok(), "the server never answered the stalled upload");
+    let text = String::from_utf8_lossy(&response);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains(r#""error":"Request Timeout""#), "{text}");
+    assert_still_serving(&server, "a slow client").await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_million_tiny_lines_and_a_200_mb_line_load() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        max_upload_bytes: 300 << 20,
+        ..Options::default()
+    })
+    .await;
+    // 1,000,000 tiny lines: a prompt, then one-key records of an unknown type.
+    let mut body = jsonl(&[prompt("t0")]);
+    body.reserve(1_000_000 * 12);
+    for _ in 1..1_000_000 {
+        body.extend_from_slice(b"{\"type\":\"x\"}\n");
+    }
+    let tiny = server
+        .upload_raw(&format!("framework=claudecode&filename={MAIN}"), body)
+        .await;
+    assert_outcome(
+        "1,000,000 tiny lines",
+        &tiny,
+        &Expect::Loaded(|d| d["unknown_record_types"] == 999_999),
+    );
+    assert_still_serving(&server, "1,000,000 tiny lines").await;
+
+    // One 200 MB line: a prompt carrying a base64 image.
+    let line = [
+        br#"{"type":"user","uuid":"big","parentUuid":null,"sessionId":"s","message":{"role":"user","content":[{"type":"text","text":"What is in this picture?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":""#.as_slice(),
+        &vec![b'A'; 200 << 20],
+        b"\"}}]}}\n",
+    ]
+    .concat();
+    let big = server
+        .upload_raw(&format!("framework=claudecode&filename={MAIN}"), line)
+        .await;
+    assert_outcome(
+        "a single 200 MB line",
+        &big,
+        &Expect::Loaded(|d| d["bad_lines"] == 0),
+    );
+    assert_eq!(
+        big.json["annotation_count"], 1,
+        "the prompt with its image is a unit"
+    );
+    let id = big.json["graph_id"].as_str().unwrap();
+    let info = server.get(&format!("/api/graph/{id}/info")).await;
+    assert_eq!(info.status, StatusCode::OK);
+    assert_still_serving(&server, "a 200 MB line").await;
+    server.stop().await;
+}
+
+async fn to_reply(response: reqwest::Response) -> Reply {
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.bytes().await.unwrap_or_default().to_vec();
+    Reply {
+        status,
+        headers,
+        json: serde_json::from_slice(&bytes).unwrap_or_default(),
+        bytes,
+    }
+}
+
+/// A stream of chunks for a body of unknown length.
+fn futures_stream<I>(chunks: I) -> impl futures_util::Stream<Item = I::Item>
+where
+    I: Iterator + Send + 'static,
+{
+    futures_util::stream::iter(chunks)
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
