@@ -278,6 +278,9 @@ pub struct StoreConfig {
 #[derive(Debug)]
 pub struct Store {
     slots: DashMap<String, Arc<Slot>>,
+    /// Uploads being accepted, by id: the same content sent twice at once is parsed and
+    /// stored once, the second request waiting for the first.
+    accepting: DashMap<String, Arc<tokio::sync::Mutex<()>>>,
     uploads: Option<UploadDir>,
     config: StoreConfig,
     ready: AtomicBool,
@@ -309,6 +312,7 @@ impl Store {
         };
         Ok(Store {
             slots: DashMap::new(),
+            accepting: DashMap::new(),
             uploads,
             config,
             ready: AtomicBool::new(false),
@@ -465,6 +469,25 @@ impl Store {
         options: LoadOptions,
     ) -> Result<(Arc<Slot>, Arc<Loaded>, bool), StoreError> {
         let id = upload_id(framework.name(), &input);
+        let gate = self.accepting.entry(id.clone()).or_default().value().clone();
+        let accepted = {
+            let _one_at_a_time = gate.lock().await;
+            self.accept_upload(id.clone(), framework, input, options).await
+        };
+        drop(gate);
+        self.accepting
+            .remove_if(&id, |_, gate| Arc::strong_count(gate) == 1);
+        accepted
+    }
+
+    /// [`Store::add_upload`] once no other request accepts the same content.
+    async fn accept_upload(
+        &self,
+        id: String,
+        framework: Framework,
+        input: SessionInput,
+        options: LoadOptions,
+    ) -> Result<(Arc<Slot>, Arc<Loaded>, bool), StoreError> {
         if self.slots.contains_key(&id) {
             let (slot, loaded) = self.get(&id).await?;
             // The same content was accepted before, leniently: strict loading still refuses
@@ -612,7 +635,18 @@ fn load(source: &Source, framework: &Framework, uploads: Option<&UploadDir>) -> 
         }
         Source::Disk(found) => {
             let read = disk::read_main(&found.main)?;
-            let stamps: Vec<FileStamp> = read.paths.iter().map(|p| FileStamp::of(p)).collect();
+            // Stamped with the length actually read: a file that grew while it was read
+            // (Claude Code still writing) differs from its stamp at the next request, and
+            // the lines written since are picked up then.
+            let stamps: Vec<FileStamp> = read
+                .paths
+                .iter()
+                .zip(&read.input.files)
+                .map(|(p, f)| FileStamp {
+                    len: f.bytes.len() as u64,
+                    ..FileStamp::of(p)
+                })
+                .collect();
             let session = build(&read.input, framework, LoadOptions::default())?;
             Ok(Loaded::new(session, version_of(&stamps), stamps))
         }

@@ -3,8 +3,10 @@
 mod api;
 mod cli;
 mod complexity;
+mod concurrency;
 mod conformance;
 mod docker;
+mod durability;
 mod helpers;
 mod hostile;
 mod openapi;

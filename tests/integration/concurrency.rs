@@ -1,0 +1,156 @@
+//! Many clients at once: uploads of the same and of different sessions, and reads of them
+//! and of sessions on disk, all in parallel. Every session is parsed once, nothing
+//! deadlocks, and every body equals what the core renders offline for that session.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use sessiongraph::core::views::{self, View, ViewOptions};
+use sessiongraph::core::{LoadOptions, Session, SessionInput, SourceFile};
+
+use crate::helpers::{fixture, load_path};
+use crate::server::{fixture_files, Options, TestServer};
+
+const VIEWS: [(View, &str); 3] = [
+    (View::Annotations, "annotations"),
+    (View::Workflow, "workflow"),
+    (View::Chatlog, "chatlog"),
+];
+
+/// The offline bodies of a session, by route suffix.
+fn expected_bodies(session: &Session) -> BTreeMap<&'static str, Vec<u8>> {
+    VIEWS
+        .iter()
+        .map(|&(view, suffix)| {
+            let body = views::render(session, view, ViewOptions::default());
+            (suffix, body.to_bytes().to_vec())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parallel_uploads_and_reads_parse_each_session_once_and_never_mix_them_up() {
+    let synthetic = [
+        "edge_cases",
+        "multi_block",
+        "no_results",
+        "subagents",
+        "duplicate_lines",
+    ];
+    let server = Arc::new(
+        TestServer::start(Options {
+            sessions_dirs: vec![fixture("synthetic")],
+            ..Options::default()
+        })
+        .await,
+    );
+
+    // What gets uploaded: the sample with its sub-agents, and each synthetic session.
+    let mut uploads: Vec<Vec<(String, Vec<u8>)>> = vec![fixture_files(&fixture("commugraph-sample"))];
+    uploads.extend(
+        synthetic
+            .iter()
+            .map(|d| fixture_files(&fixture(&format!("synthetic/{d}")))),
+    );
+    let upload_bodies: Vec<_> = uploads
+        .iter()
+        .map(|files| {
+            let input = SessionInput::new(
+                files
+                    .iter()
+                    .map(|(n, b)| SourceFile::new(n.clone(), b.clone()))
+                    .collect(),
+            );
+            expected_bodies(&Session::build(&input, LoadOptions::default()).unwrap())
+        })
+        .collect();
+    // Each listed disk session, by id, with the directory it is in (its `project`).
+    let listed = server.get("/api/sessions").await.json;
+    let disk_bodies: BTreeMap<String, _> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| synthetic.contains(&s["project"].as_str().unwrap_or_default()))
+        .map(|s| {
+            let dir = s["project"].as_str().unwrap();
+            let id = s["id"].as_str().unwrap().to_owned();
+            (
+                id,
+                expected_bodies(&load_path(&fixture(&format!("synthetic/{dir}")))),
+            )
+        })
+        .collect();
+    assert_eq!(disk_bodies.len(), synthetic.len(), "{listed}");
+    let uploads = Arc::new(uploads);
+    let upload_bodies = Arc::new(upload_bodies);
+    let disk_bodies = Arc::new(disk_bodies);
+
+    let clients = 24;
+    let mut tasks = Vec::new();
+    for client in 0..clients {
+        let (server, uploads, upload_bodies, disk_bodies) = (
+            server.clone(),
+            uploads.clone(),
+            upload_bodies.clone(),
+            disk_bodies.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let which = client % uploads.len();
+            let reply = server
+                .upload_multipart(&[("framework", "claudecode")], "file", &uploads[which])
+                .await;
+            assert_eq!(reply.status, StatusCode::OK, "client {client}: {}", reply.json);
+            let id = reply.json["graph_id"].as_str().unwrap().to_owned();
+            let disk = disk_bodies
+                .keys()
+                .nth(client % disk_bodies.len())
+                .unwrap()
+                .clone();
+            for round in 0..3 {
+                for (_, suffix) in VIEWS {
+                    let got = server.get(&format!("/api/graph/{id}/{suffix}")).await;
+                    assert_eq!(got.status, StatusCode::OK, "client {client} round {round}");
+                    assert!(
+                        got.bytes == upload_bodies[which][suffix],
+                        "client {client}: upload {which} {suffix} differs from the offline body"
+                    );
+                    let got = server.get(&format!("/api/graph/{disk}/{suffix}")).await;
+                    assert!(
+                        got.bytes == disk_bodies[&disk][suffix],
+                        "client {client}: disk session {disk} {suffix} differs from the offline body"
+                    );
+                }
+            }
+            id
+        }));
+    }
+    let ids = tokio::time::timeout(Duration::from_secs(120), async {
+        let mut ids = Vec::new();
+        for task in tasks {
+            ids.push(task.await.expect("a client failed"));
+        }
+        ids
+    })
+    .await
+    .expect("the clients finished: no deadlock");
+
+    // The same content always got the same id; different content different ids.
+    let distinct: std::collections::BTreeSet<_> = ids.iter().collect();
+    assert_eq!(distinct.len(), uploads.len());
+    for (client, id) in ids.iter().enumerate() {
+        assert_eq!(id, &ids[client % uploads.len()]);
+    }
+    // Each upload parsed once, each disk session parsed once.
+    assert_eq!(
+        server.state.store.parses(),
+        uploads.len() + disk_bodies.len(),
+        "parses"
+    );
+    Arc::try_unwrap(server)
+        .ok()
+        .expect("no client holds the server")
+        .stop()
+        .await;
+}

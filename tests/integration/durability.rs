@@ -1,0 +1,282 @@
+//! Durability, with the real binary: an accepted upload survives `kill -9`; an upload killed
+//! at any point before its 200 leaves nothing half-visible; a log still being written loads
+//! its complete lines and picks up the rest when it is complete.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::helpers::fixture;
+use crate::server::fixture_files;
+
+/// A server process.
+struct Process {
+    child: Child,
+    url: String,
+    client: reqwest::Client,
+}
+
+impl Process {
+    /// Starts `sessiongraph serve` on a free loopback port and waits until it is ready.
+    async fn start(data_dir: &Path, sessions_dir: &Path) -> Process {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sessiongraph"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--sessions-dir")
+            .arg(sessions_dir)
+            .env("RUST_LOG", "sessiongraph=info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the binary starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let address = tokio::task::spawn_blocking(move || {
+            let mut lines = BufReader::new(stderr).lines();
+            let address = lines.by_ref().map_while(Result::ok).find_map(|line| {
+                let v: Value = serde_json::from_str(&line).ok()?;
+                (v["fields"]["message"] == "listening")
+                    .then(|| v["fields"]["address"].as_str().map(str::to_owned))
+                    .flatten()
+            });
+            // Keep draining so that the server never blocks on a full pipe.
+            std::thread::spawn(move || lines.for_each(drop));
+            address
+        })
+        .await
+        .unwrap()
+        .expect("the server logs its address");
+        let process = Process {
+            child,
+            url: format!("http://{address}"),
+            client: reqwest::Client::new(),
+        };
+        for _ in 0..500 {
+            if process.get("/readyz").await.0 == StatusCode::OK {
+                return process;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the server did not become ready");
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, Vec<u8>) {
+        match self.client.get(format!("{}{path}", self.url)).send().await {
+            Ok(r) => (r.status(), r.bytes().await.unwrap_or_default().to_vec()),
+            Err(_) => (StatusCode::SERVICE_UNAVAILABLE, Vec::new()),
+        }
+    }
+
+    async fn json(&self, path: &str) -> Value {
+        serde_json::from_slice(&self.get(path).await.1).unwrap_or_default()
+    }
+
+    /// `kill -9`.
+    fn kill(mut self) {
+        self.child.kill().expect("SIGKILL is delivered");
+        self.child.wait().expect("the process is reaped");
+    }
+}
+
+fn upload_form(files: &[(String, Vec<u8>)]) -> reqwest::multipart::Form {
+    let mut form = reqwest::multipart::Form::new().text("framework", "claudecode");
+    for (name, bytes) in files {
+        form = form.part(
+            "file",
+            reqwest::multipart::Part::bytes(bytes.clone()).file_name(name.clone()),
+        );
+    }
+    form
+}
+
+/// Every entry under `dir`, recursively.
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        out.push(path.clone());
+        if path.is_dir() {
+            out.extend(entries(&path));
+        }
+    }
+    out
+}
+
+fn leftovers(data_dir: &Path) -> Vec<PathBuf> {
+    entries(&data_dir.join("uploads"))
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains(".tmp-"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_upload_survives_kill_9() {
+    let data = tempfile::tempdir().unwrap();
+    let sessions = tempfile::tempdir().unwrap();
+    let server = Process::start(data.path(), sessions.path()).await;
+    let sample = fixture_files(&fixture("commugraph-sample"));
+    let response = server
+        .client
+        .post(format!("{}/api/upload", server.url))
+        .multipart(upload_form(&sample))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let id = response.json::<Value>().await.unwrap()["graph_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut before = Vec::new();
+    for view in ["annotations", "workflow", "chatlog?include_subagents=true"] {
+        before.push(server.get(&format!("/api/graph/{id}/{view}")).await);
+    }
+    server.kill();
+
+    let again = Process::start(data.path(), sessions.path()).await;
+    let listed = again.json("/api/sessions").await;
+    assert!(
+        listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == id.as_str()),
+        "{listed}"
+    );
+    for (view, expected) in ["annotations", "workflow", "chatlog?include_subagents=true"]
+        .iter()
+        .zip(before)
+    {
+        let after = again.get(&format!("/api/graph/{id}/{view}")).await;
+        assert_eq!(after.0, StatusCode::OK, "{view}");
+        assert!(after.1 == expected.1, "{view} changed across kill -9");
+    }
+    again.kill();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_killed_before_its_answer_leaves_nothing_half_visible() {
+    let data = tempfile::tempdir().unwrap();
+    let sessions = tempfile::tempdir().unwrap();
+    // A session large enough that parsing and storing it take a while: the sample's main
+    // log repeated under fresh uuids.
+    let main = std::fs::read(fixture(
+        "commugraph-sample/ab51623b-c26d-45f5-b98e-f9d0cfa17018.jsonl",
+    ))
+    .unwrap();
+    let mut big = Vec::new();
+    for copy in 0..6 {
+        let text = String::from_utf8_lossy(&main).replace("-4", &format!("-{copy}"));
+        big.extend_from_slice(text.as_bytes());
+    }
+    let files = vec![("ab51623b-c26d-45f5-b98e-f9d0cfa17018.jsonl".to_owned(), big)];
+
+    let mut outcomes = Vec::new();
+    let delays = [0u64, 50, 100, 150, 175, 200, 225, 250, 275, 300, 400, 600, 1000];
+    // Each round kills the server that long after the upload starts; the last one kills it
+    // right after the answer.
+    for delay_ms in delays.map(Some).into_iter().chain([None]) {
+        // What a kill during a write leaves behind: a temporary directory with part of a
+        // file. The next start removes it.
+        let partial = data.path().join("uploads/.tmp-0123456789abcdef-999-0/files");
+        std::fs::create_dir_all(&partial).unwrap();
+        std::fs::write(partial.join("0"), b"{\"type\":\"user\",\"uuid\":\"half").unwrap();
+        let server = Process::start(data.path(), sessions.path()).await;
+        assert!(leftovers(data.path()).is_empty(), "temporary files after a start");
+        let client = server.client.clone();
+        let url = format!("{}/api/upload", server.url);
+        let form = upload_form(&files);
+        let upload = tokio::spawn(async move { client.post(url).multipart(form).send().await });
+        let answered = match delay_ms {
+            Some(ms) => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                server.kill();
+                matches!(upload.await.unwrap(), Ok(r) if r.status() == StatusCode::OK)
+            }
+            None => {
+                let answered = matches!(upload.await.unwrap(), Ok(r) if r.status() == StatusCode::OK);
+                server.kill();
+                answered
+            }
+        };
+
+        let again = Process::start(data.path(), sessions.path()).await;
+        assert!(leftovers(data.path()).is_empty(), "temporary files after restart");
+        let listed = again.json("/api/sessions").await;
+        let stored: Vec<String> = listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["source"] == "upload")
+            .map(|s| s["id"].as_str().unwrap().to_owned())
+            .collect();
+        if answered {
+            assert_eq!(stored.len(), 1, "an answered upload is stored");
+        }
+        // Whatever is listed is whole: it loads and serves.
+        for id in &stored {
+            let (status, _) = again.get(&format!("/api/graph/{id}/annotations")).await;
+            assert_eq!(status, StatusCode::OK, "killed after {delay_ms:?} ms: {id}");
+        }
+        outcomes.push((delay_ms, answered, stored.len()));
+        // Start the next round from an empty store.
+        for id in &stored {
+            let _ = again
+                .client
+                .delete(format!("{}/api/session/{id}", again.url))
+                .send()
+                .await;
+        }
+        again.kill();
+    }
+    // The rounds covered a kill before the upload was stored, and one after its answer.
+    assert!(
+        outcomes
+            .iter()
+            .any(|&(_, answered, stored)| !answered && stored == 0),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        outcomes.last().map(|o| (o.1, o.2)),
+        Some((true, 1)),
+        "{outcomes:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_still_being_written_loads_its_complete_lines_then_the_rest() {
+    let data = tempfile::tempdir().unwrap();
+    let sessions = tempfile::tempdir().unwrap();
+    let project = sessions.path().join("-home-me-project");
+    std::fs::create_dir_all(&project).unwrap();
+    let id = "11111111-2222-4333-8444-555555555555";
+    let path = project.join(format!("{id}.jsonl"));
+    let first = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","timestamp":"2025-12-01T10:00:00.000Z","message":{"role":"user","content":"Please write the docs"}}"#;
+    let second = r#"{"type":"user","uuid":"u2","parentUuid":"u1","sessionId":"s","timestamp":"2025-12-01T10:01:00.000Z","message":{"role":"user","content":"And the tests too"}}"#;
+    let (head, tail) = second.split_at(60);
+    std::fs::write(&path, format!("{first}\n{head}")).unwrap();
+
+    let server = Process::start(data.path(), sessions.path()).await;
+    let annotations = server.json(&format!("/api/graph/{id}/annotations")).await;
+    assert_eq!(annotations["user_turn_count"], 1);
+    let diagnostics = server.json(&format!("/api/graph/{id}/diagnostics")).await;
+    let bad = diagnostics["bad_lines"]["samples"][0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(bad.contains("may still be being written"), "{diagnostics}");
+
+    // Claude Code finishes the line.
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut file, format!("{tail}\n").as_bytes()).unwrap();
+    drop(file);
+    let annotations = server.json(&format!("/api/graph/{id}/annotations")).await;
+    assert_eq!(annotations["user_turn_count"], 2);
+    let diagnostics = server.json(&format!("/api/graph/{id}/diagnostics")).await;
+    assert_eq!(diagnostics["summary"]["bad_lines"], 0, "{diagnostics}");
+    server.kill();
+}
