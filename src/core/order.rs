@@ -193,9 +193,42 @@ pub fn order_units(units: &[OrderUnit<'_>]) -> Ordering {
         }
     }
     if out.sequence.len() < n {
-        let mut rest: Vec<usize> = (0..n).filter(|&u| !visited[u]).collect();
-        rest.sort_by_key(key);
-        for u in rest {
+        // What is left hangs off parent cycles (self-parents included). Each cycle is broken
+        // at its smallest member by key, which is then ordered like a root, followed by the
+        // rest of the cycle and everything below it: a child is never ordered before the
+        // cycle it hangs from.
+        let mut start_of = vec![usize::MAX; n];
+        let mut on_path = vec![false; n];
+        let mut path = Vec::new();
+        for u in 0..n {
+            if visited[u] || start_of[u] != usize::MAX {
+                continue;
+            }
+            let mut c = u;
+            let start = loop {
+                if start_of[c] != usize::MAX {
+                    break start_of[c];
+                }
+                if on_path[c] {
+                    let from = path.iter().position(|&x| x == c).unwrap_or(0);
+                    let cycle = &path[from..];
+                    break cycle.iter().copied().min_by_key(|&x| (key(&x), x)).unwrap_or(c);
+                }
+                on_path[c] = true;
+                path.push(c);
+                match out.links[c] {
+                    ParentLink::Unit(p, _) if !visited[p] => c = p,
+                    _ => break c,
+                }
+            };
+            for x in path.drain(..) {
+                start_of[x] = start;
+                on_path[x] = false;
+            }
+        }
+        let mut starts: Vec<usize> = (0..n).filter(|&u| !visited[u] && start_of[u] == u).collect();
+        starts.sort_by_key(|&u| (key(&u), u));
+        for u in starts {
             if !visited[u] {
                 out.cycles_broken.push(u);
                 walk(u, &mut visited, &mut out.sequence);
@@ -278,6 +311,32 @@ mod tests {
         assert_eq!(ids(&units, &o), ["s", "b", "a"]);
         assert_eq!(o.cycles_broken, vec![2, 1]);
         assert_eq!(o.links[2], ParentLink::SelfParent);
+    }
+
+    /// Found by fuzzing: a self-parent without a timestamp sorted after its own child (a
+    /// reply written a second later), which was then ordered first.
+    #[test]
+    fn a_child_of_a_self_parent_comes_after_it_whatever_the_times() {
+        let units = vec![
+            unit("root", None, 0, 1),
+            unit("s", Some("s"), i64::MAX, 2),
+            unit("reply", Some("s"), 3, 3),
+        ];
+        let o = order_units(&units);
+        assert_eq!(ids(&units, &o), ["root", "s", "reply"]);
+        assert_eq!(o.cycles_broken, vec![1]);
+    }
+
+    #[test]
+    fn a_cycle_is_broken_at_its_smallest_member_and_its_children_follow() {
+        let units = vec![
+            unit("a", Some("b"), 5, 1),
+            unit("b", Some("a"), 4, 2),
+            unit("child", Some("a"), 1, 3),
+        ];
+        let o = order_units(&units);
+        assert_eq!(ids(&units, &o), ["b", "a", "child"]);
+        assert_eq!(o.cycles_broken, vec![1]);
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod concurrency;
 mod conformance;
 mod docker;
 mod durability;
+mod fuzz;
 mod helpers;
 mod hostile;
 mod openapi;
