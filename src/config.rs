@@ -73,6 +73,10 @@ pub struct ServeArgs {
     /// Seconds a request may take before it is answered 408.
     #[arg(long, env = "SESSIONGRAPH_REQUEST_TIMEOUT_SECS", default_value_t = 300)]
     pub request_timeout_secs: u64,
+    /// Seconds a client may take to send a request's headers before the connection is
+    /// closed (slow clients holding connections open).
+    #[arg(long, env = "SESSIONGRAPH_HEADER_READ_TIMEOUT_SECS", default_value_t = 30)]
+    pub header_read_timeout_secs: u64,
     /// Log format.
     #[arg(long, env = "SESSIONGRAPH_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -143,6 +147,7 @@ impl ServeArgs {
         Ok(ApiConfig {
             max_upload_bytes: self.max_upload_bytes,
             request_timeout: Duration::from_secs(self.request_timeout_secs),
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_secs.max(1)),
             cors_origins,
             api_keys: ApiKeys::new(keys),
             read_only: self.read_only,

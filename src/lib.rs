@@ -19,6 +19,7 @@ pub mod store;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use tokio::net::TcpListener;
@@ -33,18 +34,61 @@ pub fn app(state: AppState) -> Router {
 /// Serves `app(state)` on `listener` until `shutdown` completes, then lets requests in
 /// flight finish. The store is restored in the background first (stored uploads, then the
 /// sessions directories); `/readyz` answers 503 until that is done.
+///
+/// Connections are served by hyper directly rather than through `axum::serve`, which sets
+/// no timer: with one, a request's headers must arrive within the configured
+/// `header_read_timeout` or the connection is closed, so that connections trickling bytes
+/// (slowloris) cannot pile up. Bodies are bounded by the request timeout.
 pub async fn run(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::server::graceful::GracefulShutdown;
+    use hyper_util::service::TowerToHyperService;
+
     let store: Arc<store::Store> = state.store.clone();
     tokio::task::spawn_blocking(move || {
         if let Err(e) = store.restore() {
             tracing::error!(error = %e, "restoring the store failed");
         }
     });
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let header_read_timeout = state.config.header_read_timeout;
+    let app = app(state);
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait instead of spinning.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let service = TowerToHyperService::new(app.clone());
+        let connection = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }

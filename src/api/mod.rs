@@ -40,6 +40,9 @@ pub struct ApiConfig {
     pub max_upload_bytes: usize,
     /// How long a request may take before it is answered 408.
     pub request_timeout: Duration,
+    /// How long a client may take to send a request's headers before the connection is
+    /// closed.
+    pub header_read_timeout: Duration,
     /// Origins allowed to call the API from a browser (none: same origin only).
     pub cors_origins: Vec<HeaderValue>,
     /// API keys, one of which every request but the probes must present (none: open).
@@ -53,6 +56,7 @@ impl Default for ApiConfig {
         ApiConfig {
             max_upload_bytes: 1 << 30,
             request_timeout: Duration::from_secs(300),
+            header_read_timeout: Duration::from_secs(30),
             cors_origins: Vec::new(),
             api_keys: auth::ApiKeys::default(),
             read_only: false,

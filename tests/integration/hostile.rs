@@ -527,3 +527,27 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_trickling_its_headers_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        header_read_timeout: Duration::from_secs(1),
+        ..Options::default()
+    })
+    .await;
+    let addr = server.url.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    stream
+        .write_all(format!("GET /healthz HTTP/1.1\r\nhost: {addr}\r\nx-slow: ").as_bytes())
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the connection was still open after 10 s");
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    assert_still_serving(&server, "a client trickling its headers").await;
+    server.stop().await;
+}

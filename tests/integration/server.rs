@@ -30,6 +30,8 @@ pub struct Options {
     pub cors_origins: Vec<String>,
     /// How long a request may take.
     pub request_timeout: std::time::Duration,
+    /// How long a client may take to send its headers.
+    pub header_read_timeout: std::time::Duration,
 }
 
 impl Default for Options {
@@ -43,6 +45,7 @@ impl Default for Options {
             read_only: false,
             cors_origins: Vec::new(),
             request_timeout: std::time::Duration::from_secs(300),
+            header_read_timeout: std::time::Duration::from_secs(30),
         }
     }
 }
@@ -92,6 +95,7 @@ impl TestServer {
             config: Arc::new(ApiConfig {
                 max_upload_bytes: options.max_upload_bytes,
                 request_timeout: options.request_timeout,
+                header_read_timeout: options.header_read_timeout,
                 cors_origins: options
                     .cors_origins
                     .iter()
