@@ -109,11 +109,12 @@ impl Client {
         }
     }
 
-    async fn upload(&self, files: &Files, unique: u64) -> Option<String> {
+    /// Uploads `files`; with `unique`, a line of its own makes the upload new content.
+    async fn upload(&self, files: &Files, unique: Option<u64>) -> Option<String> {
         let mut form = reqwest::multipart::Form::new().text("framework", "claudecode");
         for (i, (name, bytes)) in files.iter().enumerate() {
             let mut bytes = bytes.clone();
-            if i == 0 {
+            if let (0, Some(unique)) = (i, unique) {
                 // A line of its own makes each upload new content (a new id, a new parse).
                 bytes.extend_from_slice(
                     format!("{{\"type\":\"summary\",\"summary\":\"soak {unique}\",\"leafUuid\":\"x\"}}\n")
@@ -177,25 +178,51 @@ async fn main() -> anyhow::Result<()> {
     let mut workers = Vec::new();
     for worker in 0..args.clients {
         let client = Client {
-            http: reqwest::Client::new(),
+            // A request that hangs is an error, and the soak still ends on time.
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()?,
             url: args.url.clone(),
             tally: tally.clone(),
         };
         let (sessions, unique) = (sessions.clone(), unique.clone());
         workers.push(tokio::spawn(async move {
             let mut mine: Vec<String> = Vec::new();
+            let mut shared: Vec<String> = Vec::new();
             let mut round = 0usize;
             while Instant::now() < deadline {
                 round += 1;
                 let n = unique.fetch_add(1, Ordering::Relaxed);
-                // Upload a new session now and then, read much more often.
+                let files = &sessions[(worker + round) % sessions.len()];
+                // Upload a new session now and then; now and then the same bytes every
+                // other client sends too (one id, stored and parsed once); read much more.
                 if round % 5 == 1 {
-                    let files = &sessions[(worker + round) % sessions.len()];
-                    if let Some(id) = client.upload(files, n).await {
+                    if let Some(id) = client.upload(files, Some(n)).await {
                         mine.push(id);
                     }
+                } else if round % 7 == 3 {
+                    if let Some(id) = client.upload(files, None).await {
+                        if !shared.contains(&id) {
+                            shared.push(id);
+                        }
+                    }
                 }
-                if let Some(id) = mine.last().cloned() {
+                let mut reads: Vec<String> = mine.last().into_iter().cloned().collect();
+                reads.extend(shared.get(round % shared.len().max(1)).cloned());
+                let listing = client
+                    .timed("list", client.http.get(format!("{}/api/sessions", client.url)))
+                    .await;
+                // A session from the sessions directory, read by every client in turn.
+                let on_disk: Vec<String> = listing
+                    .as_ref()
+                    .and_then(|l| l["sessions"].as_array())
+                    .into_iter()
+                    .flatten()
+                    .filter(|s| s["source"] == "directory")
+                    .filter_map(|s| s["id"].as_str().map(str::to_owned))
+                    .collect();
+                reads.extend(on_disk.get(round % on_disk.len().max(1)).cloned());
+                for id in reads {
                     for view in [
                         "annotations",
                         "workflow",
@@ -210,9 +237,6 @@ async fn main() -> anyhow::Result<()> {
                             .await;
                     }
                 }
-                client
-                    .timed("list", client.http.get(format!("{}/api/sessions", client.url)))
-                    .await;
                 // Keep a few uploads per client; delete the oldest beyond that.
                 if mine.len() > 3 {
                     let id = mine.remove(0);

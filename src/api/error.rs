@@ -77,9 +77,23 @@ impl ApiError {
         match e {
             StoreError::NotFound(id) => ApiError::NotFound(not_found(&id)),
             StoreError::ReadOnly(_) => ApiError::Forbidden(e.to_string()),
-            StoreError::NoConversation(file) => ApiError::BadRequest(format!(
+            StoreError::NoConversation {
+                file,
+                unreadable: 0,
+                ..
+            } => ApiError::BadRequest(format!(
                 "No conversational records found in {file} (it holds only snapshots, summaries or blank lines)"
             )),
+            StoreError::NoConversation {
+                file,
+                unreadable,
+                first,
+            } => {
+                let first = first.map_or_else(String::new, |f| format!(": line {}: {}", f.line, f.reason));
+                ApiError::BadRequest(format!(
+                    "No conversational records found in {file}: {unreadable} line(s) could not be read{first}"
+                ))
+            }
             StoreError::Session(SessionError::NoMainFile) => {
                 ApiError::BadRequest("No main session file found (expected UUID format filename, not agent-*)".into())
             }

@@ -20,6 +20,7 @@ use tokio::sync::OnceCell;
 use super::disk::{self, DiskError};
 use super::scan::{scan_dir, FoundSession};
 use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
+use crate::core::diagnostics::LineIssue;
 use crate::core::input::Format;
 use crate::core::session::Branch;
 use crate::core::views::summary::{counts, Counts};
@@ -36,9 +37,17 @@ pub enum StoreError {
     /// deleted here.
     #[error("session '{0}' is read from a sessions directory and cannot be deleted")]
     ReadOnly(String),
-    /// The upload holds no conversation (only snapshots, summaries or blank lines).
-    #[error("no conversational records found in {0}")]
-    NoConversation(String),
+    /// The upload holds no conversation: only snapshots, summaries, blank lines, or lines
+    /// that could not be read (`unreadable` of them; the first one's line and reason).
+    #[error("no conversational records found in {file}")]
+    NoConversation {
+        /// The main file's name.
+        file: String,
+        /// Lines that held no readable record.
+        unreadable: usize,
+        /// The first of them, if any.
+        first: Option<LineIssue>,
+    },
     /// The session could not be loaded (no main file; a bad line with strict loading).
     #[error(transparent)]
     Session(#[from] SessionError),
@@ -512,9 +521,12 @@ impl Store {
         let (manifest, loaded) = blocking(move || {
             let session = build(&input, &fw, options)?;
             if session.items.is_empty() {
-                return Err(StoreError::NoConversation(
-                    input.files.first().map(|f| f.name.clone()).unwrap_or_default(),
-                ));
+                let bad = &session.diagnostics.bad_lines;
+                return Err(StoreError::NoConversation {
+                    file: input.files.first().map(|f| f.name.clone()).unwrap_or_default(),
+                    unreadable: bad.count,
+                    first: bad.samples.first().cloned(),
+                });
             }
             let loaded = Loaded::new(session, upload_id.clone(), Vec::new());
             let manifest = Manifest {

@@ -5,6 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -18,6 +19,8 @@ struct Process {
     child: Child,
     url: String,
     client: reqwest::Client,
+    /// The server's log lines (JSON), as written so far.
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Process {
@@ -35,6 +38,8 @@ impl Process {
             .spawn()
             .expect("the binary starts");
         let stderr = child.stderr.take().expect("stderr is piped");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let kept = log.clone();
         let address = tokio::task::spawn_blocking(move || {
             let mut lines = BufReader::new(stderr).lines();
             let address = lines.by_ref().map_while(Result::ok).find_map(|line| {
@@ -43,8 +48,12 @@ impl Process {
                     .then(|| v["fields"]["address"].as_str().map(str::to_owned))
                     .flatten()
             });
-            // Keep draining so that the server never blocks on a full pipe.
-            std::thread::spawn(move || lines.for_each(drop));
+            // Keep reading so that the server never blocks on a full pipe.
+            std::thread::spawn(move || {
+                for line in lines.map_while(Result::ok) {
+                    kept.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+                }
+            });
             address
         })
         .await
@@ -54,6 +63,7 @@ impl Process {
             child,
             url: format!("http://{address}"),
             client: reqwest::Client::new(),
+            log,
         };
         for _ in 0..500 {
             if process.get("/readyz").await.0 == StatusCode::OK {
@@ -73,6 +83,15 @@ impl Process {
 
     async fn json(&self, path: &str) -> Value {
         serde_json::from_slice(&self.get(path).await.1).unwrap_or_default()
+    }
+
+    /// The log lines written so far that mention `needle`.
+    fn log_lines_with(&self, needle: &str) -> Vec<Value> {
+        let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        log.iter()
+            .filter(|line| line.contains(needle))
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
     }
 
     /// `kill -9`.
@@ -122,15 +141,29 @@ async fn an_accepted_upload_survives_kill_9() {
     let response = server
         .client
         .post(format!("{}/api/upload", server.url))
+        .header("x-request-id", "durability-upload-1")
         .multipart(upload_form(&sample))
         .send()
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["x-request-id"], "durability-upload-1");
     let id = response.json::<Value>().await.unwrap()["graph_id"]
         .as_str()
         .unwrap()
         .to_owned();
+    // The log line of the accepted upload carries the request's id, to find it by.
+    // (The line is written before the answer; reading it from the pipe may lag a little.)
+    let logged =
+        |l: &Value| l["span"]["request_id"] == "durability-upload-1" && l["fields"]["id"] == id.as_str();
+    for _ in 0..250 {
+        if server.log_lines_with("upload accepted").iter().any(logged) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let accepted = server.log_lines_with("upload accepted");
+    assert!(accepted.iter().any(logged), "{accepted:?}");
     let mut before = Vec::new();
     for view in ["annotations", "workflow", "chatlog?include_subagents=true"] {
         before.push(server.get(&format!("/api/graph/{id}/{view}")).await);

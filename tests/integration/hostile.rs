@@ -108,7 +108,7 @@ fn raw_cases() -> Vec<(&'static str, &'static str, Vec<u8>, Expect)> {
             "binary garbage",
             "framework=claudecode",
             (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect(),
-            Expect::Error(StatusCode::BAD_REQUEST, "No conversational records"),
+            Expect::Error(StatusCode::BAD_REQUEST, "line(s) could not be read"),
         ),
         (
             "a gzip file",
@@ -152,7 +152,7 @@ fn raw_cases() -> Vec<(&'static str, &'static str, Vec<u8>, Expect)> {
             "only arrays and scalars",
             "framework=claudecode",
             jsonl(&["[]".into(), "{}".into(), "1".into()]),
-            Expect::Error(StatusCode::BAD_REQUEST, "No conversational records"),
+            Expect::Error(StatusCode::BAD_REQUEST, "line(s) could not be read"),
         ),
         (
             "nesting 10,000 deep in a skipped field",

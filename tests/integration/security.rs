@@ -220,3 +220,45 @@ async fn no_response_names_the_servers_own_directories() {
     }
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_error_or_diagnostic_echoes_what_a_file_contains() {
+    let server = TestServer::start(Options::default()).await;
+    const SECRET: &str = "sk-secret-0f9e8d7c";
+    let prompt = r#"{"type":"user","uuid":"p1","parentUuid":null,"message":{"content":"hello"}}"#;
+    let broken = [
+        format!(r#"{{"type":"user","uuid":"b1","message":{{"content":"{SECRET}"#),
+        format!(r#"{{"type":"user","uuid":"b2","message":{{"content":"{SECRET}\q"}}}}"#),
+        format!(r#"{{"type":"user","uuid":{{"{SECRET}":1}},"parentUuid":["{SECRET}"]}}"#),
+        format!(r#"{{"type":"assistant","uuid":"b4","message":"{SECRET}","timestamp":"{SECRET}"}}"#),
+        format!(r#"{{"type":"user","uuid":"b5","message":{{"content":[{{"type":"{SECRET}"}}]}}}}"#),
+        format!(r#"["{SECRET}"]"#),
+        format!(r#"{SECRET} {{"#),
+    ];
+    // Only broken lines: refused; broken lines next to a good one: loaded with diagnostics.
+    let refused = server
+        .upload_raw("framework=claudecode", broken[..2].join("\n").into_bytes())
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.json);
+    let mut bodies = vec![refused];
+    let mut lines = vec![prompt.to_owned()];
+    lines.extend(broken.iter().cloned());
+    let loaded = server
+        .upload_raw("framework=claudecode", lines.join("\n").into_bytes())
+        .await;
+    assert_eq!(loaded.status, StatusCode::OK, "{}", loaded.json);
+    let id = loaded.json["graph_id"].as_str().unwrap().to_owned();
+    assert!(
+        loaded.json["diagnostics"]["bad_lines"].as_u64() >= Some(3),
+        "{}",
+        loaded.json
+    );
+    bodies.push(loaded);
+    bodies.push(server.get(&format!("/api/graph/{id}/diagnostics")).await);
+    bodies.push(server.get(&format!("/api/graph/{id}/info")).await);
+    for reply in &bodies {
+        let body = String::from_utf8_lossy(&reply.bytes);
+        assert!(!body.contains(SECRET), "{body}");
+    }
+    server.stop().await;
+}
