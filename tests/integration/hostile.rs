@@ -352,7 +352,7 @@ async fn hostile_multipart_uploads_get_an_error_or_a_diagnostic() {
             .send()
             .await
             .unwrap();
-        let reply = to_reply(response).await;
+        let reply = Reply::read(response).await;
         assert_outcome(name, &reply, &Expect::Error(StatusCode::BAD_REQUEST, "multipart"));
         assert_still_serving(&server, name).await;
     }
@@ -370,7 +370,7 @@ async fn hostile_multipart_uploads_get_an_error_or_a_diagnostic() {
         .unwrap();
     assert_outcome(
         "JSONL sent as application/json",
-        &to_reply(response).await,
+        &Reply::read(response).await,
         &Expect::Loaded(|_| true),
     );
     server.stop().await;
@@ -406,7 +406,7 @@ async fn a_body_over_the_limit_is_refused_before_it_is_read() {
         .send()
         .await
         .expect("2 MiB fit in the socket buffers: the client finishes sending and reads the answer");
-    let reply = to_reply(response).await;
+    let reply = Reply::read(response).await;
     assert_outcome(
         "a streamed body over the limit",
         &reply,
@@ -492,18 +492,6 @@ async fn a_million_tiny_lines_and_a_200_mb_line_load() {
     assert_eq!(info.status, StatusCode::OK);
     assert_still_serving(&server, "a 200 MB line").await;
     server.stop().await;
-}
-
-async fn to_reply(response: reqwest::Response) -> Reply {
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = response.bytes().await.unwrap_or_default().to_vec();
-    Reply {
-        status,
-        headers,
-        json: serde_json::from_slice(&bytes).unwrap_or_default(),
-        bytes,
-    }
 }
 
 /// A stream of chunks for a body of unknown length.

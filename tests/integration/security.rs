@@ -24,15 +24,7 @@ async fn get_with(server: &TestServer, path: &str, header: (&str, &str)) -> Repl
         .send()
         .await
         .unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = response.bytes().await.unwrap().to_vec();
-    Reply {
-        status,
-        headers,
-        json: serde_json::from_slice(&bytes).unwrap_or_default(),
-        bytes,
-    }
+    Reply::read(response).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -73,6 +73,23 @@ pub struct Reply {
     pub json: Value,
 }
 
+impl Reply {
+    /// Reads a response whole. A body cut short (the server may close the connection after
+    /// refusing a request) reads as what arrived.
+    pub async fn read(response: reqwest::Response) -> Reply {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.unwrap_or_default().to_vec();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            bytes,
+            json,
+        }
+    }
+}
+
 impl TestServer {
     /// Starts a server and waits until it is ready.
     pub async fn start(options: Options) -> TestServer {
@@ -143,22 +160,9 @@ impl TestServer {
         }
     }
 
-    async fn reply(response: reqwest::Response) -> Reply {
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.bytes().await.unwrap().to_vec();
-        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        Reply {
-            status,
-            headers,
-            bytes,
-            json,
-        }
-    }
-
     /// GET `path`.
     pub async fn get(&self, path: &str) -> Reply {
-        Self::reply(
+        Reply::read(
             self.client
                 .get(format!("{}{path}", self.url))
                 .send()
@@ -170,7 +174,7 @@ impl TestServer {
 
     /// DELETE `path`.
     pub async fn delete(&self, path: &str) -> Reply {
-        Self::reply(
+        Reply::read(
             self.client
                 .delete(format!("{}{path}", self.url))
                 .send()
@@ -204,7 +208,7 @@ impl TestServer {
             .send()
             .await
             .unwrap();
-        Self::reply(r).await
+        Reply::read(r).await
     }
 
     /// A raw upload: the body is the file.
@@ -216,7 +220,7 @@ impl TestServer {
             .send()
             .await
             .unwrap();
-        Self::reply(r).await
+        Reply::read(r).await
     }
 }
 
