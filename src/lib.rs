@@ -35,17 +35,20 @@ pub fn app(state: AppState) -> Router {
 /// flight finish. The store is restored in the background first (stored uploads, then the
 /// sessions directories); `/readyz` answers 503 until that is done.
 ///
-/// Connections are served by hyper directly rather than through `axum::serve`, which sets
-/// no timer: with one, a request's headers must arrive within the configured
-/// `header_read_timeout` or the connection is closed, so that connections trickling bytes
-/// (slowloris) cannot pile up. Bodies are bounded by the request timeout.
+/// Connections are served by hyper directly, HTTP/1.1 only, rather than through
+/// `axum::serve`, which sets no timer: with one, a connection must deliver a request's
+/// headers within the configured `header_read_timeout` from the moment it opens or goes
+/// idle, or it is closed, so that silent or trickling connections (slowloris) cannot pile
+/// up. Bodies are bounded by the request timeout. Browsers speak HTTP/2 only over TLS,
+/// which a proxy in front terminates; HTTP/2 in clear (whose preface would bypass the
+/// header timeout) is refused. After `shutdown`, requests in flight get up to the
+/// request timeout to finish; `run` does not wait for connections still open then.
 pub async fn run(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::rt::{TokioIo, TokioTimer};
     use hyper_util::server::graceful::GracefulShutdown;
     use hyper_util::service::TowerToHyperService;
 
@@ -56,10 +59,10 @@ pub async fn run(
         }
     });
     let header_read_timeout = state.config.header_read_timeout;
+    let shutdown_grace = state.config.request_timeout;
     let app = app(state);
-    let mut builder = Builder::new(TokioExecutor::new());
+    let mut builder = hyper::server::conn::http1::Builder::new();
     builder
-        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout);
     let graceful = GracefulShutdown::new();
@@ -78,10 +81,7 @@ pub async fn run(
             () = &mut shutdown => break,
         };
         let service = TowerToHyperService::new(app.clone());
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "connection ended with an error");
@@ -89,6 +89,11 @@ pub async fn run(
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    if tokio::time::timeout(shutdown_grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open after the request timeout: closing them");
+    }
     Ok(())
 }

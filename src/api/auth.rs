@@ -92,27 +92,40 @@ pub async fn require_api_key(State(state): State<AppState>, request: Request, ne
         Some(_) => unauthorized("The API key is not valid"),
         None => unauthorized("An API key is required: send Authorization: Bearer <key> or X-API-Key"),
     };
-    discard_body(request).await;
-    refusal
+    refuse(request, refusal).await
 }
 
-/// How much of a refused request's body is read and dropped before answering.
+/// How much of a refused request's body is read and dropped before answering, and for
+/// how long at most.
 const DISCARDED_BODY_BYTES: usize = 8 << 20;
+const DISCARD_FOR: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Reads and drops up to [`DISCARDED_BODY_BYTES`] of a refused request's body. A client
-/// still sending when the answer comes would see the connection reset instead of the
-/// answer; past the cap the connection is closed anyway (the request timeout bounds the
-/// time spent).
-async fn discard_body(request: Request) {
+/// Reads and drops a refused request's body, up to [`DISCARDED_BODY_BYTES`] and
+/// [`DISCARD_FOR`], then answers with `refusal`. A client still sending when the answer
+/// comes would see the connection reset instead of the answer; a body that is larger, or
+/// slower (a client declaring a length it never sends), is not waited for: the answer
+/// then closes the connection, so that refused clients cannot hold connections open.
+async fn refuse(request: Request, mut refusal: Response) -> Response {
     use http_body_util::BodyExt;
     let mut body = request.into_body();
-    let mut read = 0usize;
-    while read < DISCARDED_BODY_BYTES {
-        match body.frame().await {
-            Some(Ok(frame)) => read += frame.data_ref().map_or(0, |d| d.len()),
-            _ => break,
+    let drained = tokio::time::timeout(DISCARD_FOR, async {
+        let mut read = 0usize;
+        while read < DISCARDED_BODY_BYTES {
+            match body.frame().await {
+                Some(Ok(frame)) => read += frame.data_ref().map_or(0, |d| d.len()),
+                Some(Err(_)) => return false,
+                None => return true,
+            }
         }
+        false
+    })
+    .await;
+    if drained != Ok(true) {
+        refusal
+            .headers_mut()
+            .insert(header::CONNECTION, header::HeaderValue::from_static("close"));
     }
+    refusal
 }
 
 fn unauthorized(message: &str) -> Response {
@@ -128,9 +141,10 @@ fn unauthorized(message: &str) -> Response {
 /// read-only mode before anything is read.
 pub async fn refuse_when_read_only(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if state.config.read_only {
-        discard_body(request).await;
-        return ApiError::Forbidden("This server is read-only: uploads and deletions are disabled".into())
-            .into_response();
+        let refusal =
+            ApiError::Forbidden("This server is read-only: uploads and deletions are disabled".into())
+                .into_response();
+        return refuse(request, refusal).await;
     }
     next.run(request).await
 }

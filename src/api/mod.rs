@@ -112,6 +112,7 @@ pub fn router(state: AppState) -> Router {
                 axum::http::header::CONTENT_TYPE,
                 axum::http::header::IF_NONE_MATCH,
                 axum::http::header::AUTHORIZATION,
+                axum::http::HeaderName::from_static("x-api-key"),
             ])
             .expose_headers([axum::http::header::ETAG])
     });

@@ -471,7 +471,25 @@ impl Store {
     /// Accepts an upload: parses it, stores it durably, and registers it. The same content
     /// uploaded again gives the same id and stores nothing new. Returns the slot, the parsed
     /// session and whether the upload was new.
+    ///
+    /// The work runs in a task of its own: a client that goes away, or a request that times
+    /// out, does not stop it half-way (a file saved but never registered would be invisible
+    /// until a restart, and could not be deleted).
     pub async fn add_upload(
+        self: &Arc<Self>,
+        framework: Framework,
+        input: SessionInput,
+        options: LoadOptions,
+    ) -> Result<(Arc<Slot>, Arc<Loaded>, bool), StoreError> {
+        let store = self.clone();
+        tokio::spawn(async move { store.accept_one_at_a_time(framework, input, options).await })
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    /// [`Store::add_upload`]: requests carrying the same content wait for each other, so
+    /// that it is parsed and stored once.
+    async fn accept_one_at_a_time(
         &self,
         framework: Framework,
         input: SessionInput,
@@ -753,4 +771,60 @@ async fn blocking<T: Send + 'static>(
 /// section here leaves the data consistent).
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::SourceFile;
+
+    fn session(n: usize) -> SessionInput {
+        let line = format!(
+            r#"{{"type":"user","uuid":"u{n}","parentUuid":null,"message":{{"content":"prompt {n}"}}}}"#
+        );
+        SessionInput {
+            files: vec![SourceFile::new(
+                "11111111-2222-4333-8444-555555555555.jsonl",
+                format!("{line}\n").into_bytes(),
+            )],
+        }
+    }
+
+    /// Found in review: an upload whose request was dropped (client gone, 408) after its
+    /// files were saved was never registered: invisible and undeletable until a restart,
+    /// and its gate stayed in the map.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_upload_whose_request_is_dropped_is_still_registered_whole() {
+        let data = tempfile::tempdir().unwrap();
+        let store = Arc::new(
+            Store::new(StoreConfig {
+                data_dir: Some(data.path().to_owned()),
+                sessions_dirs: Vec::new(),
+                cache_bytes: 1 << 30,
+            })
+            .unwrap(),
+        );
+        const UPLOADS: usize = 20;
+        for n in 0..UPLOADS {
+            let upload = store.add_upload(Framework::ClaudeCode, session(n), LoadOptions::default());
+            // Dropped at its first await, before anything is parsed or stored.
+            let _ = tokio::time::timeout(std::time::Duration::ZERO, upload).await;
+        }
+        let mut listed = 0;
+        for _ in 0..500 {
+            listed = store.list().len();
+            if listed == UPLOADS && store.accepting.is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(listed, UPLOADS, "every upload is registered");
+        assert!(store.accepting.is_empty(), "no gate is left behind");
+        let stored = std::fs::read_dir(data.path().join("uploads")).unwrap().count();
+        assert_eq!(stored, UPLOADS, "and stored once");
+        for info in store.list() {
+            store.delete(&info.slot.id).await.unwrap();
+        }
+        assert_eq!(std::fs::read_dir(data.path().join("uploads")).unwrap().count(), 0);
+    }
 }

@@ -516,9 +516,19 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// Opens a connection, sends `first`, and returns how long the server took to close it.
+async fn time_until_closed(addr: &str, first: &[u8]) -> Option<Duration> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(first).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest)).await;
+    closed.is_ok().then(|| started.elapsed())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_trickling_its_headers_is_disconnected() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let server = TestServer::start(Options {
         sessions_dirs: vec![fixture("commugraph-sample")],
         header_read_timeout: Duration::from_secs(1),
@@ -526,16 +536,16 @@ async fn a_client_trickling_its_headers_is_disconnected() {
     })
     .await;
     let addr = server.url.trim_start_matches("http://").to_owned();
-    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    stream
-        .write_all(format!("GET /healthz HTTP/1.1\r\nhost: {addr}\r\nx-slow: ").as_bytes())
-        .await
-        .unwrap();
-    let started = std::time::Instant::now();
-    let mut rest = Vec::new();
-    let closed = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest)).await;
-    assert!(closed.is_ok(), "the connection was still open after 10 s");
-    assert!(started.elapsed() >= Duration::from_millis(900));
+    let partial = format!("GET /healthz HTTP/1.1\r\nhost: {addr}\r\nx-slow: ");
+    let waited = time_until_closed(&addr, partial.as_bytes()).await;
+    assert!(waited.is_some(), "a half-sent head was still open after 10 s");
+    assert!(waited >= Some(Duration::from_millis(900)), "{waited:?}");
+    // Found in review: a connection that sent nothing, or HTTP/2's preface, escaped the
+    // timeout while the server waited to tell the protocol.
+    let silent = time_until_closed(&addr, b"").await;
+    assert!(silent.is_some(), "a silent connection was still open after 10 s");
+    let h2 = time_until_closed(&addr, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await;
+    assert!(h2.is_some(), "an HTTP/2 preface was still open after 10 s");
     assert_still_serving(&server, "a client trickling its headers").await;
     server.stop().await;
 }

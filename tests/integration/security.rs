@@ -125,6 +125,7 @@ async fn cors_answers_only_the_allowed_origins() {
         .request(reqwest::Method::OPTIONS, format!("{}/api/upload", server.url))
         .header("origin", "http://localhost:3000")
         .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "x-api-key, content-type")
         .send()
         .await
         .unwrap();
@@ -133,6 +134,15 @@ async fn cors_answers_only_the_allowed_origins() {
         preflight.headers()["access-control-allow-origin"],
         "http://localhost:3000"
     );
+    // Either way of sending a key works from a browser (found in review: X-API-Key was
+    // not an allowed header).
+    let allowed_headers = preflight.headers()["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    for header in ["authorization", "x-api-key", "content-type"] {
+        assert!(allowed_headers.contains(header), "{allowed_headers}");
+    }
     server.stop().await;
 
     // Without allowed origins, no CORS header at all.
@@ -251,6 +261,41 @@ async fn no_error_or_diagnostic_echoes_what_a_file_contains() {
     for reply in &bodies {
         let body = String::from_utf8_lossy(&reply.bytes);
         assert!(!body.contains(SECRET), "{body}");
+    }
+    server.stop().await;
+}
+
+/// Found in review: a refused request declaring a body it never sends held its connection
+/// until the request timeout while the server drained the body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_cannot_hold_its_connection_with_a_body_it_never_sends() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = TestServer::start(Options {
+        read_only: true,
+        ..keyed()
+    })
+    .await;
+    let addr = server.url.trim_start_matches("http://").to_owned();
+    for (head, status) in [
+        ("GET /api/sessions HTTP/1.1", "401"),
+        (
+            "POST /api/upload?framework=claudecode HTTP/1.1\r\nx-api-key: team-key-one",
+            "403",
+        ),
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let request = format!("{head}\r\nhost: {addr}\r\ncontent-length: 1000000\r\n\r\n{{");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let closed = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            stream.read_to_end(&mut answer),
+        )
+        .await;
+        assert!(closed.is_ok(), "{head}: still open after 10 s");
+        let text = String::from_utf8_lossy(&answer).to_lowercase();
+        assert!(text.starts_with(&format!("http/1.1 {status}")), "{text}");
+        assert!(text.contains("connection: close"), "{text}");
     }
     server.stop().await;
 }
