@@ -48,18 +48,6 @@ struct Args {
     paths: Vec<PathBuf>,
 }
 
-/// The views of the total, with their default options.
-const VIEWS: [View; 8] = [
-    View::Annotations,
-    View::Workflow,
-    View::Chatlog,
-    View::Graph,
-    View::Metrics,
-    View::Diagnostics,
-    View::Branches,
-    View::Context,
-];
-
 /// One run's figures, by line label, in print order.
 type Figures = Vec<(String, Duration, Option<usize>)>;
 
@@ -112,7 +100,7 @@ fn run(args: &Args) -> (Figures, Session, Vec<Body>, f64) {
     figures.push(("build (all)".into(), build_started.elapsed(), None));
 
     let render_started = Instant::now();
-    let rendered: Vec<(View, Duration, Body)> = VIEWS
+    let rendered: Vec<(View, Duration, Body)> = View::ALL
         .par_iter()
         .map(|&view| {
             let t = Instant::now();
@@ -189,7 +177,7 @@ fn measure(args: &Args) -> (Measured, Session) {
         figures,
         rss_views,
         rss_all: peak_rss_mb(),
-        views_held: bodies.iter().take(VIEWS.len()).map(Body::len).sum(),
+        views_held: bodies.iter().take(View::ALL.len()).map(Body::len).sum(),
         all_held: bodies.iter().map(Body::len).sum(),
         records: session.records.len(),
     };
