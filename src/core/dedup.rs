@@ -70,6 +70,14 @@ pub struct Dedup {
     alias: HashMap<String, usize>,
 }
 
+impl super::heap::HeapSize for Dedup {
+    fn heap_size(&self) -> usize {
+        self.dropped.capacity() * std::mem::size_of::<Option<DropReason>>()
+            + self.twin.heap_size()
+            + self.alias.heap_size()
+    }
+}
+
 impl Dedup {
     /// True when record `i` is kept.
     pub fn is_kept(&self, i: usize) -> bool {

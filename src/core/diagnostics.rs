@@ -40,6 +40,60 @@ impl<T> Samples<T> {
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
+
+    /// Adds `other`'s count and, while there is room, its examples, each passed through
+    /// `map`.
+    pub fn absorb<U>(&mut self, other: Samples<U>, map: impl FnMut(U) -> T) {
+        let room = SAMPLE_LIMIT.saturating_sub(self.samples.len());
+        self.samples.extend(other.samples.into_iter().take(room).map(map));
+        self.count += other.count;
+    }
+}
+
+/// How many distinct record types [`TypeCounts`] names; the others are counted together
+/// under [`OTHER_TYPES`], so that a file of made-up types cannot grow the counts without
+/// bound.
+pub const TYPE_NAME_LIMIT: usize = 64;
+
+/// The name under which types past [`TYPE_NAME_LIMIT`] are counted.
+pub const OTHER_TYPES: &str = "(other types)";
+
+/// Records counted by `type` (`"(missing)"` when there is none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TypeCounts {
+    named: BTreeMap<String, usize>,
+    other: usize,
+}
+
+impl TypeCounts {
+    /// Counts one record of type `name`.
+    pub fn count(&mut self, name: &str) {
+        self.add(name, 1);
+    }
+
+    fn add(&mut self, name: &str, n: usize) {
+        if let Some(c) = self.named.get_mut(name) {
+            *c += n;
+        } else if self.named.len() < TYPE_NAME_LIMIT {
+            self.named.insert(name.to_owned(), n);
+        } else {
+            self.other += n;
+        }
+    }
+
+    /// Adds `other`'s counts.
+    pub fn absorb(&mut self, other: TypeCounts) {
+        for (name, n) in other.named {
+            self.add(&name, n);
+        }
+        self.other += other.other;
+    }
+
+    /// The counts, by name, then the types past the limit under [`OTHER_TYPES`].
+    pub fn iter(&self) -> impl Iterator<Item = (&str, usize)> {
+        let other = (self.other > 0).then_some((OTHER_TYPES, self.other));
+        self.named.iter().map(|(k, &v)| (k.as_str(), v)).chain(other)
+    }
 }
 
 /// A finding about one line of one file.
@@ -138,11 +192,13 @@ pub struct Diagnostics {
 }
 
 impl Diagnostics {
-    /// Counts a record of type `name`; `known` says whether the pipeline understands it.
-    pub fn count_type(&mut self, name: &str, known: bool) {
-        *self.record_types.entry(name.to_owned()).or_default() += 1;
-        if !known {
-            *self.unknown_record_types.entry(name.to_owned()).or_default() += 1;
+    /// Adds a file's records by type; `known` says whether the pipeline understands a type.
+    pub fn count_types(&mut self, types: &TypeCounts, known: impl Fn(&str) -> bool) {
+        for (name, n) in types.iter() {
+            *self.record_types.entry(name.to_owned()).or_default() += n;
+            if !known(name) {
+                *self.unknown_record_types.entry(name.to_owned()).or_default() += n;
+            }
         }
     }
 

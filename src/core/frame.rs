@@ -26,12 +26,31 @@ pub fn lines(data: &[u8]) -> Lines<'_> {
     }
 }
 
+/// Splits `data`, a part of a file that starts right after a newline, into its non-blank
+/// lines, numbered from the part's start. Unlike [`lines`], a byte order mark is not
+/// stripped: only a file's first bytes may hold one.
+pub fn continued_lines(data: &[u8]) -> Lines<'_> {
+    Lines {
+        data,
+        offset: 0,
+        number: 0,
+    }
+}
+
 /// Iterator returned by [`lines`].
 #[derive(Debug, Clone)]
 pub struct Lines<'a> {
     data: &'a [u8],
     offset: usize,
     number: u32,
+}
+
+impl Lines<'_> {
+    /// Physical lines passed so far, blank ones included: once the iterator is done, the
+    /// number of lines the data spans.
+    pub fn physical_lines(&self) -> u32 {
+        self.number
+    }
 }
 
 impl<'a> Iterator for Lines<'a> {

@@ -21,6 +21,7 @@ pub mod dedup;
 pub mod diagnostics;
 pub mod frame;
 pub mod group;
+pub mod heap;
 pub mod input;
 pub mod jsnum;
 pub mod lenient;

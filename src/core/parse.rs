@@ -9,7 +9,8 @@
 use rayon::prelude::*;
 use serde_json::Deserializer;
 
-use super::frame::{self, Line};
+use super::diagnostics::{Samples, TypeCounts};
+use super::frame;
 use super::records::{Position, Record, WireRecord};
 
 /// Why a line gave no record.
@@ -203,69 +204,172 @@ pub struct RepairedLine {
     pub repair: &'static str,
 }
 
+/// What a file says about itself in its first records: the first `sessionId` and
+/// `agentId` written, whichever record carries them (a snapshot or queue entry included).
+/// Linking ties sub-agent logs to sessions with these.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileIdentity {
+    /// The first `sessionId` of the file (possibly empty).
+    pub session_id: Option<String>,
+    /// The first non-empty `sessionId` of the file.
+    pub nonempty_session_id: Option<String>,
+    /// The first `agentId` of the file.
+    pub agent_id: Option<String>,
+}
+
+impl FileIdentity {
+    /// Takes what `session_id` and `agent_id` add to what is known (earlier values win).
+    pub fn observe(&mut self, session_id: Option<&str>, agent_id: Option<&str>) {
+        if let (None, Some(s)) = (&self.session_id, session_id) {
+            self.session_id = Some(s.to_owned());
+        }
+        if let (None, Some(s)) = (&self.nonempty_session_id, session_id.filter(|s| !s.is_empty())) {
+            self.nonempty_session_id = Some(s.to_owned());
+        }
+        if let (None, Some(a)) = (&self.agent_id, agent_id) {
+            self.agent_id = Some(a.to_owned());
+        }
+    }
+
+    /// Fills what is still unknown from `later` (a later part of the same file).
+    fn follow(&mut self, later: FileIdentity) {
+        self.session_id = self.session_id.take().or(later.session_id);
+        self.nonempty_session_id = self.nonempty_session_id.take().or(later.nonempty_session_id);
+        self.agent_id = self.agent_id.take().or(later.agent_id);
+    }
+}
+
 /// The result of reading one file.
+///
+/// Memory is bounded by what the file holds: a line whose object is no conversational
+/// record and has no uuid (a snapshot, a queue entry, `{}`) can be no view's content and
+/// no record's parent, so it is counted (its type, and the ids it names in
+/// [`ParsedFile::identity`]) and not kept; bad and repaired lines keep a count and their
+/// first [`SAMPLE_LIMIT`](super::diagnostics::SAMPLE_LIMIT) examples.
 #[derive(Default)]
 pub struct ParsedFile {
-    /// The records, in file order.
+    /// The records kept, in file order.
     pub records: Vec<Record>,
+    /// Records read, the ones counted and not kept included (a glued line gives two).
+    pub records_read: usize,
     /// Non-blank lines seen.
     pub lines: usize,
     /// Lines that gave no record.
-    pub bad_lines: Vec<BadLine>,
+    pub bad_lines: Samples<BadLine>,
     /// Lines read after a repair.
-    pub repaired: Vec<RepairedLine>,
+    pub repaired: Samples<RepairedLine>,
+    /// Records read, by `type`.
+    pub types: TypeCounts,
+    /// The file's first `sessionId` and `agentId`.
+    pub identity: FileIdentity,
 }
 
-/// Lines handed to one parallel task at a time: enough to amortise the scheduling, few
-/// enough that a session of a few hundred lines still uses every core.
-const LINES_PER_TASK: usize = 64;
+impl ParsedFile {
+    /// Takes a record read at `pos`: keeps it, or only counts it when it is inert.
+    fn take(&mut self, wire: WireRecord, pos: Position) {
+        self.records_read += 1;
+        self.types.count(wire.type_name());
+        self.identity.observe(wire.session_id(), wire.agent_id());
+        if !wire.is_inert() {
+            self.records.push(Record::from_wire(wire, pos));
+        }
+    }
 
-/// How one line was read, before it is put in file order.
-type LineOutcome = Result<(Vec<Record>, Option<&'static str>), LineError>;
+    /// Appends `later`, the next part of the same file, whose line numbers start after
+    /// `lines_before` physical lines.
+    fn append(&mut self, mut later: ParsedFile, lines_before: u32) {
+        for r in &mut later.records {
+            r.pos.line = r.pos.line.saturating_add(lines_before);
+        }
+        self.records.append(&mut later.records);
+        self.records_read += later.records_read;
+        self.lines += later.lines;
+        self.bad_lines.absorb(later.bad_lines, |mut b| {
+            b.line = b.line.saturating_add(lines_before);
+            b
+        });
+        self.repaired.absorb(later.repaired, |mut r| {
+            r.line = r.line.saturating_add(lines_before);
+            r
+        });
+        self.types.absorb(later.types);
+        self.identity.follow(later.identity);
+    }
+}
+
+/// Bytes of a file handed to one parallel task: large enough to amortise the scheduling,
+/// small enough that a session of a few hundred kilobytes still uses every core, and that
+/// no per-line structure is ever held for the whole file.
+const SEGMENT_BYTES: usize = 128 * 1024;
 
 /// Reads every line of `data`, which is file number `file` of its session.
 ///
-/// Lines are parsed in parallel (they are independent) and assembled in file order, so the
-/// result is the same as a sequential read.
+/// The file is cut at line ends into segments of about [`SEGMENT_BYTES`], which are
+/// parsed in parallel and joined in file order: the result is the same as a sequential
+/// read.
 pub fn parse_file(file: u32, data: &[u8]) -> ParsedFile {
-    let lines: Vec<Line<'_>> = frame::lines(data).collect();
-    let outcomes: Vec<LineOutcome> = lines
+    let segments = segment_bounds(data);
+    let parsed: Vec<(ParsedFile, u32)> = segments
         .par_iter()
-        .with_min_len(LINES_PER_TASK)
-        .map(|line| {
-            parse_line(line.bytes).map(|LineRecords { records, repair }| {
-                let records = records
-                    .into_iter()
-                    .enumerate()
-                    .map(|(seq, wire)| {
-                        let pos = Position {
-                            file,
-                            line: line.number,
-                            seq: seq as u32,
-                        };
-                        Record::from_wire(wire, pos)
-                    })
-                    .collect();
-                (records, repair)
-            })
-        })
+        .enumerate()
+        .map(|(i, &(start, end))| parse_segment(file, &data[start..end], i == 0))
         .collect();
-
     let mut out = ParsedFile {
-        records: Vec::with_capacity(outcomes.len()),
-        lines: lines.len(),
+        records: Vec::with_capacity(parsed.iter().map(|(p, _)| p.records.len()).sum()),
         ..ParsedFile::default()
     };
-    for (line, outcome) in lines.iter().zip(outcomes) {
-        match outcome {
-            Ok((records, repair)) => {
+    let mut lines_before = 0u32;
+    for (part, physical_lines) in parsed {
+        out.append(part, lines_before);
+        lines_before = lines_before.saturating_add(physical_lines);
+    }
+    out
+}
+
+/// Where `data` is cut into segments: ranges ending just after a newline (the last one at
+/// the end of the data).
+fn segment_bounds(data: &[u8]) -> Vec<(usize, usize)> {
+    let mut bounds = Vec::with_capacity(data.len() / SEGMENT_BYTES + 1);
+    let mut start = 0;
+    while start < data.len() {
+        let cut = (start + SEGMENT_BYTES).min(data.len());
+        let end = match memchr::memchr(b'\n', &data[cut..]) {
+            Some(at) if cut < data.len() => cut + at + 1,
+            _ => data.len(),
+        };
+        bounds.push((start, end));
+        start = end;
+    }
+    bounds
+}
+
+/// Reads one segment; line numbers count from its start. Returns the result and the number
+/// of physical lines the segment spans.
+fn parse_segment(file: u32, data: &[u8], starts_file: bool) -> (ParsedFile, u32) {
+    let mut lines = if starts_file {
+        frame::lines(data)
+    } else {
+        frame::continued_lines(data)
+    };
+    let mut out = ParsedFile::default();
+    for line in lines.by_ref() {
+        out.lines += 1;
+        match parse_line(line.bytes) {
+            Ok(LineRecords { records, repair }) => {
                 if let Some(repair) = repair {
                     out.repaired.push(RepairedLine {
                         line: line.number,
                         repair,
                     });
                 }
-                out.records.extend(records);
+                for (seq, wire) in records.into_iter().enumerate() {
+                    let pos = Position {
+                        file,
+                        line: line.number,
+                        seq: seq as u32,
+                    };
+                    out.take(wire, pos);
+                }
             }
             Err(error) => out.bad_lines.push(BadLine {
                 line: line.number,
@@ -274,7 +378,7 @@ pub fn parse_file(file: u32, data: &[u8]) -> ParsedFile {
             }),
         }
     }
-    out
+    (out, lines.physical_lines())
 }
 
 #[cfg(test)]
@@ -378,11 +482,104 @@ mod tests {
         let uuids: Vec<_> = parsed.records.iter().map(|r| r.uuid.clone().unwrap()).collect();
         assert_eq!(uuids, ["a", "b"]);
         assert_eq!(parsed.lines, 4);
-        assert_eq!(parsed.bad_lines.len(), 2);
-        assert_eq!(parsed.bad_lines[0].line, 2);
-        assert!(!parsed.bad_lines[0].unterminated);
-        assert_eq!(parsed.bad_lines[1].line, 5);
-        assert_eq!(parsed.bad_lines[1].error, LineError::Truncated);
-        assert!(parsed.bad_lines[1].unterminated);
+        let bad = &parsed.bad_lines.samples;
+        assert_eq!(parsed.bad_lines.count, 2);
+        assert_eq!(bad[0].line, 2);
+        assert!(!bad[0].unterminated);
+        assert_eq!(bad[1].line, 5);
+        assert_eq!(bad[1].error, LineError::Truncated);
+        assert!(bad[1].unterminated);
+    }
+
+    /// D1 (issue 15): 5,000,000 lines of `{}` after one prompt took 8.5 GB; a line that is
+    /// not a record must cost a counter, not a struct.
+    #[test]
+    fn d1_objects_that_are_no_record_are_counted_not_kept() {
+        let data = "{\"type\":\"user\",\"uuid\":\"a\",\"message\":{\"content\":\"hi\"}}\n{}\n{\"type\":\"queue-operation\",\"sessionId\":\"S\"}\n{\"type\":\"progress\",\"uuid\":\"p\"}\n";
+        let parsed = parse_file(0, data.as_bytes());
+        let kept: Vec<_> = parsed
+            .records
+            .iter()
+            .map(|r| r.uuid.as_deref().unwrap())
+            .collect();
+        assert_eq!(
+            kept,
+            ["a", "p"],
+            "a record with a uuid may be a parent: it is kept"
+        );
+        assert_eq!(parsed.records_read, 4);
+        let types: Vec<_> = parsed.types.iter().collect();
+        assert_eq!(
+            types,
+            [
+                ("(missing)", 1),
+                ("progress", 1),
+                ("queue-operation", 1),
+                ("user", 1)
+            ]
+        );
+        assert_eq!(
+            parsed.identity.session_id.as_deref(),
+            Some("S"),
+            "ids of entries not kept still count"
+        );
+    }
+
+    #[test]
+    fn bad_and_repaired_lines_keep_a_count_and_bounded_examples() {
+        let data = "nope\n".repeat(10_000);
+        let parsed = parse_file(0, data.as_bytes());
+        assert_eq!(parsed.bad_lines.count, 10_000);
+        assert_eq!(
+            parsed.bad_lines.samples.len(),
+            crate::core::diagnostics::SAMPLE_LIMIT
+        );
+        assert_eq!(parsed.bad_lines.samples[99].line, 100);
+    }
+
+    #[test]
+    fn type_names_are_bounded() {
+        let data: String = (0..1000).map(|i| format!("{{\"type\":\"t{i}\"}}\n")).collect();
+        let parsed = parse_file(0, data.as_bytes());
+        let types: Vec<_> = parsed.types.iter().collect();
+        assert_eq!(types.len(), crate::core::diagnostics::TYPE_NAME_LIMIT + 1);
+        let other = types
+            .iter()
+            .find(|(n, _)| *n == crate::core::diagnostics::OTHER_TYPES);
+        assert_eq!(
+            other.map(|(_, c)| *c),
+            Some(1000 - crate::core::diagnostics::TYPE_NAME_LIMIT)
+        );
+    }
+
+    /// Segments are cut at line ends and joined in order: line numbers, blank lines, a
+    /// byte order mark and a last line without newline read as in one sequential pass.
+    #[test]
+    fn segments_read_as_one_sequential_pass() {
+        let mut data = b"\xEF\xBB\xBF".to_vec();
+        let mut want = Vec::new();
+        let mut line = 1u32;
+        for i in 0..40_000 {
+            if i % 7 == 0 {
+                data.extend_from_slice(b"\n");
+                line += 1;
+            }
+            data.extend_from_slice(format!("{{\"type\":\"user\",\"uuid\":\"u{i}\"}}\n").as_bytes());
+            want.push((format!("u{i}"), line));
+            line += 1;
+        }
+        data.extend_from_slice(b"{\"type\":\"user\",\"uuid\":\"last\"");
+        assert!(segment_bounds(&data).len() > 4, "the test spans several segments");
+        let parsed = parse_file(3, &data);
+        let got: Vec<(String, u32)> = parsed
+            .records
+            .iter()
+            .map(|r| (r.uuid.clone().unwrap(), r.pos.line))
+            .collect();
+        assert_eq!(got, want);
+        assert!(parsed.records.iter().all(|r| r.pos.file == 3));
+        assert_eq!(parsed.bad_lines.count, 1);
+        assert_eq!(parsed.bad_lines.samples[0].line, line);
+        assert!(parsed.bad_lines.samples[0].unterminated);
     }
 }

@@ -339,6 +339,13 @@ pub fn parse_pi_file(file: u32, data: &[u8]) -> PiFile {
             r.compact_metadata = compact_metadata(r.compact_metadata.take(), Some(id));
         }
     }
+    parsed.records_read = parsed.records.len();
+    for r in &parsed.records {
+        parsed.types.count(r.kind.name());
+        parsed
+            .identity
+            .observe(r.session_id.as_deref(), r.agent_id.as_deref());
+    }
     PiFile { header, parsed }
 }
 

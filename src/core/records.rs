@@ -111,8 +111,9 @@ pub struct Record {
     pub compact_metadata: Option<Box<RawValue>>,
     /// `message` of user and assistant records.
     pub message: Option<Message>,
-    /// `toolUseResult` of tool-result records (only the fields the views read).
-    pub tool_use_result: Option<ToolUseResult>,
+    /// `toolUseResult` of tool-result records (only the fields the views read), boxed: few
+    /// records have one, and every record would otherwise pay for its size.
+    pub tool_use_result: Option<Box<ToolUseResult>>,
     /// `isActive` (or `is_active`): marks the active child of a branch point, when present.
     pub is_active: Option<bool>,
     /// For a pi compaction: the id of the first entry kept in context.
@@ -345,6 +346,27 @@ pub(crate) struct WireRecord {
 }
 
 impl WireRecord {
+    /// The `type` as counted in diagnostics (`"(missing)"` when there is none).
+    pub(crate) fn type_name(&self) -> &str {
+        self.kind.as_deref().unwrap_or("(missing)")
+    }
+
+    /// `sessionId`.
+    pub(crate) fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+
+    /// `agentId`.
+    pub(crate) fn agent_id(&self) -> Option<&str> {
+        self.agent_id.as_deref()
+    }
+
+    /// True for a record no view shows and no record can name as its parent: not `user`,
+    /// `assistant` or `system`, and without a uuid (snapshots, queue entries, `{}`).
+    pub(crate) fn is_inert(&self) -> bool {
+        !matches!(self.kind.as_deref(), Some("user" | "assistant" | "system")) && self.uuid.is_none()
+    }
+
     /// True for what a writer puts at the top level of a line: a conversational record with
     /// a uuid, or a snapshot / queue / summary entry. Used to tell a real record glued after
     /// a truncated one from an object nested inside the truncated record.
@@ -378,7 +400,7 @@ impl Record {
             content: w.content,
             compact_metadata: w.compact_metadata.filter(|r| r.get() != "null"),
             message: w.message.0.map(WireMessage::into_message),
-            tool_use_result: w.tool_use_result.0.map(WireToolUseResult::into_result),
+            tool_use_result: w.tool_use_result.0.map(|t| Box::new(t.into_result())),
             is_active: w.is_active,
             first_kept: None,
         }

@@ -7,11 +7,11 @@ use rayon::prelude::*;
 
 use super::classify::{self, NoticeKind, UserClass};
 use super::dedup::{dedup_records, Dedup, DropReason};
-use super::diagnostics::{Diagnostics, FileSummary, LineIssue, RecordIssue};
+use super::diagnostics::{Diagnostics, FileSummary, LineIssue, RecordIssue, Samples, TypeCounts};
 use super::group::{group_turns, Turn};
 use super::input::{agent_id_from_name, FileRole, Format, SessionInput, SourceFile};
 use super::order::{order_units, OrderUnit, Ordering, ParentLink, ParentSlot, SortKey};
-use super::parse::{parse_file, ParsedFile};
+use super::parse::{parse_file, FileIdentity, ParsedFile};
 use super::pi::{parse_pi_file, PiHeader};
 use super::records::{Record, RecordKind};
 use super::subagents::{index_tool_uses, link_subagents, Agent, LinkFile, Linking, ToolUseIndex};
@@ -266,18 +266,18 @@ impl Session {
         timings.mark("parse");
         let session_id = match &pi_header {
             Some(h) => h.id.clone(),
-            None => records
-                .iter()
-                .filter(|r| r.pos.file == 0)
-                .find_map(|r| r.session_id.clone().filter(|s| !s.is_empty())),
+            None => file_stats[0].identity.nonempty_session_id.clone(),
         };
 
         let link_files: Vec<LinkFile> = sources
             .iter()
-            .map(|f| LinkFile {
+            .zip(&file_stats)
+            .map(|(f, stats)| LinkFile {
                 name: &f.name,
                 role: f.role(),
                 bytes: &f.bytes,
+                session_id: stats.identity.session_id.as_deref(),
+                agent_id: stats.identity.agent_id.as_deref(),
             })
             .collect();
         let mut linking = link_subagents(&records, &link_files, 0, session_id.as_deref());
@@ -294,10 +294,8 @@ impl Session {
         }
         let included = &linking.file_included;
         let participates = |i: usize| included[records[i].pos.file as usize];
-        for (i, r) in records.iter().enumerate() {
-            if participates(i) {
-                diagnostics.count_type(r.kind.name(), is_known_type(&r.kind));
-            }
+        for (stats, _) in file_stats.iter().zip(included).filter(|(_, &inc)| inc) {
+            diagnostics.count_types(&stats.types, is_known_type);
         }
 
         timings.mark("link");
@@ -364,7 +362,7 @@ impl Session {
                 }
             })
             .collect();
-        let items = ordering
+        let mut items = ordering
             .sequence
             .iter()
             .filter_map(|&u| {
@@ -392,6 +390,7 @@ impl Session {
                 })
             })
             .collect::<Vec<Item>>();
+        items.shrink_to_fit();
 
         timings.mark("items");
         let files: Vec<FileInfo> = sources
@@ -502,11 +501,14 @@ impl Session {
     }
 }
 
-/// Per file: non-blank lines seen and records read.
-#[derive(Debug, Clone, Copy, Default)]
+/// Per file: non-blank lines seen, records read (kept or only counted), records by type,
+/// and the ids the file gives itself.
+#[derive(Debug, Clone, Default)]
 struct FileStats {
     lines: usize,
     records: usize,
+    types: TypeCounts,
+    identity: FileIdentity,
 }
 
 /// What reading the files gives: the records, each file's counts, and a pi session's header.
@@ -536,7 +538,8 @@ fn read_files(
             })
         })
         .collect();
-    let mut records = Vec::with_capacity(parsed_files.iter().flatten().map(|(p, _)| p.records.len()).sum());
+    let kept: usize = parsed_files.iter().flatten().map(|(p, _)| p.records.len()).sum();
+    let mut records = Vec::new();
     let mut file_stats = Vec::with_capacity(sources.len());
     let mut pi_header = None;
     for (f, parsed) in sources.iter().zip(parsed_files) {
@@ -547,38 +550,64 @@ fn read_files(
         if header.is_some() {
             pi_header = header;
         }
-        if let (true, Some(bad)) = (options.strict, parsed.bad_lines.first()) {
+        if let (true, Some(bad)) = (options.strict, parsed.bad_lines.samples.first()) {
             return Err(SessionError::InvalidLine {
                 file: f.name.clone(),
                 line: bad.line,
                 reason: bad.error.to_string(),
             });
         }
-        for bad in &parsed.bad_lines {
-            let mut reason = bad.error.to_string();
-            if bad.unterminated {
-                reason.push_str(" (last line, no newline: the file may still be being written)");
-            }
-            diagnostics.bad_lines.push(LineIssue {
-                file: f.name.clone(),
-                line: bad.line,
-                reason,
-            });
-        }
-        for fixed in &parsed.repaired {
-            diagnostics.repaired_lines.push(LineIssue {
-                file: f.name.clone(),
-                line: fixed.line,
-                reason: fixed.repair.to_owned(),
-            });
-        }
+        record_line_issues(&f.name, &parsed, diagnostics);
         file_stats.push(FileStats {
             lines: parsed.lines,
-            records: parsed.records.len(),
+            records: parsed.records_read,
+            types: parsed.types,
+            identity: parsed.identity,
         });
-        records.extend(parsed.records);
+        // Moved, not copied: a one-file session's records are never held twice.
+        if records.is_empty() {
+            records = parsed.records;
+            records.reserve_exact(kept - records.len());
+        } else {
+            records.extend(parsed.records);
+        }
     }
     Ok((records, file_stats, pi_header))
+}
+
+/// Records a file's bad and repaired lines in the diagnostics (counts, and examples while
+/// there is room).
+fn record_line_issues(file: &str, parsed: &ParsedFile, diagnostics: &mut Diagnostics) {
+    let bad = parsed.bad_lines.samples.iter().map(|bad| {
+        let mut reason = bad.error.to_string();
+        if bad.unterminated {
+            reason.push_str(" (last line, no newline: the file may still be being written)");
+        }
+        LineIssue {
+            file: file.to_owned(),
+            line: bad.line,
+            reason,
+        }
+    });
+    diagnostics.bad_lines.absorb(
+        Samples {
+            count: parsed.bad_lines.count,
+            samples: bad.collect(),
+        },
+        |issue| issue,
+    );
+    let repaired = parsed.repaired.samples.iter().map(|fixed| LineIssue {
+        file: file.to_owned(),
+        line: fixed.line,
+        reason: fixed.repair.to_owned(),
+    });
+    diagnostics.repaired_lines.absorb(
+        Samples {
+            count: parsed.repaired.count,
+            samples: repaired.collect(),
+        },
+        |issue| issue,
+    );
 }
 
 /// The lanes (main, then one per agent) and each record's lane: a sub-agent log's records
@@ -830,19 +859,17 @@ fn parent_candidates<'a>(
     [logical, raw, spawn]
 }
 
-/// Types the pipeline understands (the others load, and may be parents, but show nowhere).
-fn is_known_type(kind: &RecordKind) -> bool {
-    match kind {
-        RecordKind::Other(Some(t)) => matches!(
-            t.as_str(),
+/// Types the pipeline understands, by name (the others load, and may be parents, but show
+/// nowhere).
+fn is_known_type(name: &str) -> bool {
+    matches!(
+        name,
+        "user" | "assistant" | "system"
             // Claude Code
-            "file-history-snapshot" | "queue-operation" | "summary"
+            | "file-history-snapshot" | "queue-operation" | "summary"
             // pi
             | "session" | "model_change" | "thinking_level_change" | "custom" | "label" | "session_info"
-        ),
-        RecordKind::Other(None) => false,
-        _ => true,
-    }
+    )
 }
 
 fn item_kind(records: &[Record], i: usize, summaries: &Summaries) -> Option<ItemKind> {

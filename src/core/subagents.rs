@@ -134,6 +134,10 @@ pub struct LinkFile<'a> {
     pub role: FileRole,
     /// Its bytes (read for meta files only).
     pub bytes: &'a [u8],
+    /// The first `sessionId` its records carry (every record read, kept or not).
+    pub session_id: Option<&'a str>,
+    /// The first `agentId` its records carry.
+    pub agent_id: Option<&'a str>,
 }
 
 /// Ties sub-agent logs to Task calls. `records` are all parsed records (of every file),
@@ -195,11 +199,16 @@ pub fn link_subagents(
     }
 
     // What linking needs from each file, gathered in one pass.
-    let mut facts: Vec<FileFacts> = vec![FileFacts::default(); files.len()];
+    let mut facts: Vec<FileFacts> = files
+        .iter()
+        .map(|f| FileFacts {
+            agent_id: f.agent_id,
+            session_id: f.session_id,
+            first_user: None,
+        })
+        .collect();
     for (i, r) in records.iter().enumerate() {
         let f = &mut facts[r.pos.file as usize];
-        f.agent_id = f.agent_id.or(r.agent_id.as_deref());
-        f.session_id = f.session_id.or(r.session_id.as_deref());
         if f.first_user.is_none() && r.kind == RecordKind::User {
             f.first_user = Some(i);
         }
@@ -363,19 +372,25 @@ mod tests {
     impl Files {
         fn link(&self) -> (Vec<Record>, Linking) {
             let mut records = Vec::new();
+            let mut identities = Vec::new();
             for (i, (_, text)) in self.0.iter().enumerate() {
-                records.extend(parse_file(i as u32, text.as_bytes()).records);
+                let parsed = parse_file(i as u32, text.as_bytes());
+                records.extend(parsed.records);
+                identities.push(parsed.identity);
             }
             let files: Vec<LinkFile> = self
                 .0
                 .iter()
-                .map(|(name, text)| LinkFile {
+                .zip(&identities)
+                .map(|((name, text), identity)| LinkFile {
                     name,
                     role: FileRole::of(crate::core::input::base_name(name)),
                     bytes: text.as_bytes(),
+                    session_id: identity.session_id.as_deref(),
+                    agent_id: identity.agent_id.as_deref(),
                 })
                 .collect();
-            let main_session = records.iter().find_map(|r| r.session_id.clone());
+            let main_session = identities[0].session_id.clone();
             let linking = link_subagents(&records, &files, 0, main_session.as_deref());
             (records, linking)
         }

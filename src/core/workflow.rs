@@ -479,6 +479,12 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
         w.incoming[e.target].push(i);
         w.outgoing[e.source].push(i);
     }
+    // Held for the session's life: give back what growing left spare.
+    for list in w.incoming.iter_mut().chain(w.outgoing.iter_mut()) {
+        list.shrink_to_fit();
+    }
+    w.nodes.shrink_to_fit();
+    edges.shrink_to_fit();
     w.edges = edges;
     w
 }

@@ -21,6 +21,7 @@ use super::disk::{self, DiskError};
 use super::scan::{scan_dir, FoundSession};
 use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
 use crate::core::diagnostics::LineIssue;
+use crate::core::heap::HeapSize;
 use crate::core::input::Format;
 use crate::core::session::Branch;
 use crate::core::views::summary::{counts, Counts};
@@ -198,7 +199,7 @@ pub struct Loaded {
     /// Changes whenever the session's content does (the ETag's base).
     pub version: String,
     stamps: Vec<FileStamp>,
-    input_bytes: usize,
+    session_bytes: usize,
     bodies_bytes: AtomicUsize,
     bodies: Mutex<HashMap<BodyKey, Body>>,
 }
@@ -228,22 +229,22 @@ impl FileStamp {
 
 impl Loaded {
     fn new(session: Session, version: String, stamps: Vec<FileStamp>) -> Loaded {
-        let input_bytes = session.files.iter().map(|f| f.bytes).sum();
+        let session_bytes = std::mem::size_of::<Session>() + session.heap_size();
         Loaded {
             counts: counts(&session),
             session,
             version,
             stamps,
-            input_bytes,
+            session_bytes,
             bodies_bytes: AtomicUsize::new(0),
             bodies: Mutex::new(HashMap::new()),
         }
     }
 
-    /// An estimate of the memory it holds: records and nodes (about twice the input) plus
-    /// the rendered bodies.
+    /// The memory it holds: the parsed session, counted structure by structure when it was
+    /// loaded (see [`HeapSize`]), plus the rendered bodies kept so far.
     pub fn approximate_bytes(&self) -> usize {
-        2 * self.input_bytes + self.bodies_bytes.load(Ordering::Relaxed)
+        self.session_bytes + self.bodies_bytes.load(Ordering::Relaxed)
     }
 
     /// The body of `view`. Bodies without a step are rendered once and kept; a body cut at
@@ -390,6 +391,15 @@ impl Store {
     /// How many times a session was parsed (uploads included), since start.
     pub fn parses(&self) -> usize {
         self.parses.load(Ordering::Relaxed)
+    }
+
+    /// The memory held by the sessions parsed and kept now, with their rendered bodies (what
+    /// `cache_bytes` bounds, give or take the session being used).
+    pub fn cached_bytes(&self) -> usize {
+        self.slots
+            .iter()
+            .filter_map(|e| e.value().loaded().map(|l| l.approximate_bytes()))
+            .sum()
     }
 
     /// Number of known sessions.
@@ -788,6 +798,62 @@ mod tests {
                 format!("{line}\n").into_bytes(),
             )],
         }
+    }
+
+    /// `n` chained prompts: a session that holds several times its size once parsed.
+    fn tiny_records(tag: &str, n: usize) -> SessionInput {
+        let mut text = String::new();
+        for i in 0..n {
+            let parent = if i == 0 {
+                "null".to_owned()
+            } else {
+                format!("\"{tag}{}\"", i - 1)
+            };
+            text.push_str(&format!(
+                "{{\"type\":\"user\",\"uuid\":\"{tag}{i}\",\"parentUuid\":{parent},\"message\":{{\"content\":\"hi\"}}}}\n"
+            ));
+        }
+        SessionInput {
+            files: vec![SourceFile::new(format!("{tag}.jsonl"), text.into_bytes())],
+        }
+    }
+
+    /// D2 (issue 15): with `--cache-bytes 64M`, three 13 MB uploads of a million tiny
+    /// records left 2.9 GB resident: the cache counted each session as twice its input when
+    /// it held fifty times more. It now counts what each session holds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn d2_the_cache_budget_counts_what_sessions_really_hold() {
+        let data = tempfile::tempdir().unwrap();
+        let uploads: Vec<SessionInput> = ["a", "b", "c"].iter().map(|t| tiny_records(t, 20_000)).collect();
+        // Room, by the old estimate (twice the input), for all three.
+        let budget = uploads.iter().map(|u| 2 * u.total_bytes()).sum();
+        let store = Arc::new(
+            Store::new(StoreConfig {
+                data_dir: Some(data.path().to_owned()),
+                sessions_dirs: Vec::new(),
+                cache_bytes: budget,
+            })
+            .unwrap(),
+        );
+        let mut largest = 0;
+        for input in uploads {
+            let (_, loaded, _) = store
+                .add_upload(Framework::ClaudeCode, input, LoadOptions::default())
+                .await
+                .unwrap();
+            largest = largest.max(loaded.approximate_bytes());
+        }
+        assert!(
+            largest > budget / 3,
+            "each session holds more than twice its input"
+        );
+        let cached = store.cached_bytes();
+        assert!(
+            cached <= budget.max(largest),
+            "{cached} bytes cached for a budget of {budget}"
+        );
+        let loaded = store.list().iter().filter(|i| i.slot.loaded().is_some()).count();
+        assert_eq!(loaded, 1, "the two older sessions were evicted");
     }
 
     /// Found in review: an upload whose request was dropped (client gone, 408) after its

@@ -7,12 +7,13 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use sessiongraph::core::heap::HeapSize;
 use sessiongraph::core::session::Branch;
 use sessiongraph::core::views::{self, View, ViewOptions};
-use sessiongraph::core::{LoadOptions, Session};
+use sessiongraph::core::{LoadOptions, Session, SessionInput, SourceFile};
 
 use crate::helpers::fixture_input;
 use crate::scaled::scaled;
@@ -30,11 +31,26 @@ thread_local! {
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
+/// Bytes allocated and not yet freed by counted threads, and the most there ever were.
+static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
+static PEAK_BYTES: AtomicI64 = AtomicI64::new(0);
+
+fn is_counted() -> bool {
+    COUNTED.try_with(Cell::get).unwrap_or(false)
+}
 
 fn count(bytes: usize) {
-    if COUNTED.try_with(Cell::get).unwrap_or(false) {
+    if is_counted() {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         ALLOCATED_BYTES.fetch_add(bytes as u64, Ordering::Relaxed);
+        let live = LIVE_BYTES.fetch_add(bytes as i64, Ordering::Relaxed) + bytes as i64;
+        PEAK_BYTES.fetch_max(live, Ordering::Relaxed);
+    }
+}
+
+fn uncount(bytes: usize) {
+    if is_counted() {
+        LIVE_BYTES.fetch_sub(bytes as i64, Ordering::Relaxed);
     }
 }
 
@@ -52,11 +68,13 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        uncount(layout.size());
         System.dealloc(ptr, layout)
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count(new_size.saturating_sub(layout.size()));
+        uncount(layout.size().saturating_sub(new_size));
         System.realloc(ptr, layout, new_size)
     }
 }
@@ -66,6 +84,10 @@ unsafe impl GlobalAlloc for CountingAllocator {
 struct Work {
     allocations: u64,
     bytes: u64,
+    /// The most bytes it held at once.
+    peak: i64,
+    /// The bytes it still held at its end (what it returned).
+    retained: i64,
 }
 
 /// One measurement at a time: the counters are shared.
@@ -73,7 +95,7 @@ static MEASURING: Mutex<()> = Mutex::new(());
 
 /// Runs `work` on a two-thread pool whose threads are counted (the core parses in
 /// parallel), and returns what it allocated.
-fn measure(work: impl FnOnce() + Send) -> Work {
+fn measure<T: Send>(work: impl FnOnce() -> T + Send) -> (Work, T) {
     let _one_at_a_time = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(2)
@@ -83,18 +105,23 @@ fn measure(work: impl FnOnce() + Send) -> Work {
     pool.install(|| ());
     ALLOCATIONS.store(0, Ordering::Relaxed);
     ALLOCATED_BYTES.store(0, Ordering::Relaxed);
-    pool.install(work);
-    Work {
+    LIVE_BYTES.store(0, Ordering::Relaxed);
+    PEAK_BYTES.store(0, Ordering::Relaxed);
+    let out = pool.install(work);
+    let work = Work {
         allocations: ALLOCATIONS.load(Ordering::Relaxed),
         bytes: ALLOCATED_BYTES.load(Ordering::Relaxed),
-    }
+        peak: PEAK_BYTES.load(Ordering::Relaxed),
+        retained: LIVE_BYTES.load(Ordering::Relaxed),
+    };
+    (work, out)
 }
 
 /// Builds the session scaled `n` times and renders every view and variant.
 fn load_and_render(n: usize, chain: bool) -> (Work, usize) {
     let input = scaled(&fixture_input("synthetic/subagents"), n, chain);
     let mut records = 0;
-    let work = measure(|| {
+    let (work, ()) = measure(|| {
         let session = Session::build(&input, LoadOptions::default()).expect("the session loads");
         records = session.records.len();
         for view in View::ALL {
@@ -141,4 +168,182 @@ fn loading_and_rendering_allocate_linearly_in_the_session_size() {
 #[test]
 fn a_long_parent_chain_allocates_linearly_too() {
     assert_linear(true);
+}
+
+/// D2 (issue 15): the cache counted a parsed session as twice its input, and three 13 MB
+/// uploads of a million tiny records held 2.9 GB under a 64 MB budget. The store now asks
+/// the session what it holds ([`HeapSize`]); that figure must be what the allocator gave.
+#[test]
+fn d2_a_sessions_heap_size_is_what_the_allocator_gave_it() {
+    let inputs = [
+        ("the sample", fixture_input("commugraph-sample")),
+        ("a chain of tiny records", one_file(tiny_chain(20_000))),
+        ("records of unknown types", one_file(unknown_types(20_000))),
+    ];
+    for (name, input) in inputs {
+        let (work, session) = measure(|| Session::build(&input, LoadOptions::default()).expect("it loads"));
+        let counted = (std::mem::size_of::<Session>() + session.heap_size()) as f64;
+        let held = work.retained as f64;
+        let ratio = counted / held;
+        eprintln!("{name}: counted {counted} bytes, the allocator holds {held} ({ratio:.3})");
+        assert!(
+            (0.9..=1.1).contains(&ratio),
+            "{name}: the session says it holds {counted} bytes; the allocator gave it {held}"
+        );
+    }
+}
+
+/// A session of one main log holding `bytes`.
+fn one_file(bytes: Vec<u8>) -> SessionInput {
+    SessionInput::new(vec![SourceFile::new(
+        "11111111-2222-4333-8444-555555555555.jsonl",
+        bytes,
+    )])
+}
+
+/// `n` user prompts, each the parent of the next: the smallest records that are each a
+/// unit, a node and a message.
+fn tiny_chain(n: usize) -> Vec<u8> {
+    let mut out = String::with_capacity(n * 100);
+    for i in 0..n {
+        let parent = if i == 0 {
+            "null".to_owned()
+        } else {
+            format!("\"u{}\"", i - 1)
+        };
+        out.push_str(&format!(
+            "{{\"type\":\"user\",\"uuid\":\"u{i}\",\"parentUuid\":{parent},\"sessionId\":\"s\",\"message\":{{\"content\":\"hi {i}\"}}}}\n"
+        ));
+    }
+    out.into_bytes()
+}
+
+/// One prompt, then `n` records of made-up types, with uuids (they may be parents).
+fn unknown_types(n: usize) -> Vec<u8> {
+    let mut out = tiny_chain(1);
+    for i in 0..n {
+        out.extend_from_slice(format!("{{\"type\":\"t{}\",\"uuid\":\"x{i}\"}}\n", i % 500).as_bytes());
+    }
+    out
+}
+
+/// The pathological shapes of issue 15's D1, each a few megabytes.
+fn pathological_inputs() -> Vec<(&'static str, Vec<u8>)> {
+    let prompt = tiny_chain(1);
+    let with_prompt = |rest: &[u8]| [prompt.as_slice(), rest].concat();
+    let deep_skipped = format!(
+        "{{\"type\":\"progress\",\"data\":{}{}}}\n",
+        "[".repeat(5000),
+        "]".repeat(5000)
+    );
+    let deep_object = format!("{{\"a\":{}1{}}}\n", "{\"a\":".repeat(5000), "}".repeat(5000));
+    vec![
+        ("empty objects", with_prompt(&b"{}\n".repeat(1_000_000))),
+        (
+            "objects of made-up types",
+            with_prompt(
+                &(0..200_000)
+                    .map(|i| format!("{{\"type\":\"t{i}\"}}\n"))
+                    .collect::<String>()
+                    .into_bytes(),
+            ),
+        ),
+        (
+            "lines that are not JSON",
+            with_prompt(&b"not json at all\n".repeat(200_000)),
+        ),
+        (
+            "scalars and arrays",
+            with_prompt(&b"[1,2,3]\n42\n\"s\"\n".repeat(150_000)),
+        ),
+        (
+            "deep nesting in a skipped field",
+            with_prompt(&deep_skipped.repeat(200).into_bytes()),
+        ),
+        (
+            "objects nested too deep",
+            with_prompt(&deep_object.repeat(100).into_bytes()),
+        ),
+    ]
+}
+
+/// Builds a session of one file holding `bytes` and renders every view once, keeping the
+/// bodies as the server's cache does; returns what that allocated at its peak and the
+/// number of records kept.
+fn peak_of_load_and_render(bytes: &[u8]) -> (i64, usize) {
+    let input = one_file(bytes.to_vec());
+    let (work, records) = measure(|| {
+        let session = Session::build(&input, LoadOptions::default()).expect("the session loads");
+        let bodies: Vec<_> = View::ALL
+            .iter()
+            .map(|&view| views::render(&session, view, ViewOptions::default()))
+            .collect();
+        std::hint::black_box(&bodies);
+        session.records.len()
+    });
+    (work.peak, records)
+}
+
+/// D1 (issue 15): a 15 MB upload of one prompt and 5,000,000 lines of `{}` took 8.5 GB. A
+/// line that is no record now costs a counter: for every shape of input that is not made
+/// of records, loading and rendering every view allocate at most 4 times the input (plus
+/// 1 MB of fixed costs) at their peak.
+#[test]
+fn d1_input_that_is_no_record_costs_at_most_four_times_its_size() {
+    for (shape, bytes) in pathological_inputs() {
+        let (peak, records) = peak_of_load_and_render(&bytes);
+        let ratio = peak as f64 / bytes.len() as f64;
+        eprintln!(
+            "{shape}: {} bytes in, peak {peak} bytes ({ratio:.2}x), {records} records kept",
+            bytes.len()
+        );
+        assert!(
+            peak <= 4 * bytes.len() as i64 + (1 << 20),
+            "{shape}: {} bytes of input took {peak} bytes at the peak ({ratio:.1}x)",
+            bytes.len()
+        );
+    }
+}
+
+/// Bytes a kept record may cost at the peak of loading and rendering, beyond its own text:
+/// the record and its unit, item, node and edges, the passes that order them, and its
+/// part of every rendered body (measured: about 2,000 for a prompt of a few words). See
+/// the README's limits.
+const BYTES_PER_TINY_RECORD: i64 = 2_300;
+
+/// D1 (issue 15): a 442 MB file of 5,000,000 tiny chained records reached 9.9 GB. Each record
+/// is a unit, a node and a message in every view, so it costs more than its text; that cost
+/// is bounded and measured here.
+#[test]
+fn d1_a_tiny_record_costs_a_bounded_number_of_bytes() {
+    let bytes = tiny_chain(50_000);
+    let (peak, records) = peak_of_load_and_render(&bytes);
+    let per_record = (peak - bytes.len() as i64) / records as i64;
+    eprintln!(
+        "tiny chained records: {} bytes in, peak {peak} ({:.2}x), {per_record} bytes per record beyond its text",
+        bytes.len(),
+        peak as f64 / bytes.len() as f64
+    );
+    assert!(
+        per_record <= BYTES_PER_TINY_RECORD,
+        "{per_record} bytes per tiny record"
+    );
+}
+
+/// D1 (issue 15): one record of 8 MB. Its text is held once by the session and once by each
+/// view that shows it (annotations, workflow, chat log, context), and parsing holds it
+/// twice for a moment: at most 7 times the input at the peak.
+#[test]
+fn d1_one_huge_record_costs_its_text_once_per_view() {
+    let huge = format!(
+        "{{\"type\":\"user\",\"uuid\":\"h\",\"parentUuid\":null,\"message\":{{\"content\":\"{}\"}}}}\n",
+        "x".repeat(8 << 20)
+    );
+    let (peak, _) = peak_of_load_and_render(huge.as_bytes());
+    let ratio = peak as f64 / huge.len() as f64;
+    eprintln!(
+        "one huge line: {} bytes in, peak {peak} ({ratio:.2}x)",
+        huge.len()
+    );
+    assert!(ratio <= 7.0, "{ratio:.1}x");
 }

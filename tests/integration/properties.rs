@@ -296,13 +296,22 @@ pub(crate) fn assert_parents_first(session: &Session) -> Result<(), TestCaseErro
     Ok(())
 }
 
-/// Every record read is kept or removed with a reason; every kept record that takes part in
-/// the order is ordered exactly once.
+/// Every line is read, kept or counted, or reported bad; every record read is counted by
+/// type; every record kept is kept or removed with a reason; every kept record that takes
+/// part in the order is ordered exactly once.
 pub(crate) fn assert_accounted(session: &Session, lines: usize) -> Result<(), TestCaseError> {
     let d = &session.diagnostics;
     let lines_with_records: HashSet<u32> = session.records.iter().map(|r| r.pos.line).collect();
     prop_assert_eq!(d.files[0].lines, lines);
-    prop_assert_eq!(lines_with_records.len() + d.bad_lines.count, lines);
+    let read = d.files[0].records;
+    let counted: usize = d.record_types.values().sum();
+    prop_assert_eq!(counted, read, "every record read is counted by type");
+    let not_kept = read - session.records.len();
+    prop_assert!(lines_with_records.len() + d.bad_lines.count <= lines);
+    prop_assert!(
+        lines <= lines_with_records.len() + d.bad_lines.count + not_kept,
+        "a line neither kept, counted nor reported bad"
+    );
     prop_assert_eq!(session.dedup.dropped.len(), session.records.len());
     let removed = session.dedup.dropped.iter().filter(|r| r.is_some()).count();
     prop_assert_eq!(removed, d.duplicates_total() + d.phantom_branch_removed.count);

@@ -1,0 +1,354 @@
+//! How many bytes a parsed session holds on the heap, counted from what it holds.
+//!
+//! The store keeps parsed sessions under a memory budget; an estimate from the input's size
+//! alone is wrong by two orders of magnitude on logs of many tiny records (issue 15, D2).
+//! [`HeapSize`] walks the structures instead: every `String`, `Vec` and `Box` by its
+//! capacity, every hash map by its buckets. The figure is what was asked of the allocator;
+//! the allocator's own rounding and bookkeeping add roughly a tenth on top.
+
+use std::collections::BTreeMap;
+use std::mem::size_of;
+
+use serde_json::value::RawValue;
+
+use super::diagnostics::{Diagnostics, FileSummary, LineIssue, RecordIssue, Samples};
+use super::group::Turn;
+use super::pi::PiHeader;
+use super::records::{
+    Block, Content, Image, Message, Record, RecordKind, ToolResultBlock, ToolUse, ToolUseResult,
+};
+use super::session::{FileInfo, Item, Lane, Session, Unit};
+use super::subagents::Agent;
+use super::tree::{Fork, Tree};
+use super::workflow::{Node, Workflow};
+
+/// Bytes a value owns on the heap, beyond its own inline size.
+pub trait HeapSize {
+    /// The bytes requested from the allocator for what this value owns.
+    fn heap_size(&self) -> usize;
+}
+
+/// Types that own nothing on the heap.
+macro_rules! owns_nothing {
+    ($($t:ty),* $(,)?) => {
+        $(impl HeapSize for $t {
+            fn heap_size(&self) -> usize {
+                0
+            }
+        })*
+    };
+}
+
+owns_nothing!(
+    bool,
+    u32,
+    u64,
+    usize,
+    i64,
+    serde_json::Number,
+    (usize, usize),
+    Item,
+    super::workflow::Edge,
+    super::tree::ForkChild,
+    super::records::Position,
+);
+
+impl HeapSize for String {
+    fn heap_size(&self) -> usize {
+        self.capacity()
+    }
+}
+
+impl HeapSize for &'static str {
+    fn heap_size(&self) -> usize {
+        0
+    }
+}
+
+impl HeapSize for Box<RawValue> {
+    fn heap_size(&self) -> usize {
+        self.get().len()
+    }
+}
+
+impl<T: HeapSize> HeapSize for Box<T> {
+    fn heap_size(&self) -> usize {
+        size_of::<T>() + (**self).heap_size()
+    }
+}
+
+impl<T: HeapSize> HeapSize for Option<T> {
+    fn heap_size(&self) -> usize {
+        self.as_ref().map_or(0, HeapSize::heap_size)
+    }
+}
+
+impl<T: HeapSize> HeapSize for Vec<T> {
+    fn heap_size(&self) -> usize {
+        self.capacity() * size_of::<T>() + self.iter().map(HeapSize::heap_size).sum::<usize>()
+    }
+}
+
+impl<K: HeapSize, V: HeapSize> HeapSize for BTreeMap<K, V> {
+    fn heap_size(&self) -> usize {
+        // A B-tree node holds up to 11 entries; count nodes as if two thirds full.
+        let entries = self.len() * (size_of::<K>() + size_of::<V>()) * 3 / 2;
+        entries
+            + self
+                .iter()
+                .map(|(k, v)| k.heap_size() + v.heap_size())
+                .sum::<usize>()
+    }
+}
+
+impl<K: HeapSize, V: HeapSize, S> HeapSize for std::collections::HashMap<K, V, S> {
+    fn heap_size(&self) -> usize {
+        hash_table_bytes::<(K, V)>(self.capacity())
+            + self
+                .iter()
+                .map(|(k, v)| k.heap_size() + v.heap_size())
+                .sum::<usize>()
+    }
+}
+
+/// The bytes of a SwissTable (std's and foldhash's maps) that can hold `capacity` entries:
+/// a power of two of buckets at 7/8 load, one entry and one control byte each.
+fn hash_table_bytes<T>(capacity: usize) -> usize {
+    if capacity == 0 {
+        return 0;
+    }
+    let buckets = (capacity * 8 / 7).next_power_of_two();
+    buckets * (size_of::<T>() + 1)
+}
+
+impl HeapSize for Record {
+    fn heap_size(&self) -> usize {
+        self.kind.heap_size()
+            + self.uuid.heap_size()
+            + self.parent_uuid.heap_size()
+            + self.logical_parent_uuid.heap_size()
+            + self.timestamp.heap_size()
+            + self.session_id.heap_size()
+            + self.request_id.heap_size()
+            + self.agent_id.heap_size()
+            + self.subtype.heap_size()
+            + self.content.heap_size()
+            + self.compact_metadata.heap_size()
+            + self.message.heap_size()
+            + self.tool_use_result.heap_size()
+            + self.first_kept.heap_size()
+    }
+}
+
+impl HeapSize for RecordKind {
+    fn heap_size(&self) -> usize {
+        match self {
+            RecordKind::Other(name) => name.heap_size(),
+            _ => 0,
+        }
+    }
+}
+
+impl HeapSize for Message {
+    fn heap_size(&self) -> usize {
+        self.id.heap_size() + self.model.heap_size() + self.content.heap_size()
+    }
+}
+
+impl HeapSize for Content {
+    fn heap_size(&self) -> usize {
+        match self {
+            Content::Absent => 0,
+            Content::Text(t) => t.heap_size(),
+            Content::Blocks(blocks) => blocks.heap_size(),
+        }
+    }
+}
+
+impl HeapSize for Block {
+    fn heap_size(&self) -> usize {
+        match self {
+            Block::Text(t) => t.heap_size(),
+            Block::Thinking { thinking, signature } => thinking.heap_size() + signature.heap_size(),
+            Block::ToolUse(t) => t.heap_size(),
+            Block::ToolResult(r) => r.heap_size(),
+            Block::Image(i) => i.heap_size(),
+            Block::Other(name) => name.heap_size(),
+        }
+    }
+}
+
+impl HeapSize for ToolUse {
+    fn heap_size(&self) -> usize {
+        self.id.heap_size() + self.name.heap_size() + self.input.heap_size()
+    }
+}
+
+impl HeapSize for ToolResultBlock {
+    fn heap_size(&self) -> usize {
+        self.tool_use_id.heap_size() + self.texts.heap_size()
+    }
+}
+
+impl HeapSize for Image {
+    fn heap_size(&self) -> usize {
+        self.source_type.heap_size() + self.media_type.heap_size() + self.data.heap_size()
+    }
+}
+
+impl HeapSize for ToolUseResult {
+    fn heap_size(&self) -> usize {
+        self.status.heap_size()
+            + self.stdout.heap_size()
+            + self.stderr.heap_size()
+            + self.agent_id.heap_size()
+            + self.prompt.heap_size()
+            + self.file_path.heap_size()
+            + self.file_content.heap_size()
+            + self.first_content_text.heap_size()
+    }
+}
+
+impl HeapSize for Turn {
+    fn heap_size(&self) -> usize {
+        self.records.heap_size()
+            + self.chunks.heap_size()
+            + self.request_id.heap_size()
+            + self.message_id.heap_size()
+    }
+}
+
+impl HeapSize for Agent {
+    fn heap_size(&self) -> usize {
+        self.agent_id.heap_size()
+            + self.tool_use_id.heap_size()
+            + self.subagent_type.heap_size()
+            + self.prompt.heap_size()
+            + self.status.heap_size()
+    }
+}
+
+impl HeapSize for Lane {
+    fn heap_size(&self) -> usize {
+        self.id.heap_size()
+    }
+}
+
+impl HeapSize for FileInfo {
+    fn heap_size(&self) -> usize {
+        self.name.heap_size()
+    }
+}
+
+impl HeapSize for Unit {
+    fn heap_size(&self) -> usize {
+        self.records.heap_size()
+    }
+}
+
+impl HeapSize for PiHeader {
+    fn heap_size(&self) -> usize {
+        self.id.heap_size() + self.cwd.heap_size()
+    }
+}
+
+impl HeapSize for Node {
+    fn heap_size(&self) -> usize {
+        self.id.heap_size()
+    }
+}
+
+impl HeapSize for Workflow {
+    fn heap_size(&self) -> usize {
+        self.nodes.heap_size()
+            + self.edges.heap_size()
+            + self.incoming.heap_size()
+            + self.outgoing.heap_size()
+            + self.call_node.heap_size()
+            + self.result_node.heap_size()
+    }
+}
+
+impl HeapSize for Fork {
+    fn heap_size(&self) -> usize {
+        self.children.heap_size()
+    }
+}
+
+impl HeapSize for Tree {
+    fn heap_size(&self) -> usize {
+        self.active_path.heap_size() + self.forks.heap_size() + self.abandoned.heap_size()
+    }
+}
+
+impl<T: HeapSize> HeapSize for Samples<T> {
+    fn heap_size(&self) -> usize {
+        self.samples.heap_size()
+    }
+}
+
+impl HeapSize for LineIssue {
+    fn heap_size(&self) -> usize {
+        self.file.heap_size() + self.reason.heap_size()
+    }
+}
+
+impl HeapSize for RecordIssue {
+    fn heap_size(&self) -> usize {
+        self.file.heap_size()
+            + self.uuid.heap_size()
+            + self.related_uuid.heap_size()
+            + self.reason.heap_size()
+    }
+}
+
+impl HeapSize for FileSummary {
+    fn heap_size(&self) -> usize {
+        self.name.heap_size() + self.agent_id.heap_size()
+    }
+}
+
+impl HeapSize for Diagnostics {
+    fn heap_size(&self) -> usize {
+        self.files.heap_size()
+            + self.record_types.heap_size()
+            + self.unknown_record_types.heap_size()
+            + self.bad_lines.heap_size()
+            + self.repaired_lines.heap_size()
+            + self.duplicate_samples.heap_size()
+            + self.phantom_branch_removed.heap_size()
+            + self.orphans.heap_size()
+            + self.dangling_logical_parents.heap_size()
+            + self.cycles_broken.heap_size()
+            + self.subagents_missing.heap_size()
+            + self.subagents_unlinked.heap_size()
+            + self.ignored_files.heap_size()
+    }
+}
+
+impl HeapSize for Session {
+    fn heap_size(&self) -> usize {
+        let records = self.records.capacity() * size_of::<Record>()
+            + self.records.iter().map(HeapSize::heap_size).sum::<usize>();
+        records
+            + self.files.heap_size()
+            + self.dedup.heap_size()
+            + self.session_id.heap_size()
+            + self.turns.heap_size()
+            + self.agents.heap_size()
+            + self.lanes.heap_size()
+            + self.lane_order.heap_size()
+            + self.pi_header.heap_size()
+            + self.units.heap_size()
+            + self.unit_sequence.heap_size()
+            + self.unit_of_record.heap_size()
+            + self.record_sequence.heap_size()
+            + self.record_parent.heap_size()
+            + self.items.heap_size()
+            + self.tool_uses.heap_size()
+            + self.workflow.heap_size()
+            + self.diagnostics.heap_size()
+            + self.tree.heap_size()
+            + self.timings.capacity() * size_of::<(&str, std::time::Duration)>()
+    }
+}
