@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use clap::builder::TypedValueParser;
 use clap::Args;
 
 use crate::core::session::Branch;
@@ -15,8 +16,8 @@ use crate::store::disk::{self, DiskError};
 /// Arguments of `sessiongraph export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// The view: annotations, workflow, chatlog, graph, metrics or diagnostics.
-    #[arg(long)]
+    /// The view to print.
+    #[arg(long, value_parser = view_parser())]
     pub view: View,
     /// Cut the workflow or graph at this step (as `?step=N`).
     #[arg(long)]
@@ -37,6 +38,12 @@ pub struct ExportArgs {
     /// session, or several files of one session.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+}
+
+/// Reads `--view`: the names come from [`View::NAMES`], so the help lists every view the
+/// server has.
+fn view_parser() -> impl TypedValueParser<Value = View> {
+    clap::builder::PossibleValuesParser::new(View::NAMES).try_map(|name| name.parse::<View>())
 }
 
 /// Why an export failed.

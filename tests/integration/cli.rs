@@ -98,7 +98,12 @@ fn export_errors_are_one_clear_line() {
 
     let bad_view = export(&["--view", "nope", sample_main().to_str().unwrap()]);
     assert_eq!(bad_view.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&bad_view.stderr).contains("unknown view 'nope'"));
+    let err = String::from_utf8_lossy(&bad_view.stderr);
+    assert!(err.contains("invalid value 'nope'"), "{err}");
+    assert!(
+        err.contains(&View::NAMES.join(", ")),
+        "every view is offered: {err}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.jsonl"), "").unwrap();
@@ -120,4 +125,52 @@ fn export_strict_fails_on_a_bad_line() {
     let strict = export(&["--view", "diagnostics", "--strict", path.to_str().unwrap()]);
     assert_eq!(strict.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&strict.stderr).contains("invalid JSON in s.jsonl on line 2"));
+}
+
+/// Issue 16, item 3: `export --help` listed 6 of the 8 views.
+#[test]
+fn export_help_lists_every_view() {
+    let help = export(&["--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    for name in View::NAMES {
+        assert!(text.contains(name), "{name} missing from: {text}");
+    }
+}
+
+/// Issue 16, item 4: `failed to read X: No such file or directory (os error 2): No such
+/// file or directory (os error 2)`.
+#[test]
+fn an_os_error_is_said_once() {
+    let missing = export(&["--view", "annotations", "/nonexistent/session.jsonl"]);
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    let refused = Command::new(env!("CARGO_BIN_EXE_sessiongraph"))
+        .args(["healthcheck", "--url", "http://127.0.0.1:9/healthz"])
+        .output()
+        .expect("the binary runs");
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(err.matches("refused").count(), 1, "{err}");
+}
+
+/// Issue 16, item 4: `export ... | head` must end quietly with success, as ripgrep does.
+#[test]
+fn a_closed_pipe_ends_export_quietly() {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sessiongraph"))
+        .args(["export", "--view", "workflow", sample_main().to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut first = [0u8; 16];
+    child
+        .stdout
+        .take()
+        .expect("a pipe")
+        .read_exact(&mut first)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }

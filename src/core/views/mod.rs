@@ -51,6 +51,18 @@ impl View {
         View::Context,
     ];
 
+    /// The names of [`View::ALL`], in order.
+    pub const NAMES: [&'static str; 8] = [
+        "annotations",
+        "workflow",
+        "chatlog",
+        "graph",
+        "metrics",
+        "diagnostics",
+        "branches",
+        "context",
+    ];
+
     /// The view's name (`annotations`, ...).
     pub fn name(self) -> &'static str {
         match self {
@@ -79,11 +91,7 @@ impl FromStr for View {
         View::ALL
             .into_iter()
             .find(|v| v.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown view '{s}' (expected one of: annotations, workflow, chatlog, graph, metrics, diagnostics, branches, context)"
-                )
-            })
+            .ok_or_else(|| format!("unknown view '{s}' (expected one of: {})", View::NAMES.join(", ")))
     }
 }
 
@@ -152,4 +160,18 @@ pub fn write(
         },
     };
     written.map_err(std::io::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_view_is_named_once_in_order() {
+        let names: Vec<&str> = View::ALL.iter().map(|v| v.name()).collect();
+        assert_eq!(names, View::NAMES);
+        for name in View::NAMES {
+            assert_eq!(name.parse::<View>().map(View::name), Ok(name));
+        }
+    }
 }
