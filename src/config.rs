@@ -9,6 +9,7 @@ use clap::{Args, ValueEnum};
 
 use crate::api::auth::ApiKeys;
 use crate::api::ApiConfig;
+use crate::labels::{Codebook, CodebookError};
 use crate::store::StoreConfig;
 
 /// How logs are written.
@@ -80,6 +81,11 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, env = "SESSIONGRAPH_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+
+    /// The labeling codebook (YAML of CommuGraph's annotation schema shape); default: the
+    /// built-in CommuGraph schema v0.2.
+    #[arg(long, env = "SESSIONGRAPH_CODEBOOK")]
+    pub codebook: Option<PathBuf>,
 }
 
 /// Why the settings are unusable.
@@ -120,6 +126,14 @@ impl ServeArgs {
             data_dir: Some(self.data_dir.clone()),
             sessions_dirs: self.effective_sessions_dirs(),
             cache_bytes: self.cache_bytes,
+        }
+    }
+
+    /// The labeling codebook: the file given, else the built-in one.
+    pub fn codebook(&self) -> Result<Codebook, CodebookError> {
+        match &self.codebook {
+            Some(path) => Codebook::read(path),
+            None => Codebook::built_in(),
         }
     }
 

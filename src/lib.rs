@@ -8,6 +8,7 @@
 //! - [`core`]: the pure, synchronous pipeline and the view bodies. No I/O, no async.
 //! - [`store`]: where sessions come from and live: disk layouts, configured directories,
 //!   durable uploads, the cache.
+//! - [`labels`]: labeling: the codebook.
 //! - [`api`]: the axum routes, error bodies and middleware.
 //! - [`config`]: `serve` settings; [`cli`]: the command line.
 
@@ -15,6 +16,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod core;
+pub mod labels;
 pub mod store;
 
 use std::future::Future;

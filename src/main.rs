@@ -89,6 +89,10 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
     let api = args.api_config()?;
+    let codebook = args.codebook()?;
+    for key in &codebook.repeated_keys {
+        tracing::warn!(file = %codebook.file, key, "the codebook repeats a top-level key; its last value is used");
+    }
     let store_config = args.store_config();
     tracing::info!(
         listen = %args.listen,
@@ -96,6 +100,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         sessions_dirs = ?store_config.sessions_dirs,
         api_keys = api.api_keys.len(),
         read_only = api.read_only,
+        codebook = %codebook.file,
+        labels = codebook.labels.len(),
         "starting"
     );
     if api.api_keys.is_empty() && !args.listen.ip().is_loopback() {
@@ -109,6 +115,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let state = AppState {
             store: Arc::new(store),
             config: Arc::new(api),
+            codebook: Arc::new(codebook),
         };
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await

@@ -9,6 +9,8 @@
 pub mod auth;
 pub mod body;
 pub mod error;
+pub mod etag;
+pub mod labels;
 pub mod query;
 pub mod sessions;
 pub mod upload;
@@ -31,6 +33,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
+use crate::labels::Codebook;
 use crate::store::Store;
 
 /// Settings of the HTTP layer.
@@ -71,6 +74,8 @@ pub struct AppState {
     pub store: Arc<Store>,
     /// HTTP settings.
     pub config: Arc<ApiConfig>,
+    /// The labeling codebook.
+    pub codebook: Arc<Codebook>,
 }
 
 /// The API router with its middleware.
@@ -86,6 +91,7 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .route("/api/upload", upload)
         .route("/api/frameworks", get(sessions::frameworks))
+        .route("/api/codebook", get(labels::codebook))
         .route("/api/sessions", get(sessions::list))
         .route("/api/graph/{id}", views::graph())
         .route("/api/graph/{id}/workflow", views::workflow())
@@ -205,6 +211,7 @@ mod tests {
         AppState {
             store: Arc::new(Store::new(StoreConfig::default()).unwrap()),
             config: Arc::new(ApiConfig::default()),
+            codebook: Arc::new(Codebook::built_in().unwrap()),
         }
     }
 

@@ -483,3 +483,44 @@ async fn pi_sessions_upload_with_or_without_a_framework_and_export_as_v3() {
         serde_json::json!(["claudecode", "pi"])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_codebook_is_served_with_an_etag() {
+    let server = TestServer::start(Options::default()).await;
+    let reply = server.get("/api/codebook").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.json["labels"].as_array().map(Vec::len), Some(12));
+    assert_eq!(reply.json["families"].as_array().map(Vec::len), Some(5));
+    assert_eq!(reply.json["schema_version"], "0.2");
+    let etag = reply.headers["etag"].clone();
+    let again = server
+        .client
+        .get(format!("{}/api/codebook", server.url))
+        .header("if-none-match", etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codebook_of_the_teams_own_is_served_instead() {
+    let text = "schema_name: team\nlabels:\n  - id: PLAN\n    family: planning\n    output_fields:\n      required:\n        steps: { type: integer }\n";
+    let codebook = sessiongraph::labels::Codebook::parse("team.yaml", text).unwrap();
+    let server = TestServer::start(Options {
+        codebook: Some(codebook),
+        ..Options::default()
+    })
+    .await;
+    let reply = server.get("/api/codebook").await;
+    assert_eq!(reply.json["file"], "team.yaml");
+    assert_eq!(reply.json["labels"][0]["id"], "PLAN");
+    assert_eq!(
+        reply.json["labels"][0]["name"], "PLAN",
+        "the name defaults to the id"
+    );
+    assert_eq!(
+        reply.json["labels"][0]["output_fields"][0],
+        serde_json::json!({"name": "steps", "type": "integer", "required": true})
+    );
+}

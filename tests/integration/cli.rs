@@ -174,3 +174,32 @@ fn a_closed_pipe_ends_export_quietly() {
     assert!(out.status.success(), "{:?}", out.status);
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
+
+/// Issue 11: a codebook that does not parse or repeats a label id stops the server at
+/// start, with a message naming the file and the problem.
+#[test]
+fn a_bad_codebook_stops_the_server_naming_the_file_and_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text, problem) in [
+        (
+            "twice.yaml",
+            "labels:\n  - id: A\n  - id: A\n",
+            "repeats the label id A (labels 1 and 2)",
+        ),
+        ("broken.yaml", "labels: [\n", "does not parse"),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_sessiongraph"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--codebook"])
+            .arg(&path)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .output()
+            .expect("the binary runs");
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let expected = format!("error: the codebook {} {problem}", path.display());
+        assert!(err.contains(&expected), "{name}: {err}");
+    }
+}

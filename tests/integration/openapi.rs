@@ -95,6 +95,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     let starting = sessiongraph::AppState {
         store: std::sync::Arc::new(store),
         config: std::sync::Arc::new(Default::default()),
+        codebook: std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap()),
     };
     let reply = {
         use http_body_util::BodyExt;
@@ -123,6 +124,24 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     c.check("get", "/healthz", &server.get("/healthz").await);
     c.check("get", "/readyz", &server.get("/readyz").await);
     c.check("get", "/api/frameworks", &server.get("/api/frameworks").await);
+    let codebook = server.get("/api/codebook").await;
+    c.check("get", "/api/codebook", &codebook);
+    let etag = codebook.headers["etag"].to_str().unwrap().to_owned();
+    let again = server
+        .client
+        .get(format!("{}/api/codebook", server.url))
+        .header("if-none-match", etag)
+        .send()
+        .await
+        .unwrap();
+    let not_modified = Reply {
+        status: again.status(),
+        headers: again.headers().clone(),
+        bytes: again.bytes().await.unwrap().to_vec(),
+        json: Value::Null,
+    };
+    assert_eq!(not_modified.status, reqwest::StatusCode::NOT_MODIFIED);
+    c.check("get", "/api/codebook", &not_modified);
 
     // Uploads: the sample (sub-agents loaded), a main log alone (sub-agents missing).
     let sample = fixture_files(&fixture("commugraph-sample"));

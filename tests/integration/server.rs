@@ -32,6 +32,8 @@ pub struct Options {
     pub request_timeout: std::time::Duration,
     /// How long a client may take to send its headers.
     pub header_read_timeout: std::time::Duration,
+    /// The labeling codebook (`None`: the built-in one).
+    pub codebook: Option<sessiongraph::labels::Codebook>,
 }
 
 impl Default for Options {
@@ -46,6 +48,7 @@ impl Default for Options {
             cors_origins: Vec::new(),
             request_timeout: std::time::Duration::from_secs(300),
             header_read_timeout: std::time::Duration::from_secs(30),
+            codebook: None,
         }
     }
 }
@@ -120,6 +123,10 @@ impl TestServer {
                     .collect(),
                 api_keys: sessiongraph::api::auth::ApiKeys::new(&options.api_keys),
                 read_only: options.read_only,
+            }),
+            codebook: Arc::new(match options.codebook {
+                Some(codebook) => codebook,
+                None => sessiongraph::labels::Codebook::built_in().expect("the built-in codebook loads"),
             }),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
