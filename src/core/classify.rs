@@ -85,8 +85,11 @@ pub fn classify_user(r: &Record) -> UserClass {
     found.map_or(UserClass::Prompt, UserClass::Notice)
 }
 
-/// The failure rule for tool results: a `tool_result` block with `is_error: true`, or
-/// `toolUseResult.status == "failed"`, or a non-empty `toolUseResult.stderr`.
+/// The failure rule for tool results, the one every view uses: a `tool_result` block with
+/// `is_error: true`, or `toolUseResult.status == "failed"`, or `toolUseResult.interrupted`.
+/// A non-empty `stderr` alone is a success (see [`ToolUseResult::reports_failure`]).
+///
+/// [`ToolUseResult::reports_failure`]: crate::core::records::ToolUseResult::reports_failure
 pub fn tool_result_failed(r: &Record) -> bool {
     r.blocks()
         .iter()
@@ -326,7 +329,7 @@ mod tests {
     }
 
     #[test]
-    fn tool_results_fail_by_is_error_status_or_stderr() {
+    fn tool_results_fail_by_is_error_status_or_interruption_never_by_stderr() {
         let ok = record(
             r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}}"#,
         );
@@ -339,10 +342,17 @@ mod tests {
             r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t"}]},"toolUseResult":{"status":"failed"}}"#,
         );
         assert_eq!(classify_user(&status), UserClass::ToolResult { failed: true });
-        let stderr = record(
-            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t"}]},"toolUseResult":{"stdout":"","stderr":"boom"}}"#,
+        let interrupted = record(
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t"}]},"toolUseResult":{"interrupted":true}}"#,
         );
-        assert_eq!(classify_user(&stderr), UserClass::ToolResult { failed: true });
+        assert_eq!(
+            classify_user(&interrupted),
+            UserClass::ToolResult { failed: true }
+        );
+        let stderr = record(
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t","is_error":false}]},"toolUseResult":{"stdout":"","stderr":"\nShell cwd was reset to /w"}}"#,
+        );
+        assert_eq!(classify_user(&stderr), UserClass::ToolResult { failed: false });
         let empty_stderr = record(
             r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t"}]},"toolUseResult":{"stderr":""}}"#,
         );

@@ -296,12 +296,18 @@ pub struct ToolUseResult {
     pub total_tokens: Option<Number>,
     /// `totalToolUseCount` (Task results).
     pub total_tool_use_count: Option<Number>,
+    /// `interrupted` (Bash: the user stopped the command).
+    pub interrupted: bool,
 }
 
 impl ToolUseResult {
-    /// True when the tool reported a failure: `status == "failed"` or a non-empty `stderr`.
+    /// True when the tool reported a failure: `status == "failed"` or `interrupted: true`.
+    ///
+    /// A non-empty `stderr` is not one: Claude Code writes its own notices there ("Shell cwd
+    /// was reset to ...") and commands that exit 0 write warnings; a failed command's output
+    /// is in the result's content, marked `is_error: true` (CONTRACT 3.4).
     pub fn reports_failure(&self) -> bool {
-        self.status.as_deref() == Some("failed") || self.stderr.as_deref().is_some_and(|s| !s.is_empty())
+        self.status.as_deref() == Some("failed") || self.interrupted
     }
 }
 
@@ -646,6 +652,8 @@ struct WireToolUseResult {
     total_tokens: Option<Number>,
     #[serde(deserialize_with = "lenient::number")]
     total_tool_use_count: Option<Number>,
+    #[serde(deserialize_with = "lenient::flag")]
+    interrupted: bool,
 }
 
 #[derive(Deserialize, Default)]
@@ -677,6 +685,7 @@ impl WireToolUseResult {
             total_duration_ms: self.total_duration_ms,
             total_tokens: self.total_tokens,
             total_tool_use_count: self.total_tool_use_count,
+            interrupted: self.interrupted,
         }
     }
 }

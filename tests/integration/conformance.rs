@@ -197,7 +197,7 @@ fn compare_annotations(ours: &Value, theirs: &Value, ref_workflow: &Value) -> Ou
     let key = |u: &Value| u["event_id"].as_str().unwrap_or_default().to_owned();
     let paired = Paired::new(ours_units, ref_units, key);
     let (diffs, identical) = paired.diffs(&ORDER_FIELDS);
-    // Tool results the reference's own workflow calls failures (stderr, status failed).
+    // Tool results the reference's own workflow calls failures (status failed, and stderr).
     let failed_in_ref_workflow: HashSet<&str> = items(&ref_workflow["workflow"], "nodes")
         .iter()
         .filter(|n| n["nodeType"] == "result_failure")
@@ -238,7 +238,7 @@ fn compare_annotations(ours: &Value, theirs: &Value, ref_workflow: &Value) -> Ou
                                     .contains(a["tool_use_id"].as_str().unwrap_or_default()))
                     });
                 only_failure_rule
-                    .then_some("3.4 one failure rule: stderr and status failed count (D-15, D-C7)")
+                    .then_some("3.4 one failure rule: status failed counts in every view (D-15, D-C7)")
             }
             Diff::Differs { path, .. } | Diff::MissingInOurs { path, .. }
                 if matches!(
@@ -315,6 +315,18 @@ struct WorkflowOutcome {
     agreeing: usize,
 }
 
+/// CONTRACT 3.4 (issue 17): a result is a failure by the log's own verdict (`is_error`,
+/// status `failed`, `interrupted`); a non-empty stderr alone is a success. The reference's
+/// workflow and chat log call it a failure (its annotations do not).
+const STDERR_IS_NO_FAILURE: Explanation = "3.4 stderr alone is no failure (issue 17)";
+
+/// True when our node is a success the reference calls a failure for its stderr alone.
+fn stderr_alone_succeeds(ours: &Value, reference: &Value) -> bool {
+    ours["nodeType"] == "result_success"
+        && reference["nodeType"] == "result_failure"
+        && ours["toolResultStderr"].as_str().is_some_and(|s| !s.is_empty())
+}
+
 fn compare_workflow(ours: &Value, theirs: &Value) -> WorkflowOutcome {
     let (ow, rw) = (&ours["workflow"], &theirs["workflow"]);
     let ours_nodes = items(ow, "nodes");
@@ -368,6 +380,12 @@ fn compare_workflow(ours: &Value, theirs: &Value) -> WorkflowOutcome {
                         .is_some_and(|p| p["nodeType"] == "tool_call" && p["requestId"] == rn["requestId"]);
                 (rn["nodeType"] == "tool_call" && self_or_chain)
                     .then_some("3.7 a tool call hangs off its turn, not itself (D-C9)")
+            }
+            Diff::Differs { path, .. }
+                if matches!(path.as_str(), ".nodeType" | ".label" | ".toolResultStatus")
+                    && stderr_alone_succeeds(o.unwrap(), r.unwrap()) =>
+            {
+                Some(STDERR_IS_NO_FAILURE)
             }
             Diff::Differs { path, .. }
                 if matches!(
@@ -572,9 +590,30 @@ fn compare_chatlog(ours: &Value, theirs: &Value, our_workflow: &Value) -> Outcom
         })
         .map(|m| format!("{}|{}", m["timestamp"], m["content"]))
         .collect();
+    // Our successes the reference calls failures for their stderr alone, by message key.
+    let failed_for_stderr = |ours_key: &str| {
+        let m = paired.ours[ours_key];
+        let node = node_by_id.get(m["id"].as_str().unwrap_or_default());
+        m["nodeType"] == "result_success"
+            && node.is_some_and(|n| n["toolResultStderr"].as_str().is_some_and(|s| !s.is_empty()))
+            && paired.reference.contains_key(
+                ours_key
+                    .replacen("|result_success|", "|result_failure|", 1)
+                    .as_str(),
+            )
+    };
     // Reasoning texts the reference doubled (a duplicated chunk, D-C23).
     for d in &diffs {
         let why = match d {
+            Diff::OnlyOurs(k) if failed_for_stderr(k) => Some(STDERR_IS_NO_FAILURE),
+            Diff::OnlyReference(k)
+                if k.contains("|result_failure|")
+                    && paired.ours.keys().any(|o| {
+                        failed_for_stderr(o) && *o == k.replacen("|result_failure|", "|result_success|", 1)
+                    }) =>
+            {
+                Some(STDERR_IS_NO_FAILURE)
+            }
             Diff::OnlyOurs(_) => {
                 let m = paired.ours[d.item()];
                 let node = node_by_id.get(m["id"].as_str().unwrap_or_default());
