@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::core::SessionError;
+use crate::store::disk::DiskError;
 use crate::store::StoreError;
 
 /// An error answered to a client.
@@ -40,6 +41,15 @@ pub enum ApiError {
     /// 413 `Payload Too Large`.
     #[error("{0}")]
     TooLarge(String),
+    /// 422 `Unprocessable Entity`: the session exists but cannot be served as it stands on
+    /// disk (its main log is a symbolic link, a FIFO, ...). Logged too: the operator should
+    /// look at the sessions directory.
+    #[error("{0}")]
+    Unprocessable(String),
+    /// 500 with a message saying what failed, without any server path: a session's file
+    /// could not be read. Logged too.
+    #[error("{0}")]
+    Unreadable(String),
     /// 500: the cause is logged, never sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -67,7 +77,8 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Unreadable(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -102,8 +113,26 @@ impl ApiError {
                 message: format!("Invalid JSON in {file} on line {line}"),
                 details: serde_json::json!({ "lineNumber": line, "file": file, "reason": reason }),
             },
+            StoreError::SessionFile { id, source } => unreadable_session(&id, source),
             other => ApiError::Internal(other.to_string()),
         }
+    }
+}
+
+/// A session of a sessions directory whose file was refused or could not be read: the
+/// message names the session and the file relative to its sessions directory. A refused
+/// file (a link, not a regular file) is 422: that is how the session stands. A failed read
+/// is 500: not the client's doing either.
+fn unreadable_session(id: &str, error: DiskError) -> ApiError {
+    let DiskError::Read(read) = error else {
+        // Only command-line reads give the others; they name server paths.
+        return ApiError::Internal(format!("session '{id}': {error}"));
+    };
+    let message = format!("Session '{id}' cannot be loaded from its sessions directory: {read}");
+    if read.is_refusal() {
+        ApiError::Unprocessable(message)
+    } else {
+        ApiError::Unreadable(message)
     }
 }
 
@@ -159,6 +188,12 @@ impl IntoResponse for ApiError {
             }
             ApiError::Parse { message, details } => {
                 named_error_response(status, "Parse Error", message, Some(details))
+            }
+            ApiError::Unprocessable(message) | ApiError::Unreadable(message) => {
+                let mut r = error_response(status, message, None);
+                r.extensions_mut()
+                    .insert(InternalCause(Arc::new(message.clone())));
+                r
             }
             other => error_response(status, &other.to_string(), None),
         }

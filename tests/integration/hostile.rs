@@ -549,3 +549,150 @@ async fn a_client_trickling_its_headers_is_disconnected() {
     assert_still_serving(&server, "a client trickling its headers").await;
     server.stop().await;
 }
+
+/// The synthetic session with two sub-agents, laid out as Claude Code writes it today:
+/// `<dir>/<stem>.jsonl` and `<dir>/<stem>/subagents/agent-<id>.jsonl`.
+fn write_nested_session(dir: &std::path::Path, stem: &str) {
+    let fixture_dir = fixture("synthetic/subagents");
+    let nested = dir.join(stem).join("subagents");
+    std::fs::create_dir_all(&nested).unwrap();
+    std::fs::copy(
+        fixture_dir.join("11111111-2222-4333-8444-555555555555.jsonl"),
+        dir.join(format!("{stem}.jsonl")),
+    )
+    .unwrap();
+    for agent in ["agent-aaaa1111.jsonl", "agent-bbbb2222.jsonl"] {
+        std::fs::copy(fixture_dir.join(agent), nested.join(agent)).unwrap();
+    }
+}
+
+/// Replaces `path` by a FIFO.
+fn swap_in_a_fifo(path: &std::path::Path) {
+    std::fs::remove_file(path).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+/// Opens the FIFOs for writing when dropped, so that a reader still blocked on one (the
+/// defect this guards against) is released and the test can end.
+struct FifoReleaser(Vec<std::path::PathBuf>);
+
+impl Drop for FifoReleaser {
+    fn drop(&mut self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        for fifo in &self.0 {
+            // Non-blocking: succeeds only when a reader is waiting, which is all we need.
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+                .open(fifo);
+        }
+    }
+}
+
+/// How long any answer may take while FIFOs sit in the sessions directory (issue 15's
+/// target: within 1 s).
+const FIFO_ANSWER_WITHIN: Duration = Duration::from_secs(1);
+
+/// GET `path`, failing the test if the answer takes longer than [`FIFO_ANSWER_WITHIN`].
+async fn get_within_bound(server: &TestServer, path: &str) -> Reply {
+    let started = std::time::Instant::now();
+    let reply = tokio::time::timeout(Duration::from_secs(5), server.get(path))
+        .await
+        .unwrap_or_else(|_| panic!("GET {path}: no answer after 5 s"));
+    let took = started.elapsed();
+    assert!(took < FIFO_ANSWER_WITHIN, "GET {path} took {took:?}");
+    reply
+}
+
+/// D5 (issue 15): a session file replaced by a FIFO after the scan was opened by every
+/// request for the session, each blocking a thread forever (threads 6 -> 517); other
+/// uncached views and uploads then timed out until a restart. Files of a sessions
+/// directory are now opened without blocking and refused unless they are regular files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d5_a_fifo_swapped_into_the_sessions_directory_does_not_wedge_the_server() {
+    let sessions = tempfile::tempdir().unwrap();
+    let main_fifo = "aaaaaaaa-0000-4000-8000-00000000000a";
+    let agent_fifo = "aaaaaaaa-0000-4000-8000-00000000000b";
+    let untouched = "aaaaaaaa-0000-4000-8000-00000000000c";
+    for (project, stem) in [
+        ("project-a", main_fifo),
+        ("project-b", agent_fifo),
+        ("project-c", untouched),
+    ] {
+        write_nested_session(&sessions.path().join(project), stem);
+    }
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample"), sessions.path().to_owned()],
+        ..Options::default()
+    })
+    .await;
+    for stem in [main_fifo, agent_fifo] {
+        let loaded = server
+            .get(&format!("/api/graph/{stem}/chatlog?include_subagents=true"))
+            .await;
+        assert_eq!(loaded.status, StatusCode::OK, "{stem}: {}", loaded.json);
+    }
+
+    let main_log = sessions.path().join(format!("project-a/{main_fifo}.jsonl"));
+    let agent_log = sessions
+        .path()
+        .join(format!("project-b/{agent_fifo}/subagents/agent-aaaa1111.jsonl"));
+    swap_in_a_fifo(&main_log);
+    swap_in_a_fifo(&agent_log);
+    let _release = FifoReleaser(vec![main_log, agent_log]);
+
+    let views = [
+        "annotations?include_sidechains=true",
+        "chatlog?include_subagents=true",
+        "workflow",
+        "diagnostics",
+        "info",
+        "export",
+    ];
+    for round in 0..20 {
+        let view = views[round % views.len()];
+        let refused = get_within_bound(&server, &format!("/api/graph/{main_fifo}/{view}")).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{view}: {}",
+            refused.json
+        );
+        let message = refused.json["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(main_fifo)
+                && message.contains(&format!("project-a/{main_fifo}.jsonl"))
+                && message.contains("not a regular file"),
+            "{view}: {message}"
+        );
+        let root = sessions.path().to_string_lossy().into_owned();
+        assert!(!message.contains(&root), "{view}: {message}");
+
+        let skipped = get_within_bound(&server, &format!("/api/graph/{agent_fifo}/{view}")).await;
+        assert_eq!(skipped.status, StatusCode::OK, "{view}: {}", skipped.json);
+    }
+    // The sub-agent that is a FIFO is left out, and the diagnostics say why.
+    let diagnostics = get_within_bound(&server, &format!("/api/graph/{agent_fifo}/diagnostics")).await;
+    let ignored = diagnostics.json["ignored_files"].to_string();
+    assert!(
+        ignored.contains(&format!("{agent_fifo}/subagents/agent-aaaa1111.jsonl"))
+            && ignored.contains("not a regular file"),
+        "{ignored}"
+    );
+    let files = diagnostics.json["files"].to_string();
+    assert!(!files.contains("agent-aaaa1111"), "{files}");
+
+    // Everything else keeps working: another session on disk, the sample, an upload.
+    let other = get_within_bound(&server, &format!("/api/graph/{untouched}/workflow")).await;
+    assert_eq!(other.status, StatusCode::OK);
+    assert_still_serving(&server, "FIFOs in the sessions directory").await;
+    let upload = server
+        .upload_raw(
+            &format!("framework=claudecode&filename={MAIN}"),
+            jsonl(&[prompt("fifo")]),
+        )
+        .await;
+    assert_eq!(upload.status, StatusCode::OK, "{}", upload.json);
+    server.stop().await;
+}
