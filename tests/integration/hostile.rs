@@ -696,3 +696,59 @@ async fn d5_a_fifo_swapped_into_the_sessions_directory_does_not_wedge_the_server
     assert_eq!(upload.status, StatusCode::OK, "{}", upload.json);
     server.stop().await;
 }
+
+/// Issue 15: a file of a sessions directory that could not be read gave the generic
+/// "An internal error occurred". The error names the session and the file, relative to its
+/// sessions directory (never the server's paths): 500 when the file cannot be read, 422
+/// when it is there but refused (a link swapped in for the log).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_session_file_is_a_clear_error_naming_the_session() {
+    let sessions = tempfile::tempdir().unwrap();
+    let gone = "bbbbbbbb-0000-4000-8000-000000000001";
+    let linked = "bbbbbbbb-0000-4000-8000-000000000002";
+    for stem in [gone, linked] {
+        write_nested_session(&sessions.path().join("project"), stem);
+    }
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample"), sessions.path().to_owned()],
+        ..Options::default()
+    })
+    .await;
+    let project = sessions.path().join("project");
+    std::fs::remove_file(project.join(format!("{gone}.jsonl"))).unwrap();
+    std::fs::remove_file(project.join(format!("{linked}.jsonl"))).unwrap();
+    std::os::unix::fs::symlink(
+        project.join(format!("{linked}/subagents/agent-aaaa1111.jsonl")),
+        project.join(format!("{linked}.jsonl")),
+    )
+    .unwrap();
+    let root = sessions.path().to_string_lossy().into_owned();
+    for (id, status, why) in [
+        (
+            gone,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "No such file or directory",
+        ),
+        (linked, StatusCode::UNPROCESSABLE_ENTITY, "is a symbolic link"),
+    ] {
+        for path in [
+            format!("/api/graph/{id}/workflow"),
+            format!("/api/graph/{id}/info"),
+            format!("/api/graph/{id}/export"),
+        ] {
+            let reply = server.get(&path).await;
+            assert_eq!(reply.status, status, "{path}: {}", reply.json);
+            assert_eq!(reply.json["error"], status.canonical_reason().unwrap(), "{path}");
+            let message = reply.json["message"].as_str().unwrap_or_default();
+            assert!(
+                message.starts_with(&format!(
+                    "Session '{id}' cannot be loaded from its sessions directory: project/{id}.jsonl "
+                )) && message.contains(why),
+                "{path}: {message}"
+            );
+            assert!(!message.contains(&root), "{path}: {message}");
+        }
+    }
+    assert_still_serving(&server, "unreadable session files").await;
+    server.stop().await;
+}

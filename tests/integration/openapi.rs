@@ -114,12 +114,29 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     };
     c.check("get", "/readyz", &reply);
 
+    // Two sessions whose main log goes wrong after the scan: one becomes a FIFO (refused,
+    // 422), one is removed (it cannot be read, 500).
+    let broken = tempfile::tempdir().unwrap();
+    let log = fixture("synthetic/subagents/11111111-2222-4333-8444-555555555555.jsonl");
+    let refused = broken.path().join("p/eeeeeeee-0000-4000-8000-000000000001.jsonl");
+    let gone = broken.path().join("p/eeeeeeee-0000-4000-8000-000000000002.jsonl");
+    std::fs::create_dir_all(broken.path().join("p")).unwrap();
+    for path in [&refused, &gone] {
+        std::fs::copy(&log, path).unwrap();
+    }
     let server = TestServer::start(Options {
-        sessions_dirs: vec![fixture("synthetic"), fixture("pi")],
+        sessions_dirs: vec![fixture("synthetic"), fixture("pi"), broken.path().to_owned()],
         max_upload_bytes: 8 << 20,
         ..Options::default()
     })
     .await;
+    std::fs::remove_file(&refused).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&refused)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::fs::remove_file(&gone).unwrap();
     c.check("get", "/healthz", &server.get("/healthz").await);
     c.check("get", "/readyz", &server.get("/readyz").await);
     c.check("get", "/api/frameworks", &server.get("/api/frameworks").await);
