@@ -50,10 +50,19 @@ pub enum ApiError {
     /// could not be read. Logged too.
     #[error("{0}")]
     Unreadable(String),
+    /// 507 `Insufficient Storage`: an upload could not be stored for lack of space; the
+    /// cause is logged, the client hears a fixed message.
+    #[error("insufficient storage: {0}")]
+    InsufficientStorage(String),
     /// 500: the cause is logged, never sent.
     #[error("internal error: {0}")]
     Internal(String),
 }
+
+/// What a client hears when the upload storage is full.
+const STORAGE_FULL: &str =
+    "The upload was not stored: the server's storage is full (no space left on its disk, \
+     or its quota is used up). Nothing of it was kept; try again once space has been freed.";
 
 /// The cause of a 500, kept in the response's extensions for [`json_errors`] to log inside
 /// the request's span (logging in `into_response` would be a side effect outside it).
@@ -78,6 +87,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Unreadable(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -114,6 +124,7 @@ impl ApiError {
                 details: serde_json::json!({ "lineNumber": line, "file": file, "reason": reason }),
             },
             StoreError::SessionFile { id, source } => unreadable_session(&id, source),
+            StoreError::StorageFull(e) => ApiError::InsufficientStorage(e.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -176,33 +187,36 @@ fn named_error_response(status: StatusCode, error: &str, message: &str, details:
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        match &self {
-            ApiError::Internal(cause) => {
-                let mut r = error_response(
-                    status,
-                    "An internal error occurred; the server log has the details",
-                    None,
-                );
-                r.extensions_mut().insert(InternalCause(Arc::new(cause.clone())));
-                r
-            }
+        // What the client reads, and what the log gets for failures on the server's side.
+        let (message, logged) = match self {
             ApiError::Parse { message, details } => {
-                named_error_response(status, "Parse Error", message, Some(details))
+                return named_error_response(status, "Parse Error", &message, Some(&details));
             }
+            ApiError::Internal(cause) => (
+                "An internal error occurred; the server log has the details".to_owned(),
+                Some(cause),
+            ),
+            ApiError::InsufficientStorage(cause) => (
+                STORAGE_FULL.to_owned(),
+                Some(format!("upload storage is full: {cause}")),
+            ),
             ApiError::Unprocessable(message) | ApiError::Unreadable(message) => {
-                let mut r = error_response(status, message, None);
-                r.extensions_mut()
-                    .insert(InternalCause(Arc::new(message.clone())));
-                r
+                (message.clone(), Some(message))
             }
-            other => error_response(status, &other.to_string(), None),
+            other => (other.to_string(), None),
+        };
+        let mut response = error_response(status, &message, None);
+        if let Some(cause) = logged {
+            response.extensions_mut().insert(InternalCause(Arc::new(cause)));
         }
+        response
     }
 }
 
 /// Middleware: every error leaves as the JSON error body (the 404 of an unknown route, the
 /// 405 of a wrong method, the 408 of the timeout and the 413 of the body limit included),
-/// and the cause of a 500 is logged inside the request's span.
+/// and the cause of a failure on the server's side (500, 507, a refused session file) is
+/// logged inside the request's span.
 pub async fn json_errors(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
@@ -246,4 +260,36 @@ pub fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response<Bo
         "An internal error occurred; the server log has the details",
         None,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status_of(e: StoreError) -> StatusCode {
+        ApiError::from_store(e, session_not_found).status()
+    }
+
+    #[test]
+    fn a_full_disk_is_507_and_other_storage_failures_500() {
+        for full in [
+            std::io::Error::from_raw_os_error(28),
+            std::io::Error::from_raw_os_error(rustix::io::Errno::DQUOT.raw_os_error()),
+            std::io::Error::from(std::io::ErrorKind::StorageFull),
+        ] {
+            assert_eq!(status_of(full.into()), StatusCode::INSUFFICIENT_STORAGE);
+        }
+        assert_eq!(
+            status_of(std::io::Error::from_raw_os_error(5).into()),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+        let response = ApiError::from_store(std::io::Error::from_raw_os_error(28).into(), session_not_found)
+            .into_response();
+        assert_eq!(response.status(), StatusCode::INSUFFICIENT_STORAGE);
+        let cause = response
+            .extensions()
+            .get::<InternalCause>()
+            .map(|c| c.0.to_string());
+        assert!(cause.is_some_and(|c| c.contains("No space left on device")));
+    }
 }

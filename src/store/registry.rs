@@ -62,10 +62,24 @@ pub enum StoreError {
     },
     /// Storing or reading an upload failed.
     #[error("upload storage failed: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+    /// The upload storage is full (no space left, quota used up): nothing was stored.
+    #[error("upload storage is full: {0}")]
+    StorageFull(std::io::Error),
     /// A blocking task panicked or was cancelled.
     #[error("a background task failed: {0}")]
     Task(String),
+}
+
+impl From<std::io::Error> for StoreError {
+    /// A failure of the upload storage; a full disk is told apart (the client hears 507).
+    fn from(e: std::io::Error) -> StoreError {
+        if super::uploads::is_storage_full(&e) {
+            StoreError::StorageFull(e)
+        } else {
+            StoreError::Io(e)
+        }
+    }
 }
 
 impl StoreError {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::helpers::fixture;
+use crate::helpers::{fixture, SmallDisk};
 use crate::server::{Options, Reply, TestServer};
 
 const SAMPLE: &str = "ab51623b-c26d-45f5-b98e-f9d0cfa17018";
@@ -750,5 +750,58 @@ async fn an_unreadable_session_file_is_a_clear_error_naming_the_session() {
         }
     }
     assert_still_serving(&server, "unreadable session files").await;
+    server.stop().await;
+}
+
+/// Issue 15: a full disk answered 500 "upload storage failed: No space left on device".
+/// It is 507 Insufficient Storage, and nothing of the refused upload stays behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_answers_507_and_keeps_nothing_of_the_upload() {
+    let Some(disk) = SmallDisk::mount("1m") else {
+        eprintln!(
+            "SKIPPED a_full_disk_answers_507_and_keeps_nothing_of_the_upload: cannot mount a tmpfs \
+             here (not root?); the 507 mapping is still checked by the unit tests of api::error"
+        );
+        return;
+    };
+    let server = TestServer::start(Options {
+        data_dir: Some(disk.path().to_owned()),
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    // A 2 MB session cannot fit on a 1 MB disk.
+    let big = format!(
+        r#"{{"type":"user","uuid":"big","parentUuid":null,"sessionId":"s","message":{{"role":"user","content":"{}"}}}}"#,
+        "x".repeat(2 << 20)
+    );
+    let full = server
+        .upload_raw(&format!("framework=claudecode&filename={MAIN}"), jsonl(&[big]))
+        .await;
+    assert_eq!(full.status, StatusCode::INSUFFICIENT_STORAGE, "{}", full.json);
+    assert_eq!(full.json["error"], "Insufficient Storage");
+    let message = full.json["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no space left"), "{message}");
+    assert!(!message.contains(&*disk.path().to_string_lossy()), "{message}");
+    let left: Vec<_> = std::fs::read_dir(disk.path().join("uploads"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "nothing half-written: {left:?}");
+    assert_eq!(
+        server.get("/api/sessions").await.json["sessions"]
+            .as_array()
+            .map_or(0, |s| s.iter().filter(|s| s["source"] == "upload").count()),
+        0
+    );
+    // The space it took is free again: a small upload is stored.
+    let small = server
+        .upload_raw(
+            &format!("framework=claudecode&filename={MAIN}"),
+            jsonl(&[prompt("fits")]),
+        )
+        .await;
+    assert_eq!(small.status, StatusCode::OK, "{}", small.json);
+    assert_still_serving(&server, "a full disk").await;
     server.stop().await;
 }

@@ -348,6 +348,40 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     );
     read_only.stop().await;
 
+    // A full disk: a real one where a tmpfs can be mounted, else the response the server
+    // gives for it, built in-process.
+    match crate::helpers::SmallDisk::mount("1m") {
+        Some(disk) => {
+            let full = TestServer::start(Options {
+                data_dir: Some(disk.path().to_owned()),
+                ..Options::default()
+            })
+            .await;
+            let big = [sample[0].1.as_slice(), &vec![b'\n'; 2 << 20]].concat();
+            let reply = full.upload_raw("framework=claudecode", big).await;
+            assert_eq!(reply.status, reqwest::StatusCode::INSUFFICIENT_STORAGE);
+            c.check("post", "/api/upload", &reply);
+            full.stop().await;
+        }
+        None => {
+            eprintln!("openapi: cannot mount a tmpfs here; checking the 507 body built in-process");
+            use axum::response::IntoResponse;
+            use http_body_util::BodyExt;
+            use sessiongraph::api::error::{session_not_found, ApiError};
+            let full = std::io::Error::from_raw_os_error(28);
+            let response = ApiError::from_store(full.into(), session_not_found).into_response();
+            let status = reqwest::StatusCode::from_u16(response.status().as_u16()).unwrap();
+            let bytes = response.into_body().collect().await.unwrap().to_bytes().to_vec();
+            let reply = Reply {
+                status,
+                headers: Default::default(),
+                json: serde_json::from_slice(&bytes).unwrap(),
+                bytes,
+            };
+            c.check("post", "/api/upload", &reply);
+        }
+    }
+
     let missing: Vec<_> = c.documented().difference(&c.seen).cloned().collect();
     assert!(missing.is_empty(), "documented but never exercised: {missing:?}");
     // Sanity: the checker does reject a body that breaks the document.
