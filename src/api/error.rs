@@ -1,6 +1,7 @@
 //! The error body every route answers with: `{"error": <reason phrase>, "message": <text>,
 //! "details"?: {...}}` (CONTRACT 1), with the reference's messages and status codes.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -99,11 +100,10 @@ impl ApiError {
             StoreError::NotFound(id) => ApiError::NotFound(not_found(&id)),
             StoreError::ReadOnly(_) => ApiError::Forbidden(e.to_string()),
             StoreError::NoConversation {
-                file,
-                unreadable: 0,
-                ..
+                file, unreadable: 0, ..
             } => ApiError::BadRequest(format!(
-                "No conversational records found in {file} (it holds only snapshots, summaries or blank lines)"
+                "No conversational records found in {} (it holds only snapshots, summaries or blank lines)",
+                echo(&file)
             )),
             StoreError::NoConversation {
                 file,
@@ -112,17 +112,27 @@ impl ApiError {
             } => {
                 let first = first.map_or_else(String::new, |f| format!(": line {}: {}", f.line, f.reason));
                 ApiError::BadRequest(format!(
-                    "No conversational records found in {file}: {unreadable} line(s) could not be read{first}"
+                    "No conversational records found in {}: {unreadable} line(s) could not be read{first}",
+                    echo(&file)
                 ))
             }
-            StoreError::Session(SessionError::NoMainFile) => {
-                ApiError::BadRequest("No main session file found (expected UUID format filename, not agent-*)".into())
+            StoreError::Session(SessionError::NoMainFile) => ApiError::BadRequest(
+                "No main session file found (expected UUID format filename, not agent-*)".into(),
+            ),
+            StoreError::Session(SessionError::Compressed { file, kind }) => ApiError::BadRequest(
+                SessionError::Compressed {
+                    file: echo(&file).into_owned(),
+                    kind,
+                }
+                .to_string(),
+            ),
+            StoreError::Session(SessionError::InvalidLine { file, line, reason }) => {
+                let file = echo(&file);
+                ApiError::Parse {
+                    message: format!("Invalid JSON in {file} on line {line}"),
+                    details: serde_json::json!({ "lineNumber": line, "file": file, "reason": reason }),
+                }
             }
-            StoreError::Session(e @ SessionError::Compressed { .. }) => ApiError::BadRequest(e.to_string()),
-            StoreError::Session(SessionError::InvalidLine { file, line, reason }) => ApiError::Parse {
-                message: format!("Invalid JSON in {file} on line {line}"),
-                details: serde_json::json!({ "lineNumber": line, "file": file, "reason": reason }),
-            },
             StoreError::SessionFile { id, source } => unreadable_session(&id, source),
             StoreError::StorageFull(e) => ApiError::InsufficientStorage(e.to_string()),
             other => ApiError::Internal(other.to_string()),
@@ -147,14 +157,28 @@ fn unreadable_session(id: &str, error: DiskError) -> ApiError {
     }
 }
 
+/// The most characters of a value sent by the client that an error message quotes.
+pub const ECHO_LIMIT: usize = 200;
+
+/// A value the client sent, as an error message quotes it: whole up to [`ECHO_LIMIT`]
+/// characters, else its first [`ECHO_LIMIT`] characters and `…`. Every message quoting
+/// client input (ids, query values, file names, the path) goes through here, so that no
+/// error sends kilobytes of a request back.
+pub fn echo(value: &str) -> Cow<'_, str> {
+    match value.char_indices().nth(ECHO_LIMIT) {
+        None => Cow::Borrowed(value),
+        Some((cut, _)) => Cow::Owned(format!("{}…", &value[..cut])),
+    }
+}
+
 /// A session-route not-found message.
 pub fn session_not_found(id: &str) -> String {
-    format!("Session with ID '{id}' not found")
+    format!("Session with ID '{}' not found", echo(id))
 }
 
 /// A graph-route not-found message.
 pub fn graph_not_found(id: &str) -> String {
-    format!("Graph with ID '{id}' not found")
+    format!("Graph with ID '{}' not found", echo(id))
 }
 
 /// The JSON error response for `status` and `message`; `error` is the status's reason
@@ -233,8 +257,14 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
         return response;
     }
     let message = match status {
-        StatusCode::NOT_FOUND => format!("No route for {method} {path}"),
-        StatusCode::METHOD_NOT_ALLOWED => format!("Method {method} is not allowed on {path}"),
+        StatusCode::NOT_FOUND => format!("No route for {} {}", echo(method.as_str()), echo(&path)),
+        StatusCode::METHOD_NOT_ALLOWED => {
+            format!(
+                "Method {} is not allowed on {}",
+                echo(method.as_str()),
+                echo(&path)
+            )
+        }
         StatusCode::REQUEST_TIMEOUT => "The request took too long".to_owned(),
         StatusCode::PAYLOAD_TOO_LARGE => "The request body is larger than the configured maximum".to_owned(),
         StatusCode::INTERNAL_SERVER_ERROR => {
@@ -268,6 +298,19 @@ mod tests {
 
     fn status_of(e: StoreError) -> StatusCode {
         ApiError::from_store(e, session_not_found).status()
+    }
+
+    #[test]
+    fn echoed_values_are_cut_at_200_characters() {
+        assert_eq!(echo("short"), "short");
+        let exactly = "é".repeat(ECHO_LIMIT);
+        assert_eq!(echo(&exactly), exactly);
+        let long = format!("{exactly}and more");
+        assert_eq!(echo(&long), format!("{exactly}…"));
+        assert_eq!(
+            session_not_found(&"x".repeat(50_000)),
+            format!("Session with ID '{}…' not found", "x".repeat(ECHO_LIMIT))
+        );
     }
 
     #[test]

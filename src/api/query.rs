@@ -1,7 +1,7 @@
 //! Query strings, read as the reference reads them: the first value of a repeated key wins,
 //! and `step` is parsed like JavaScript's `parseInt(v, 10)`.
 
-use super::error::ApiError;
+use super::error::{echo, ApiError};
 use crate::core::session::Branch;
 
 /// The pairs of a query string, in order.
@@ -38,9 +38,14 @@ impl QueryPairs {
 
     /// `?branch=active|all` (default `all`); anything else is 400.
     pub fn branch(&self) -> Result<Branch, ApiError> {
-        self.first("branch")
-            .map_or(Ok(Branch::All), str::parse)
-            .map_err(ApiError::BadRequest)
+        self.first("branch").map_or(Ok(Branch::All), |value| {
+            value.parse().map_err(|_| {
+                ApiError::BadRequest(format!(
+                    "unknown branch '{}' (expected active or all)",
+                    echo(value)
+                ))
+            })
+        })
     }
 
     /// A boolean flag: `true`, `1`, `yes` or `on` (any case).

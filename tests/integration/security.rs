@@ -300,6 +300,107 @@ async fn a_refused_request_cannot_hold_its_connection_with_a_body_it_never_sends
     server.stop().await;
 }
 
+/// Issue 15: error messages quoted whole what the client sent (a 20 KB `branch=` came back
+/// in the 400, a 50 KB `leaf=` in the 404). A quoted value is at most 200 characters,
+/// then `…`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_messages_quote_at_most_200_characters_of_a_client_value() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    let long = "q".repeat(50_000);
+    let gzip = [&[0x1f, 0x8b, 8, 0][..], b"not really"].concat();
+    let mut replies: Vec<(String, Reply)> = Vec::new();
+    for path in [
+        format!("/api/graph/{SAMPLE}/workflow?branch={long}"),
+        format!("/api/graph/{SAMPLE}/context?leaf={long}"),
+        format!("/api/graph/{SAMPLE}/export?format={long}"),
+        format!("/api/graph/{long}"),
+        format!("/api/graph/{long}/workflow"),
+        format!("/api/graph/{long}/context"),
+        format!("/api/graph/{long}/export"),
+        format!("/api/graph/{long}/info"),
+        format!("/{long}"),
+    ] {
+        replies.push((path[..40].to_owned(), server.get(&path).await));
+    }
+    replies.push((
+        "DELETE a long id".into(),
+        server.delete(&format!("/api/session/{long}")).await,
+    ));
+    let wrong_method = server
+        .client
+        .put(format!("{}/api/graph/{long}", server.url))
+        .send()
+        .await
+        .unwrap();
+    replies.push(("PUT a long path".into(), Reply::read(wrong_method).await));
+    replies.push((
+        "a long framework".into(),
+        server
+            .upload_raw(&format!("framework={long}"), b"{}\n".to_vec())
+            .await,
+    ));
+    replies.push((
+        "a long framework field".into(),
+        server
+            .upload_multipart(
+                &[("framework", &long)],
+                "file",
+                &[("s.jsonl".into(), b"{}\n".to_vec())],
+            )
+            .await,
+    ));
+    replies.push((
+        "a long file name without conversation".into(),
+        server
+            .upload_raw(
+                &format!("framework=claudecode&filename={long}.jsonl"),
+                b"\n \n".to_vec(),
+            )
+            .await,
+    ));
+    replies.push((
+        "a long file name, compressed".into(),
+        server
+            .upload_raw(&format!("framework=claudecode&filename={long}.jsonl"), gzip)
+            .await,
+    ));
+    replies.push((
+        "a long file name, strict".into(),
+        server
+            .upload_raw(
+                &format!("framework=claudecode&strict=true&filename={long}.jsonl"),
+                b"{\"type\":\"user\",\"uuid\":\"a\",\"message\":{\"content\":\"hi\"}}\n{oops\n".to_vec(),
+            )
+            .await,
+    ));
+    for (what, reply) in &replies {
+        assert!(
+            reply.status.is_client_error(),
+            "{what}: {} {}",
+            reply.status,
+            reply.json
+        );
+        let message = reply.json["message"].as_str().unwrap_or_default();
+        assert!(message.contains("…"), "{what}: {message:.300}");
+        assert!(
+            message.chars().count() < 600,
+            "{what}: {} characters",
+            message.len()
+        );
+        assert!(!message.contains(&"q".repeat(201)), "{what}");
+        assert!(
+            reply.bytes.len() < 1_000,
+            "{what}: a body of {} bytes",
+            reply.bytes.len()
+        );
+    }
+    server.stop().await;
+}
+
 /// A user prompt, a sub-agent turn and a meta file whose text is `marker`: what a link
 /// in a sessions directory must never bring into a view.
 fn agent_log_saying(marker: &str) -> String {
