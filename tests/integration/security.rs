@@ -300,6 +300,29 @@ async fn a_refused_request_cannot_hold_its_connection_with_a_body_it_never_sends
     server.stop().await;
 }
 
+/// Issue 15: `Authorization: BEARER k` was refused; auth scheme names are case-insensitive
+/// (RFC 7235, section 2.1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bearer_scheme_name_is_case_insensitive() {
+    let server = TestServer::start(keyed()).await;
+    let path = format!("/api/graph/{SAMPLE}/info");
+    for value in [
+        "Bearer team-key-one",
+        "BEARER team-key-one",
+        "bearer team-key-one",
+        "bEaReR team-key-one",
+        "Bearer   team-key-one",
+    ] {
+        let reply = get_with(&server, &path, ("authorization", value)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{value}: {}", reply.json);
+    }
+    for value in ["Basic team-key-one", "Bearerteam-key-one", "BEARER wrong-key"] {
+        let reply = get_with(&server, &path, ("authorization", value)).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{value}");
+    }
+    server.stop().await;
+}
+
 /// Issue 15: error messages quoted whole what the client sent (a 20 KB `branch=` came back
 /// in the 400, a 50 KB `leaf=` in the 404). A quoted value is at most 200 characters,
 /// then `…`.
