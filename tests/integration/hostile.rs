@@ -805,3 +805,54 @@ async fn a_full_disk_answers_507_and_keeps_nothing_of_the_upload() {
     assert_still_serving(&server, "a full disk").await;
     server.stop().await;
 }
+
+/// Issue 15: `?step=1e99` was read as step 1 and a 40-digit step as the whole body (the
+/// reference's `parseInt`, saturating). A step is digits only and at most 2^53 - 1;
+/// anything else is 400 saying what is expected. Plain numbers work as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_1e99_and_a_40_digit_step_are_refused_not_read_as_numbers() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    let forty_digits = "1234567890".repeat(4);
+    for route in ["/workflow", ""] {
+        for value in [
+            "1e99",
+            forty_digits.as_str(),
+            "9007199254740992",
+            "5abc",
+            "-0",
+            "%207",
+            "+3",
+        ] {
+            let reply = server
+                .get(&format!("/api/graph/{SAMPLE}{route}?step={value}"))
+                .await;
+            assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{route} {value}");
+            assert_eq!(reply.json["error"], "Bad Request");
+            let message = reply.json["message"].as_str().unwrap_or_default();
+            assert!(
+                message.starts_with(
+                    "Invalid step parameter: expected a whole number from 0 to 9007199254740991"
+                ),
+                "{route} {value}: {message}"
+            );
+        }
+    }
+    for (value, step, nodes) in [("0", 0, 1), ("7", 7, 8), ("007", 7, 8)] {
+        let reply = server
+            .get(&format!("/api/graph/{SAMPLE}/workflow?step={value}"))
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{value}");
+        assert_eq!(reply.json["workflow"]["currentStep"], step, "{value}");
+        assert_eq!(reply.json["workflow"]["nodes"].as_array().unwrap().len(), nodes);
+    }
+    let largest = server
+        .get(&format!("/api/graph/{SAMPLE}?step=9007199254740991"))
+        .await;
+    assert_eq!(largest.status, StatusCode::OK);
+    assert_eq!(largest.json["graph"]["current_step"], 9007199254740991u64);
+    server.stop().await;
+}

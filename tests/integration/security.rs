@@ -339,6 +339,8 @@ async fn error_messages_quote_at_most_200_characters_of_a_client_value() {
     for path in [
         format!("/api/graph/{SAMPLE}/workflow?branch={long}"),
         format!("/api/graph/{SAMPLE}/context?leaf={long}"),
+        format!("/api/graph/{SAMPLE}?step={long}"),
+        format!("/api/graph/{SAMPLE}/workflow?step=1{long}"),
         format!("/api/graph/{SAMPLE}/export?format={long}"),
         format!("/api/graph/{long}"),
         format!("/api/graph/{long}/workflow"),
