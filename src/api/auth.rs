@@ -72,10 +72,20 @@ fn presented_key(request: &Request) -> Option<&str> {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
+        .and_then(bearer_token);
     bearer
         .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
         .map(str::trim)
+}
+
+/// The token of an `Authorization` value of the Bearer scheme. Scheme names are
+/// case-insensitive (RFC 7235, section 2.1): `Bearer`, `bearer` and `BEARER` are the same;
+/// one or more spaces separate the token.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim_start())
 }
 
 /// Middleware: refuses requests without a valid key when keys are configured.
@@ -162,6 +172,16 @@ mod tests {
         assert!(!keys.allows("alpha-ke"));
         assert!(!keys.allows("alpha-key2"));
         assert!(!keys.allows(""));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_read_in_any_case() {
+        for value in ["Bearer k", "bearer k", "BEARER k", "BeArEr   k"] {
+            assert_eq!(bearer_token(value), Some("k"), "{value}");
+        }
+        for value in ["Basic k", "Bearerk", "Bearer", ""] {
+            assert_eq!(bearer_token(value), None, "{value}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The error body every route answers with: `{"error": <reason phrase>, "message": <text>,
 //! "details"?: {...}}` (CONTRACT 1), with the reference's messages and status codes.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -12,6 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::core::SessionError;
+use crate::store::disk::DiskError;
 use crate::store::StoreError;
 
 /// An error answered to a client.
@@ -40,10 +42,28 @@ pub enum ApiError {
     /// 413 `Payload Too Large`.
     #[error("{0}")]
     TooLarge(String),
+    /// 422 `Unprocessable Entity`: the session exists but cannot be served as it stands on
+    /// disk (its main log is a symbolic link, a FIFO, ...). Logged too: the operator should
+    /// look at the sessions directory.
+    #[error("{0}")]
+    Unprocessable(String),
+    /// 500 with a message saying what failed, without any server path: a session's file
+    /// could not be read. Logged too.
+    #[error("{0}")]
+    Unreadable(String),
+    /// 507 `Insufficient Storage`: an upload could not be stored for lack of space; the
+    /// cause is logged, the client hears a fixed message.
+    #[error("insufficient storage: {0}")]
+    InsufficientStorage(String),
     /// 500: the cause is logged, never sent.
     #[error("internal error: {0}")]
     Internal(String),
 }
+
+/// What a client hears when the upload storage is full.
+const STORAGE_FULL: &str =
+    "The upload was not stored: the server's storage is full (no space left on its disk, \
+     or its quota is used up). Nothing of it was kept; try again once space has been freed.";
 
 /// The cause of a 500, kept in the response's extensions for [`json_errors`] to log inside
 /// the request's span (logging in `into_response` would be a side effect outside it).
@@ -67,7 +87,9 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
+            ApiError::Unreadable(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -78,11 +100,10 @@ impl ApiError {
             StoreError::NotFound(id) => ApiError::NotFound(not_found(&id)),
             StoreError::ReadOnly(_) => ApiError::Forbidden(e.to_string()),
             StoreError::NoConversation {
-                file,
-                unreadable: 0,
-                ..
+                file, unreadable: 0, ..
             } => ApiError::BadRequest(format!(
-                "No conversational records found in {file} (it holds only snapshots, summaries or blank lines)"
+                "No conversational records found in {} (it holds only snapshots, summaries or blank lines)",
+                echo(&file)
             )),
             StoreError::NoConversation {
                 file,
@@ -91,30 +112,73 @@ impl ApiError {
             } => {
                 let first = first.map_or_else(String::new, |f| format!(": line {}: {}", f.line, f.reason));
                 ApiError::BadRequest(format!(
-                    "No conversational records found in {file}: {unreadable} line(s) could not be read{first}"
+                    "No conversational records found in {}: {unreadable} line(s) could not be read{first}",
+                    echo(&file)
                 ))
             }
-            StoreError::Session(SessionError::NoMainFile) => {
-                ApiError::BadRequest("No main session file found (expected UUID format filename, not agent-*)".into())
+            StoreError::Session(SessionError::NoMainFile) => ApiError::BadRequest(
+                "No main session file found (expected UUID format filename, not agent-*)".into(),
+            ),
+            StoreError::Session(SessionError::Compressed { file, kind }) => ApiError::BadRequest(
+                SessionError::Compressed {
+                    file: echo(&file).into_owned(),
+                    kind,
+                }
+                .to_string(),
+            ),
+            StoreError::Session(SessionError::InvalidLine { file, line, reason }) => {
+                let file = echo(&file);
+                ApiError::Parse {
+                    message: format!("Invalid JSON in {file} on line {line}"),
+                    details: serde_json::json!({ "lineNumber": line, "file": file, "reason": reason }),
+                }
             }
-            StoreError::Session(e @ SessionError::Compressed { .. }) => ApiError::BadRequest(e.to_string()),
-            StoreError::Session(SessionError::InvalidLine { file, line, reason }) => ApiError::Parse {
-                message: format!("Invalid JSON in {file} on line {line}"),
-                details: serde_json::json!({ "lineNumber": line, "file": file, "reason": reason }),
-            },
+            StoreError::SessionFile { id, source } => unreadable_session(&id, source),
+            StoreError::StorageFull(e) => ApiError::InsufficientStorage(e.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
     }
 }
 
+/// A session of a sessions directory whose file was refused or could not be read: the
+/// message names the session and the file relative to its sessions directory. A refused
+/// file (a link, not a regular file) is 422: that is how the session stands. A failed read
+/// is 500: not the client's doing either.
+fn unreadable_session(id: &str, error: DiskError) -> ApiError {
+    let DiskError::Read(read) = error else {
+        // Only command-line reads give the others; they name server paths.
+        return ApiError::Internal(format!("session '{id}': {error}"));
+    };
+    let message = format!("Session '{id}' cannot be loaded from its sessions directory: {read}");
+    if read.is_refusal() {
+        ApiError::Unprocessable(message)
+    } else {
+        ApiError::Unreadable(message)
+    }
+}
+
+/// The most characters of a value sent by the client that an error message quotes.
+pub const ECHO_LIMIT: usize = 200;
+
+/// A value the client sent, as an error message quotes it: whole up to [`ECHO_LIMIT`]
+/// characters, else its first [`ECHO_LIMIT`] characters and `…`. Every message quoting
+/// client input (ids, query values, file names, the path) goes through here, so that no
+/// error sends kilobytes of a request back.
+pub fn echo(value: &str) -> Cow<'_, str> {
+    match value.char_indices().nth(ECHO_LIMIT) {
+        None => Cow::Borrowed(value),
+        Some((cut, _)) => Cow::Owned(format!("{}…", &value[..cut])),
+    }
+}
+
 /// A session-route not-found message.
 pub fn session_not_found(id: &str) -> String {
-    format!("Session with ID '{id}' not found")
+    format!("Session with ID '{}' not found", echo(id))
 }
 
 /// A graph-route not-found message.
 pub fn graph_not_found(id: &str) -> String {
-    format!("Graph with ID '{id}' not found")
+    format!("Graph with ID '{}' not found", echo(id))
 }
 
 /// The JSON error response for `status` and `message`; `error` is the status's reason
@@ -147,27 +211,36 @@ fn named_error_response(status: StatusCode, error: &str, message: &str, details:
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        match &self {
-            ApiError::Internal(cause) => {
-                let mut r = error_response(
-                    status,
-                    "An internal error occurred; the server log has the details",
-                    None,
-                );
-                r.extensions_mut().insert(InternalCause(Arc::new(cause.clone())));
-                r
-            }
+        // What the client reads, and what the log gets for failures on the server's side.
+        let (message, logged) = match self {
             ApiError::Parse { message, details } => {
-                named_error_response(status, "Parse Error", message, Some(details))
+                return named_error_response(status, "Parse Error", &message, Some(&details));
             }
-            other => error_response(status, &other.to_string(), None),
+            ApiError::Internal(cause) => (
+                "An internal error occurred; the server log has the details".to_owned(),
+                Some(cause),
+            ),
+            ApiError::InsufficientStorage(cause) => (
+                STORAGE_FULL.to_owned(),
+                Some(format!("upload storage is full: {cause}")),
+            ),
+            ApiError::Unprocessable(message) | ApiError::Unreadable(message) => {
+                (message.clone(), Some(message))
+            }
+            other => (other.to_string(), None),
+        };
+        let mut response = error_response(status, &message, None);
+        if let Some(cause) = logged {
+            response.extensions_mut().insert(InternalCause(Arc::new(cause)));
         }
+        response
     }
 }
 
 /// Middleware: every error leaves as the JSON error body (the 404 of an unknown route, the
 /// 405 of a wrong method, the 408 of the timeout and the 413 of the body limit included),
-/// and the cause of a 500 is logged inside the request's span.
+/// and the cause of a failure on the server's side (500, 507, a refused session file) is
+/// logged inside the request's span.
 pub async fn json_errors(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
@@ -184,8 +257,14 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
         return response;
     }
     let message = match status {
-        StatusCode::NOT_FOUND => format!("No route for {method} {path}"),
-        StatusCode::METHOD_NOT_ALLOWED => format!("Method {method} is not allowed on {path}"),
+        StatusCode::NOT_FOUND => format!("No route for {} {}", echo(method.as_str()), echo(&path)),
+        StatusCode::METHOD_NOT_ALLOWED => {
+            format!(
+                "Method {} is not allowed on {}",
+                echo(method.as_str()),
+                echo(&path)
+            )
+        }
         StatusCode::REQUEST_TIMEOUT => "The request took too long".to_owned(),
         StatusCode::PAYLOAD_TOO_LARGE => "The request body is larger than the configured maximum".to_owned(),
         StatusCode::INTERNAL_SERVER_ERROR => {
@@ -211,4 +290,49 @@ pub fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response<Bo
         "An internal error occurred; the server log has the details",
         None,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status_of(e: StoreError) -> StatusCode {
+        ApiError::from_store(e, session_not_found).status()
+    }
+
+    #[test]
+    fn echoed_values_are_cut_at_200_characters() {
+        assert_eq!(echo("short"), "short");
+        let exactly = "é".repeat(ECHO_LIMIT);
+        assert_eq!(echo(&exactly), exactly);
+        let long = format!("{exactly}and more");
+        assert_eq!(echo(&long), format!("{exactly}…"));
+        assert_eq!(
+            session_not_found(&"x".repeat(50_000)),
+            format!("Session with ID '{}…' not found", "x".repeat(ECHO_LIMIT))
+        );
+    }
+
+    #[test]
+    fn a_full_disk_is_507_and_other_storage_failures_500() {
+        for full in [
+            std::io::Error::from_raw_os_error(28),
+            std::io::Error::from_raw_os_error(rustix::io::Errno::DQUOT.raw_os_error()),
+            std::io::Error::from(std::io::ErrorKind::StorageFull),
+        ] {
+            assert_eq!(status_of(full.into()), StatusCode::INSUFFICIENT_STORAGE);
+        }
+        assert_eq!(
+            status_of(std::io::Error::from_raw_os_error(5).into()),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+        let response = ApiError::from_store(std::io::Error::from_raw_os_error(28).into(), session_not_found)
+            .into_response();
+        assert_eq!(response.status(), StatusCode::INSUFFICIENT_STORAGE);
+        let cause = response
+            .extensions()
+            .get::<InternalCause>()
+            .map(|c| c.0.to_string());
+        assert!(cause.is_some_and(|c| c.contains("No space left on device")));
+    }
 }

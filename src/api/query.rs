@@ -1,7 +1,8 @@
-//! Query strings, read as the reference reads them: the first value of a repeated key wins,
-//! and `step` is parsed like JavaScript's `parseInt(v, 10)`.
+//! Query strings, read as the reference reads them (the first value of a repeated key
+//! wins), except `step`, which is read strictly: digits only (the reference's `parseInt`
+//! read `1e99` as 1 and `5abc` as 5).
 
-use super::error::ApiError;
+use super::error::{echo, ApiError};
 use crate::core::session::Branch;
 
 /// The pairs of a query string, in order.
@@ -23,24 +24,24 @@ impl QueryPairs {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
-    /// `?step=N`: absent is `None`; a value `parseInt` reads as a non-negative integer is
-    /// accepted (`5abc` is 5, `3.9` is 3, `1e3` is 1, `-0` is 0); anything else (`abc`, `-1`,
-    /// empty) is 400 `Invalid step parameter`.
+    /// `?step=N`: absent is `None`; a value made of ASCII digits only, at most
+    /// [`MAX_STEP`], is accepted (`0`, `7`, `007`); anything else (`1e3`, `5abc`, `-0`,
+    /// ` 7`, `3.9`, empty, 40 digits) is 400 `Invalid step parameter`, saying what is
+    /// expected.
     pub fn step(&self) -> Result<Option<u64>, ApiError> {
-        match self.first("step") {
-            None => Ok(None),
-            Some(v) => parse_int(v)
-                .filter(|n| *n >= 0)
-                .map(|n| Some(u64::try_from(n).unwrap_or(u64::MAX)))
-                .ok_or_else(|| ApiError::BadRequest("Invalid step parameter".into())),
-        }
+        self.first("step").map(parse_step).transpose()
     }
 
     /// `?branch=active|all` (default `all`); anything else is 400.
     pub fn branch(&self) -> Result<Branch, ApiError> {
-        self.first("branch")
-            .map_or(Ok(Branch::All), str::parse)
-            .map_err(ApiError::BadRequest)
+        self.first("branch").map_or(Ok(Branch::All), |value| {
+            value.parse().map_err(|_| {
+                ApiError::BadRequest(format!(
+                    "unknown branch '{}' (expected active or all)",
+                    echo(value)
+                ))
+            })
+        })
     }
 
     /// A boolean flag: `true`, `1`, `yes` or `on` (any case).
@@ -50,24 +51,23 @@ impl QueryPairs {
     }
 }
 
-/// JavaScript's `parseInt(s, 10)`: leading whitespace, an optional sign, then as many
-/// decimal digits as there are. `None` where JavaScript gives `NaN`. Values beyond `i128`
-/// saturate.
-pub fn parse_int(s: &str) -> Option<i128> {
-    let s = s.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
-    let (negative, digits) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let run: &str = &digits[..digits.bytes().take_while(u8::is_ascii_digit).count()];
-    if run.is_empty() {
-        return None;
-    }
-    let value = run.bytes().fold(0i128, |acc, d| {
-        acc.saturating_mul(10).saturating_add(i128::from(d - b'0'))
-    });
-    Some(if negative { -value } else { value })
+/// The largest step accepted: JavaScript's `Number.MAX_SAFE_INTEGER`. The step comes back
+/// in the body (`currentStep`), and a JavaScript client reads larger integers inexactly.
+pub const MAX_STEP: u64 = (1 << 53) - 1;
+
+/// A step value: digits only, at most [`MAX_STEP`].
+fn parse_step(value: &str) -> Result<u64, ApiError> {
+    let digits_only = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
+    digits_only
+        .then(|| value.parse::<u64>().ok())
+        .flatten()
+        .filter(|step| *step <= MAX_STEP)
+        .ok_or_else(|| {
+            ApiError::BadRequest(format!(
+                "Invalid step parameter: expected a whole number from 0 to {MAX_STEP}, in digits only; got '{}'",
+                echo(value)
+            ))
+        })
 }
 
 #[cfg(test)]
@@ -75,34 +75,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parse_int_reads_like_javascript() {
-        for (s, want) in [
-            ("5abc", Some(5)),
-            ("1e3", Some(1)),
-            ("0x10", Some(0)),
-            ("3.9", Some(3)),
-            (" 7", Some(7)),
-            ("-0", Some(0)),
-            ("-1", Some(-1)),
-            ("+4", Some(4)),
-            ("abc", None),
-            ("", None),
-            ("-", None),
-        ] {
-            assert_eq!(parse_int(s), want, "{s:?}");
-        }
-    }
-
-    #[test]
-    fn step_accepts_what_the_reference_accepts() {
+    fn steps_are_digits_only() {
         let step = |q: &str| QueryPairs::parse(Some(q)).step().map_err(|e| e.to_string());
-        assert_eq!(step("step=5abc"), Ok(Some(5)));
-        assert_eq!(step("step=-0"), Ok(Some(0)));
+        assert_eq!(step("step=0"), Ok(Some(0)));
         assert_eq!(step("step=99999"), Ok(Some(99999)));
+        assert_eq!(step("step=007"), Ok(Some(7)));
+        assert_eq!(step("step=9007199254740991"), Ok(Some(MAX_STEP)));
         assert_eq!(step("step=5&step=abc"), Ok(Some(5)));
         assert_eq!(step("other=1"), Ok(None));
-        assert_eq!(step("step=-1"), Err("Invalid step parameter".to_owned()));
-        assert_eq!(step("step="), Err("Invalid step parameter".to_owned()));
-        assert_eq!(step("step=%207"), Ok(Some(7)));
+        for bad in [
+            "5abc",
+            "1e3",
+            "1e99",
+            "0x10",
+            "3.9",
+            "-0",
+            "-1",
+            "+4",
+            "%207",
+            "7%20",
+            "",
+            "abc",
+            "9007199254740992",
+            "1234567890123456789012345678901234567890",
+        ] {
+            let got = step(&format!("step={bad}")).unwrap_err();
+            assert!(
+                got.starts_with("Invalid step parameter: expected a whole number"),
+                "{bad}: {got}"
+            );
+        }
+        assert_eq!(
+            step("step=1e99").unwrap_err(),
+            "Invalid step parameter: expected a whole number from 0 to 9007199254740991, in digits only; got '1e99'"
+        );
     }
 }

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 
-use super::error::{session_not_found, ApiError};
+use super::error::{echo, session_not_found, ApiError};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::core::diagnostics::DiagnosticsSummary;
@@ -104,7 +104,8 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
         _ => {
             return Err(ApiError::Parse {
                 message: format!(
-                    "Unknown framework: {framework}. Available: {}",
+                    "Unknown framework: {}. Available: {}",
+                    echo(&framework),
                     FRAMEWORKS.join(", ")
                 ),
                 details: serde_json::json!({}),
@@ -168,7 +169,7 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
 async fn read_multipart(state: &AppState, request: Request, query: &QueryPairs) -> Result<Upload, ApiError> {
     let mut multipart = Multipart::from_request(request, state)
         .await
-        .map_err(|e| ApiError::BadRequest(format!("Invalid multipart body: {}", e.body_text())))?;
+        .map_err(|e| ApiError::BadRequest(format!("Invalid multipart body: {}", echo(&e.body_text()))))?;
     let mut framework = None;
     let mut strict = query.flag("strict");
     let (mut file_fields, mut files_fields) = (Vec::new(), Vec::new());
@@ -271,7 +272,7 @@ fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
     if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
         too_large()
     } else {
-        ApiError::BadRequest(format!("Invalid multipart body: {}", e.body_text()))
+        ApiError::BadRequest(format!("Invalid multipart body: {}", echo(&e.body_text())))
     }
 }
 

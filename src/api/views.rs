@@ -7,7 +7,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 
-use super::error::{graph_not_found, session_not_found, ApiError};
+use super::error::{echo, graph_not_found, session_not_found, ApiError};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::core::session::Branch;
@@ -228,7 +228,13 @@ pub async fn context(
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))?;
             rendered
-                .map_err(|_| ApiError::NotFound(format!("No entry with id '{leaf}' in session '{id}'")))?
+                .map_err(|_| {
+                    ApiError::NotFound(format!(
+                        "No entry with id '{}' in session '{}'",
+                        echo(&leaf),
+                        echo(&id)
+                    ))
+                })?
                 .into()
         }
     };
@@ -255,7 +261,8 @@ pub async fn export(
     let format = query.first("format").unwrap_or("jsonl").to_owned();
     if !matches!(format.as_str(), "jsonl" | "pi-v3") {
         return Err(ApiError::BadRequest(format!(
-            "Unknown export format '{format}' (expected jsonl or pi-v3)"
+            "Unknown export format '{}' (expected jsonl or pi-v3)",
+            echo(&format)
         )));
     }
     if format == "pi-v3" && slot.framework != crate::store::Framework::Pi {

@@ -12,16 +12,22 @@
 //! there belongs to a session only when the session names the agent (`"agentId":"<id>"`)
 //! or the agent's log carries the session's `sessionId`.
 
+use std::ffi::OsStr;
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use super::confined::{EntryKind, ReadError, SessionsRoot};
+use crate::core::diagnostics::LineIssue;
 use crate::core::input::{FileRole, SessionInput, SourceFile};
 
 /// Why a session's files could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum DiskError {
-    /// A file or directory could not be read.
+    /// A file of a sessions directory was refused (a symbolic link, not a regular file) or
+    /// could not be read; it is named relative to the sessions directory.
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// A file given explicitly (on the command line) could not be read.
     #[error("failed to read {path}: {source}")]
     Io {
         /// What was being read.
@@ -52,12 +58,14 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DiskError + '_ {
     }
 }
 
-/// Reads a session from `paths`: a main log (its sub-agents are found beside it), a
-/// directory holding one session, or several files given explicitly.
+/// Reads a session from `paths` given by the operator (the command line): a main log (its
+/// sub-agents are found beside it), a directory holding one session, or several files given
+/// explicitly. What is found beside a main log is read under the sessions-directory rule
+/// ([`super::confined`]), with the log's folder as the root; files refused are left out.
 pub fn read_session(paths: &[PathBuf]) -> Result<SessionInput, DiskError> {
     match paths {
-        [one] if one.is_dir() => Ok(read_main(&find_main_log(one)?)?.input),
-        [one] => Ok(read_main(one)?.input),
+        [one] if one.is_dir() => read_beside(&find_main_log(one)?),
+        [one] => read_beside(one),
         many => {
             let mut files = Vec::with_capacity(many.len());
             for p in many {
@@ -71,11 +79,28 @@ pub fn read_session(paths: &[PathBuf]) -> Result<SessionInput, DiskError> {
     }
 }
 
+/// The session of the main log at `main`, a path the operator gave: the log is read as
+/// given, its sub-agents under the sessions-directory rule.
+fn read_beside(main: &Path) -> Result<SessionInput, DiskError> {
+    let bytes = fs::read(main).map_err(io(main))?;
+    let folder = main.parent().filter(|p| !p.as_os_str().is_empty());
+    let root = SessionsRoot::new(folder.unwrap_or(Path::new(".")));
+    let name = Path::new(main.file_name().unwrap_or(main.as_os_str()));
+    let read = with_subagents(&root, name, bytes)?;
+    for skipped in &read.skipped {
+        tracing::warn!(file = %skipped.name, reason = %skipped.reason, "left out");
+    }
+    Ok(read.input)
+}
+
 /// The one main log in `dir`.
 pub fn find_main_log(dir: &Path) -> Result<PathBuf, DiskError> {
-    let mut logs: Vec<PathBuf> = list_dir(dir)?
+    let mut logs: Vec<PathBuf> = SessionsRoot::new(dir)
+        .list(Path::new(""))?
         .into_iter()
-        .filter(|p| p.is_file() && is_jsonl(p) && FileRole::of(&file_name(p)) == FileRole::Main)
+        .filter(|e| e.kind == EntryKind::File && is_jsonl(&e.name))
+        .filter(|e| FileRole::of(&e.name.to_string_lossy()) == FileRole::Main)
+        .map(|e| dir.join(e.name))
         .collect();
     match logs.len() {
         0 => Err(DiskError::NoSession(dir.to_owned())),
@@ -94,75 +119,156 @@ pub struct DiskSession {
     pub input: SessionInput,
     /// The path of each file, in the same order.
     pub paths: Vec<PathBuf>,
+    /// Files of the session that were left out: links, files that are not regular files,
+    /// files that could not be read.
+    pub skipped: Vec<SkippedFile>,
 }
 
-/// Reads the main log at `main` and the sub-agent logs that belong to it.
-pub fn read_main(main: &Path) -> Result<DiskSession, DiskError> {
-    let bytes = fs::read(main).map_err(io(main))?;
-    let dir = main.parent().unwrap_or(Path::new("."));
+/// A file of a session that was left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedFile {
+    /// Its name as the session's files are named (`agent-x.jsonl`, `<stem>/subagents/...`).
+    pub name: String,
+    /// Its path (to notice when it changes).
+    pub path: PathBuf,
+    /// Why: `is a symbolic link (...)`.
+    pub reason: String,
+}
+
+impl SkippedFile {
+    /// The diagnostics entry that reports it (line 0: the whole file).
+    pub fn issue(&self) -> LineIssue {
+        LineIssue {
+            file: self.name.clone(),
+            line: 0,
+            reason: self.reason.clone(),
+        }
+    }
+}
+
+/// Reads the main log `main` (relative to `root`) and the sub-agent logs that belong to
+/// it. Sub-agent files that the rule refuses or that cannot be read are left out (see
+/// [`DiskSession::skipped`]); the main log must be read.
+pub fn read_main(root: &SessionsRoot, main: &Path) -> Result<DiskSession, DiskError> {
+    let bytes = root.read(main)?;
+    with_subagents(root, main, bytes)
+}
+
+/// A session's files as they are being gathered.
+struct Gathered<'a> {
+    root: &'a SessionsRoot,
+    /// The main log's folder, relative to the root: names are shown relative to it.
+    folder: &'a Path,
+    session: DiskSession,
+}
+
+impl Gathered<'_> {
+    fn has(&self, name: &str) -> bool {
+        self.session.input.files.iter().any(|f| f.base_name() == name)
+    }
+
+    /// Reads `file` (relative to the root) as `name`, or records why it was left out.
+    fn read(&mut self, file: &Path, name: String) {
+        let path = self.root.path().join(file);
+        match self.root.read(file) {
+            Ok(bytes) => {
+                self.session.input.files.push(SourceFile::new(name, bytes));
+                self.session.paths.push(path);
+            }
+            Err(e) => self.skip(&e, name, path),
+        }
+    }
+
+    fn skip(&mut self, error: &ReadError, name: String, path: PathBuf) {
+        self.session.skipped.push(SkippedFile {
+            name,
+            path,
+            reason: error.reason(),
+        });
+    }
+}
+
+/// The session of the main log `main` (relative to `root`, its bytes read): the main log,
+/// then the sub-agents of both layouts.
+fn with_subagents(root: &SessionsRoot, main: &Path, bytes: Vec<u8>) -> Result<DiskSession, DiskError> {
+    let folder = main.parent().unwrap_or(Path::new(""));
     let stem = main
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut files = vec![SourceFile::new(file_name(main), Vec::new())];
-    let mut paths = vec![main.to_owned()];
+    let mut gathered = Gathered {
+        root,
+        folder,
+        session: DiskSession {
+            input: SessionInput::new(vec![SourceFile::new(file_name(main), Vec::new())]),
+            paths: vec![root.path().join(main)],
+            skipped: Vec::new(),
+        },
+    };
+    read_nested(&mut gathered, &stem);
+    read_flat(&mut gathered, &bytes)?;
+    gathered.session.input.files[0].bytes = bytes;
+    Ok(gathered.session)
+}
 
-    // <session>/subagents/: every file there is this session's.
-    let nested = dir.join(&stem).join("subagents");
-    if nested.is_dir() {
-        for p in list_dir(&nested)? {
-            let name = file_name(&p);
-            if p.is_file() && FileRole::of(&name) != FileRole::Main {
-                let bytes = fs::read(&p).map_err(io(&p))?;
-                files.push(SourceFile::new(format!("{stem}/subagents/{name}"), bytes));
-                paths.push(p);
-            }
+/// `<stem>/subagents/`: every file there is this session's.
+fn read_nested(gathered: &mut Gathered<'_>, stem: &str) {
+    let nested = gathered.folder.join(stem).join("subagents");
+    let entries = match gathered.root.list(&nested) {
+        Ok(entries) => entries,
+        // Most sessions have no sub-agents folder.
+        Err(e) if e.is_not_found() => return,
+        Err(e) => {
+            let name = shown_name(gathered.folder, e.file());
+            let path = gathered.root.path().join(e.file());
+            gathered.skip(&e, name, path);
+            return;
         }
+    };
+    for entry in entries {
+        let name = entry.name.to_string_lossy().into_owned();
+        if entry.kind == EntryKind::Directory || FileRole::of(&name) == FileRole::Main {
+            continue;
+        }
+        gathered.read(&nested.join(&entry.name), format!("{stem}/subagents/{name}"));
     }
+}
 
-    // Flat layout: agents this session names, or whose log carries its sessionId.
-    let named = named_agent_ids(&bytes);
-    let session_id = first_string_field(&bytes, b"sessionId");
-    for p in list_dir(dir)? {
-        let name = file_name(&p);
-        if !p.is_file() || !is_jsonl(&p) || FileRole::of(&name) != FileRole::SubAgent {
+/// Flat layout: agents beside the main log that the session names, or whose log carries its
+/// `sessionId`. An agent that cannot be read is reported only when the session names it
+/// (otherwise it may well be another session's).
+fn read_flat(gathered: &mut Gathered<'_>, main_bytes: &[u8]) -> Result<(), DiskError> {
+    let named = named_agent_ids(main_bytes);
+    let session_id = first_string_field(main_bytes, b"sessionId");
+    for entry in gathered.root.list(gathered.folder)? {
+        let name = entry.name.to_string_lossy().into_owned();
+        let candidate = entry.kind != EntryKind::Directory
+            && is_jsonl(&entry.name)
+            && FileRole::of(&name) == FileRole::SubAgent;
+        if !candidate || gathered.has(&name) {
             continue;
         }
-        if files.iter().any(|f| f.base_name() == name) {
-            continue;
-        }
+        let file = gathered.folder.join(&entry.name);
         let id = crate::core::input::agent_id_from_name(&name).unwrap_or_default();
-        let belongs = named.iter().any(|n| n == id) || {
-            let head = read_head(&p, 64 * 1024)?;
-            session_id.is_some() && first_string_field(&head, b"sessionId") == session_id
-        };
+        let belongs = named.iter().any(|n| n == id)
+            || session_id.is_some() && {
+                let head = gathered.root.read_head(&file, 64 * 1024).unwrap_or_default();
+                first_string_field(&head, b"sessionId") == session_id
+            };
         if belongs {
-            files.push(SourceFile::new(name, fs::read(&p).map_err(io(&p))?));
-            paths.push(p);
+            gathered.read(&file, name);
         }
     }
-    files[0].bytes = bytes;
-    Ok(DiskSession {
-        input: SessionInput::new(files),
-        paths,
-    })
+    Ok(())
 }
 
-fn list_dir(dir: &Path) -> Result<Vec<PathBuf>, DiskError> {
-    let mut out: Vec<PathBuf> = fs::read_dir(dir)
-        .map_err(io(dir))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    out.sort();
-    Ok(out)
-}
-
-fn read_head(path: &Path, limit: u64) -> Result<Vec<u8>, DiskError> {
-    let mut head = Vec::new();
-    fs::File::open(path)
-        .and_then(|f| f.take(limit).read_to_end(&mut head))
-        .map_err(io(path))?;
-    Ok(head)
+/// `file` (relative to the root) as the session's files are named: relative to the main
+/// log's folder.
+fn shown_name(folder: &Path, file: &Path) -> String {
+    file.strip_prefix(folder)
+        .unwrap_or(file)
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn file_name(p: &Path) -> String {
@@ -171,8 +277,10 @@ fn file_name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn is_jsonl(p: &Path) -> bool {
-    p.extension().is_some_and(|e| e.eq_ignore_ascii_case("jsonl"))
+fn is_jsonl(name: &OsStr) -> bool {
+    Path::new(name)
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("jsonl"))
 }
 
 /// Every distinct value of `"agentId":"..."` in `bytes`, in order of first appearance.
@@ -252,6 +360,54 @@ mod tests {
                 "agent-a2.jsonl"
             ]
         );
+    }
+
+    #[test]
+    fn links_and_fifos_among_sub_agents_are_left_out_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::create_dir_all(d.join("p/s1/subagents")).unwrap();
+        fs::write(d.join("p/s1.jsonl"), r#"{"sessionId":"S1","agentId":"f1"}"#).unwrap();
+        fs::write(d.join("p/s1/subagents/agent-n1.jsonl"), "{}").unwrap();
+        fs::write(d.join("p/elsewhere.txt"), r#"{"sessionId":"S1"}"#).unwrap();
+        std::os::unix::fs::symlink("../../elsewhere.txt", d.join("p/s1/subagents/agent-n2.jsonl")).unwrap();
+        std::os::unix::fs::symlink("elsewhere.txt", d.join("p/agent-f1.jsonl")).unwrap();
+        // Not named by the session: it may be another session's, so it is not reported.
+        std::os::unix::fs::symlink("elsewhere.txt", d.join("p/agent-f2.jsonl")).unwrap();
+        let fifo = d.join("p/s1/subagents/agent-n3.jsonl");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o600)).unwrap();
+
+        let root = SessionsRoot::new(d);
+        let read = read_main(&root, Path::new("p/s1.jsonl")).unwrap();
+        let names: Vec<&str> = read.input.files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["s1.jsonl", "s1/subagents/agent-n1.jsonl"]);
+        assert_eq!(
+            read.paths,
+            [d.join("p/s1.jsonl"), d.join("p/s1/subagents/agent-n1.jsonl")]
+        );
+        let skipped: Vec<(&str, &str)> = read
+            .skipped
+            .iter()
+            .map(|s| (s.name.as_str(), s.reason.as_str()))
+            .collect();
+        assert_eq!(
+            skipped,
+            [
+                (
+                    "s1/subagents/agent-n2.jsonl",
+                    "is a symbolic link (symbolic links in a sessions directory are not followed)"
+                ),
+                ("s1/subagents/agent-n3.jsonl", "is a FIFO, not a regular file"),
+                (
+                    "agent-f1.jsonl",
+                    "is a symbolic link (symbolic links in a sessions directory are not followed)"
+                ),
+            ]
+        );
+        assert!(matches!(
+            read_main(&root, Path::new("p/s1/subagents/agent-n3.jsonl")),
+            Err(DiskError::Read(ReadError::NotRegular { .. }))
+        ));
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Where sessions come from and where they live.
 //!
+//! - [`confined`]: the one way files of a sessions directory are read (no symbolic link
+//!   followed, regular files only, never blocking);
 //! - [`disk`]: reading one session's files the way Claude Code lays them out;
 //! - [`scan`]: finding sessions in the configured directories;
 //! - [`uploads`]: durable storage of uploads under the data directory;
 //! - [`registry`]: the store itself: every known session, parsed once on first use,
 //!   cached under a memory budget, reloaded when its files change.
 
+pub mod confined;
 pub mod disk;
 pub mod registry;
 pub mod scan;

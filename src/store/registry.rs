@@ -52,15 +52,45 @@ pub enum StoreError {
     /// The session could not be loaded (no main file; a bad line with strict loading).
     #[error(transparent)]
     Session(#[from] SessionError),
-    /// A session's files could not be read from disk.
-    #[error(transparent)]
-    Disk(#[from] DiskError),
+    /// A file of a session in a sessions directory was refused (a symbolic link, not a
+    /// regular file) or could not be read.
+    #[error("session '{id}': {source}")]
+    SessionFile {
+        /// The session.
+        id: String,
+        /// What went wrong, naming the file relative to its sessions directory.
+        source: DiskError,
+    },
     /// Storing or reading an upload failed.
     #[error("upload storage failed: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+    /// The upload storage is full (no space left, quota used up): nothing was stored.
+    #[error("upload storage is full: {0}")]
+    StorageFull(std::io::Error),
     /// A blocking task panicked or was cancelled.
     #[error("a background task failed: {0}")]
     Task(String),
+}
+
+impl From<std::io::Error> for StoreError {
+    /// A failure of the upload storage; a full disk is told apart (the client hears 507).
+    fn from(e: std::io::Error) -> StoreError {
+        if super::uploads::is_storage_full(&e) {
+            StoreError::StorageFull(e)
+        } else {
+            StoreError::Io(e)
+        }
+    }
+}
+
+impl StoreError {
+    /// A file of session `id` in a sessions directory went wrong.
+    fn session_file(id: &str, source: DiskError) -> StoreError {
+        StoreError::SessionFile {
+            id: id.to_owned(),
+            source,
+        }
+    }
 }
 
 /// How a session's framework was given.
@@ -603,7 +633,10 @@ impl Store {
                 Ok((file.name, file.bytes))
             }
             Source::Disk(found) => {
-                let bytes = std::fs::read(&found.main)?;
+                let bytes = found
+                    .root
+                    .read(found.relative_main())
+                    .map_err(|e| StoreError::session_file(&found.id, e.into()))?;
                 let name = found
                     .main
                     .file_name()
@@ -674,11 +707,13 @@ fn load(source: &Source, framework: &Framework, uploads: Option<&UploadDir>) -> 
             Ok(Loaded::new(session, manifest.id.clone(), Vec::new()))
         }
         Source::Disk(found) => {
-            let read = disk::read_main(&found.main)?;
+            let read = disk::read_main(&found.root, found.relative_main())
+                .map_err(|e| StoreError::session_file(&found.id, e))?;
             // Stamped with the length actually read: a file that grew while it was read
             // (Claude Code still writing) differs from its stamp at the next request, and
-            // the lines written since are picked up then.
-            let stamps: Vec<FileStamp> = read
+            // the lines written since are picked up then. Files left out are stamped too:
+            // one that becomes readable reloads the session.
+            let mut stamps: Vec<FileStamp> = read
                 .paths
                 .iter()
                 .zip(&read.input.files)
@@ -687,7 +722,12 @@ fn load(source: &Source, framework: &Framework, uploads: Option<&UploadDir>) -> 
                     ..FileStamp::of(p)
                 })
                 .collect();
-            let session = build(&read.input, framework, LoadOptions::default())?;
+            stamps.extend(read.skipped.iter().map(|s| FileStamp::of(&s.path)));
+            let mut session = build(&read.input, framework, LoadOptions::default())?;
+            session
+                .diagnostics
+                .ignored_files
+                .extend(read.skipped.iter().map(disk::SkippedFile::issue));
             Ok(Loaded::new(session, version_of(&stamps), stamps))
         }
     }

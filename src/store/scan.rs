@@ -2,7 +2,9 @@
 //!
 //! Every `*.jsonl` file not named `agent-*` is a session's main log (a session's
 //! `subagents/` folder holds only `agent-*` files); its id is the file's stem (the Claude Code session uuid). Only the
-//! configured directories are walked, and nothing else is ever read.
+//! configured directories are walked, and nothing else is ever read: symbolic links are
+//! not followed, and a log is opened as every file of a sessions directory is
+//! ([`super::confined`]).
 
 use std::collections::HashSet;
 use std::fs;
@@ -12,6 +14,7 @@ use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
+use super::confined::SessionsRoot;
 use crate::core::input::{FileRole, Format};
 use crate::core::pi::is_pi_header;
 
@@ -20,6 +23,8 @@ use crate::core::pi::is_pi_header;
 pub struct FoundSession {
     /// Its id: the file stem, made unique with a short path hash when two files share it.
     pub id: String,
+    /// The sessions directory it was found in: its files are read only below it.
+    pub root: SessionsRoot,
     /// The main log.
     pub main: PathBuf,
     /// The folder holding it, relative to the scanned directory (Claude Code's project name).
@@ -30,6 +35,13 @@ pub struct FoundSession {
     pub bytes: u64,
     /// Its format, from its first line.
     pub format: Format,
+}
+
+impl FoundSession {
+    /// The main log, relative to [`FoundSession::root`].
+    pub fn relative_main(&self) -> &Path {
+        self.main.strip_prefix(self.root.path()).unwrap_or(&self.main)
+    }
 }
 
 /// What a scan found.
@@ -46,6 +58,7 @@ pub struct ScanOutcome {
 /// sessions found so far, every 1000.
 pub fn scan_dir(root: &Path, taken: &mut HashSet<String>, mut progress: impl FnMut(usize)) -> ScanOutcome {
     let mut out = ScanOutcome::default();
+    let sessions_root = SessionsRoot::new(root);
     let mut dirs = vec![root.to_owned()];
     while let Some(dir) = dirs.pop() {
         let mut entries: Vec<(PathBuf, fs::FileType)> = match fs::read_dir(&dir) {
@@ -79,8 +92,13 @@ pub fn scan_dir(root: &Path, taken: &mut HashSet<String>, mut progress: impl FnM
             if !is_log {
                 continue;
             }
-            let Ok(meta) = fs::metadata(&path) else { continue };
-            let format = format_of(&path);
+            let (meta, format) = match inspect(&sessions_root, path.strip_prefix(root).unwrap_or(&path)) {
+                Ok(found) => found,
+                Err(reason) => {
+                    out.skipped.push((path, reason));
+                    continue;
+                }
+            };
             let stem = path
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -92,6 +110,7 @@ pub fn scan_dir(root: &Path, taken: &mut HashSet<String>, mut progress: impl FnM
                 .unwrap_or_default();
             out.sessions.push(FoundSession {
                 id,
+                root: sessions_root.clone(),
                 main: path,
                 project,
                 modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
@@ -132,11 +151,19 @@ fn unique_id(stem: &str, path: &Path, taken: &mut HashSet<String>) -> String {
     id
 }
 
+/// Opens a log the walk found (a regular file then, which may have been swapped since):
+/// its size and time from the opened handle, and its format.
+fn inspect(root: &SessionsRoot, log: &Path) -> Result<(fs::Metadata, Format), String> {
+    let file = root.open(log).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    Ok((meta, format_of(file)))
+}
+
 /// The format of a log, from its first line (a pi session starts with a
 /// `{"type":"session"}` header).
-fn format_of(path: &Path) -> Format {
+fn format_of(file: fs::File) -> Format {
     let mut head = Vec::with_capacity(4096);
-    let read = fs::File::open(path).and_then(|f| f.take(64 * 1024).read_to_end(&mut head));
+    let read = file.take(64 * 1024).read_to_end(&mut head);
     let first = head.split(|&b| b == b'\n').find(|l| !l.trim_ascii().is_empty());
     match (read, first) {
         (Ok(_), Some(line)) if is_pi_header(line) => Format::Pi,

@@ -68,6 +68,15 @@ pub fn is_upload_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
+/// True when `e` says the storage is full: no space left on the device (`ENOSPC`) or the
+/// quota used up (`EDQUOT`).
+pub fn is_storage_full(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    e.kind() == io::ErrorKind::StorageFull
+        || e.raw_os_error()
+            .is_some_and(|code| code == Errno::NOSPC.raw_os_error() || code == Errno::DQUOT.raw_os_error())
+}
+
 impl UploadDir {
     /// Opens (creating it if needed) `<data_dir>/uploads`, and removes what interrupted
     /// writes and deletes left behind. Returns the directory and how many leftovers it removed.
@@ -100,7 +109,8 @@ impl UploadDir {
     }
 
     /// Writes an upload durably. Saving an id that is already stored does nothing: ids are
-    /// content-derived, so the stored files are the same.
+    /// content-derived, so the stored files are the same. On failure (a full disk among
+    /// others) the temporary directory is removed: nothing of the upload is left.
     pub fn save(&self, manifest: &Manifest, input: &SessionInput) -> io::Result<()> {
         let target = self.dir_of(&manifest.id)?;
         if target.join("manifest.json").exists() {
@@ -243,6 +253,17 @@ mod tests {
         let (uploads, removed) = UploadDir::open(dir.path()).unwrap();
         assert_eq!(removed, 1);
         assert!(uploads.manifests().unwrap().manifests.is_empty());
+    }
+
+    #[test]
+    fn a_full_disk_or_quota_is_told_apart() {
+        assert!(is_storage_full(&io::Error::from_raw_os_error(28)));
+        assert!(is_storage_full(&io::Error::from_raw_os_error(
+            rustix::io::Errno::DQUOT.raw_os_error()
+        )));
+        assert!(is_storage_full(&io::Error::from(io::ErrorKind::StorageFull)));
+        assert!(!is_storage_full(&io::Error::from_raw_os_error(2)));
+        assert!(!is_storage_full(&io::Error::other("no space left")));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::helpers::fixture;
+use crate::helpers::{fixture, SmallDisk};
 use crate::server::{Options, Reply, TestServer};
 
 const SAMPLE: &str = "ab51623b-c26d-45f5-b98e-f9d0cfa17018";
@@ -547,5 +547,312 @@ async fn a_client_trickling_its_headers_is_disconnected() {
     let h2 = time_until_closed(&addr, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await;
     assert!(h2.is_some(), "an HTTP/2 preface was still open after 10 s");
     assert_still_serving(&server, "a client trickling its headers").await;
+    server.stop().await;
+}
+
+/// The synthetic session with two sub-agents, laid out as Claude Code writes it today:
+/// `<dir>/<stem>.jsonl` and `<dir>/<stem>/subagents/agent-<id>.jsonl`.
+fn write_nested_session(dir: &std::path::Path, stem: &str) {
+    let fixture_dir = fixture("synthetic/subagents");
+    let nested = dir.join(stem).join("subagents");
+    std::fs::create_dir_all(&nested).unwrap();
+    std::fs::copy(
+        fixture_dir.join("11111111-2222-4333-8444-555555555555.jsonl"),
+        dir.join(format!("{stem}.jsonl")),
+    )
+    .unwrap();
+    for agent in ["agent-aaaa1111.jsonl", "agent-bbbb2222.jsonl"] {
+        std::fs::copy(fixture_dir.join(agent), nested.join(agent)).unwrap();
+    }
+}
+
+/// Replaces `path` by a FIFO.
+fn swap_in_a_fifo(path: &std::path::Path) {
+    std::fs::remove_file(path).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+/// Opens the FIFOs for writing when dropped, so that a reader still blocked on one (the
+/// defect this guards against) is released and the test can end.
+struct FifoReleaser(Vec<std::path::PathBuf>);
+
+impl Drop for FifoReleaser {
+    fn drop(&mut self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        for fifo in &self.0 {
+            // Non-blocking: succeeds only when a reader is waiting, which is all we need.
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+                .open(fifo);
+        }
+    }
+}
+
+/// How long any answer may take while FIFOs sit in the sessions directory (issue 15's
+/// target: within 1 s).
+const FIFO_ANSWER_WITHIN: Duration = Duration::from_secs(1);
+
+/// GET `path`, failing the test if the answer takes longer than [`FIFO_ANSWER_WITHIN`].
+async fn get_within_bound(server: &TestServer, path: &str) -> Reply {
+    let started = std::time::Instant::now();
+    let reply = tokio::time::timeout(Duration::from_secs(5), server.get(path))
+        .await
+        .unwrap_or_else(|_| panic!("GET {path}: no answer after 5 s"));
+    let took = started.elapsed();
+    assert!(took < FIFO_ANSWER_WITHIN, "GET {path} took {took:?}");
+    reply
+}
+
+/// D5 (issue 15): a session file replaced by a FIFO after the scan was opened by every
+/// request for the session, each blocking a thread forever (threads 6 -> 517); other
+/// uncached views and uploads then timed out until a restart. Files of a sessions
+/// directory are now opened without blocking and refused unless they are regular files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d5_a_fifo_swapped_into_the_sessions_directory_does_not_wedge_the_server() {
+    let sessions = tempfile::tempdir().unwrap();
+    let main_fifo = "aaaaaaaa-0000-4000-8000-00000000000a";
+    let agent_fifo = "aaaaaaaa-0000-4000-8000-00000000000b";
+    let untouched = "aaaaaaaa-0000-4000-8000-00000000000c";
+    for (project, stem) in [
+        ("project-a", main_fifo),
+        ("project-b", agent_fifo),
+        ("project-c", untouched),
+    ] {
+        write_nested_session(&sessions.path().join(project), stem);
+    }
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample"), sessions.path().to_owned()],
+        ..Options::default()
+    })
+    .await;
+    for stem in [main_fifo, agent_fifo] {
+        let loaded = server
+            .get(&format!("/api/graph/{stem}/chatlog?include_subagents=true"))
+            .await;
+        assert_eq!(loaded.status, StatusCode::OK, "{stem}: {}", loaded.json);
+    }
+
+    let main_log = sessions.path().join(format!("project-a/{main_fifo}.jsonl"));
+    let agent_log = sessions
+        .path()
+        .join(format!("project-b/{agent_fifo}/subagents/agent-aaaa1111.jsonl"));
+    swap_in_a_fifo(&main_log);
+    swap_in_a_fifo(&agent_log);
+    let _release = FifoReleaser(vec![main_log, agent_log]);
+
+    let views = [
+        "annotations?include_sidechains=true",
+        "chatlog?include_subagents=true",
+        "workflow",
+        "diagnostics",
+        "info",
+        "export",
+    ];
+    for round in 0..20 {
+        let view = views[round % views.len()];
+        let refused = get_within_bound(&server, &format!("/api/graph/{main_fifo}/{view}")).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{view}: {}",
+            refused.json
+        );
+        let message = refused.json["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(main_fifo)
+                && message.contains(&format!("project-a/{main_fifo}.jsonl"))
+                && message.contains("not a regular file"),
+            "{view}: {message}"
+        );
+        let root = sessions.path().to_string_lossy().into_owned();
+        assert!(!message.contains(&root), "{view}: {message}");
+
+        let skipped = get_within_bound(&server, &format!("/api/graph/{agent_fifo}/{view}")).await;
+        assert_eq!(skipped.status, StatusCode::OK, "{view}: {}", skipped.json);
+    }
+    // The sub-agent that is a FIFO is left out, and the diagnostics say why.
+    let diagnostics = get_within_bound(&server, &format!("/api/graph/{agent_fifo}/diagnostics")).await;
+    let ignored = diagnostics.json["ignored_files"].to_string();
+    assert!(
+        ignored.contains(&format!("{agent_fifo}/subagents/agent-aaaa1111.jsonl"))
+            && ignored.contains("not a regular file"),
+        "{ignored}"
+    );
+    let files = diagnostics.json["files"].to_string();
+    assert!(!files.contains("agent-aaaa1111"), "{files}");
+
+    // Everything else keeps working: another session on disk, the sample, an upload.
+    let other = get_within_bound(&server, &format!("/api/graph/{untouched}/workflow")).await;
+    assert_eq!(other.status, StatusCode::OK);
+    assert_still_serving(&server, "FIFOs in the sessions directory").await;
+    let upload = server
+        .upload_raw(
+            &format!("framework=claudecode&filename={MAIN}"),
+            jsonl(&[prompt("fifo")]),
+        )
+        .await;
+    assert_eq!(upload.status, StatusCode::OK, "{}", upload.json);
+    server.stop().await;
+}
+
+/// Issue 15: a file of a sessions directory that could not be read gave the generic
+/// "An internal error occurred". The error names the session and the file, relative to its
+/// sessions directory (never the server's paths): 500 when the file cannot be read, 422
+/// when it is there but refused (a link swapped in for the log).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_session_file_is_a_clear_error_naming_the_session() {
+    let sessions = tempfile::tempdir().unwrap();
+    let gone = "bbbbbbbb-0000-4000-8000-000000000001";
+    let linked = "bbbbbbbb-0000-4000-8000-000000000002";
+    for stem in [gone, linked] {
+        write_nested_session(&sessions.path().join("project"), stem);
+    }
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample"), sessions.path().to_owned()],
+        ..Options::default()
+    })
+    .await;
+    let project = sessions.path().join("project");
+    std::fs::remove_file(project.join(format!("{gone}.jsonl"))).unwrap();
+    std::fs::remove_file(project.join(format!("{linked}.jsonl"))).unwrap();
+    std::os::unix::fs::symlink(
+        project.join(format!("{linked}/subagents/agent-aaaa1111.jsonl")),
+        project.join(format!("{linked}.jsonl")),
+    )
+    .unwrap();
+    let root = sessions.path().to_string_lossy().into_owned();
+    for (id, status, why) in [
+        (
+            gone,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "No such file or directory",
+        ),
+        (linked, StatusCode::UNPROCESSABLE_ENTITY, "is a symbolic link"),
+    ] {
+        for path in [
+            format!("/api/graph/{id}/workflow"),
+            format!("/api/graph/{id}/info"),
+            format!("/api/graph/{id}/export"),
+        ] {
+            let reply = server.get(&path).await;
+            assert_eq!(reply.status, status, "{path}: {}", reply.json);
+            assert_eq!(reply.json["error"], status.canonical_reason().unwrap(), "{path}");
+            let message = reply.json["message"].as_str().unwrap_or_default();
+            assert!(
+                message.starts_with(&format!(
+                    "Session '{id}' cannot be loaded from its sessions directory: project/{id}.jsonl "
+                )) && message.contains(why),
+                "{path}: {message}"
+            );
+            assert!(!message.contains(&root), "{path}: {message}");
+        }
+    }
+    assert_still_serving(&server, "unreadable session files").await;
+    server.stop().await;
+}
+
+/// Issue 15: a full disk answered 500 "upload storage failed: No space left on device".
+/// It is 507 Insufficient Storage, and nothing of the refused upload stays behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_answers_507_and_keeps_nothing_of_the_upload() {
+    let Some(disk) = SmallDisk::mount("1m") else {
+        eprintln!(
+            "SKIPPED a_full_disk_answers_507_and_keeps_nothing_of_the_upload: cannot mount a tmpfs \
+             here (not root?); the 507 mapping is still checked by the unit tests of api::error"
+        );
+        return;
+    };
+    let server = TestServer::start(Options {
+        data_dir: Some(disk.path().to_owned()),
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    // A 2 MB session cannot fit on a 1 MB disk.
+    let big = format!(
+        r#"{{"type":"user","uuid":"big","parentUuid":null,"sessionId":"s","message":{{"role":"user","content":"{}"}}}}"#,
+        "x".repeat(2 << 20)
+    );
+    let full = server
+        .upload_raw(&format!("framework=claudecode&filename={MAIN}"), jsonl(&[big]))
+        .await;
+    assert_eq!(full.status, StatusCode::INSUFFICIENT_STORAGE, "{}", full.json);
+    assert_eq!(full.json["error"], "Insufficient Storage");
+    let message = full.json["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no space left"), "{message}");
+    assert!(!message.contains(&*disk.path().to_string_lossy()), "{message}");
+    let left: Vec<_> = std::fs::read_dir(disk.path().join("uploads"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "nothing half-written: {left:?}");
+    assert_eq!(
+        server.get("/api/sessions").await.json["sessions"]
+            .as_array()
+            .map_or(0, |s| s.iter().filter(|s| s["source"] == "upload").count()),
+        0
+    );
+    // The space it took is free again: a small upload is stored.
+    let small = server
+        .upload_raw(
+            &format!("framework=claudecode&filename={MAIN}"),
+            jsonl(&[prompt("fits")]),
+        )
+        .await;
+    assert_eq!(small.status, StatusCode::OK, "{}", small.json);
+    assert_still_serving(&server, "a full disk").await;
+    server.stop().await;
+}
+
+/// Issue 15: `?step=1e99` was read as step 1 and a 40-digit step as the whole body (the
+/// reference's `parseInt`, saturating). A step is digits only and at most 2^53 - 1;
+/// anything else is 400 saying what is expected. Plain numbers work as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_1e99_and_a_40_digit_step_are_refused_not_read_as_numbers() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    let forty_digits = "1234567890".repeat(4);
+    for route in ["/workflow", ""] {
+        for value in [
+            "1e99",
+            forty_digits.as_str(),
+            "9007199254740992",
+            "5abc",
+            "-0",
+            "%207",
+            "+3",
+        ] {
+            let reply = server
+                .get(&format!("/api/graph/{SAMPLE}{route}?step={value}"))
+                .await;
+            assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{route} {value}");
+            assert_eq!(reply.json["error"], "Bad Request");
+            let message = reply.json["message"].as_str().unwrap_or_default();
+            assert!(
+                message.starts_with(
+                    "Invalid step parameter: expected a whole number from 0 to 9007199254740991"
+                ),
+                "{route} {value}: {message}"
+            );
+        }
+    }
+    for (value, step, nodes) in [("0", 0, 1), ("7", 7, 8), ("007", 7, 8)] {
+        let reply = server
+            .get(&format!("/api/graph/{SAMPLE}/workflow?step={value}"))
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{value}");
+        assert_eq!(reply.json["workflow"]["currentStep"], step, "{value}");
+        assert_eq!(reply.json["workflow"]["nodes"].as_array().unwrap().len(), nodes);
+    }
+    let largest = server
+        .get(&format!("/api/graph/{SAMPLE}?step=9007199254740991"))
+        .await;
+    assert_eq!(largest.status, StatusCode::OK);
+    assert_eq!(largest.json["graph"]["current_step"], 9007199254740991u64);
     server.stop().await;
 }

@@ -115,12 +115,29 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     };
     c.check("get", "/readyz", &reply);
 
+    // Two sessions whose main log goes wrong after the scan: one becomes a FIFO (refused,
+    // 422), one is removed (it cannot be read, 500).
+    let broken = tempfile::tempdir().unwrap();
+    let log = fixture("synthetic/subagents/11111111-2222-4333-8444-555555555555.jsonl");
+    let refused = broken.path().join("p/eeeeeeee-0000-4000-8000-000000000001.jsonl");
+    let gone = broken.path().join("p/eeeeeeee-0000-4000-8000-000000000002.jsonl");
+    std::fs::create_dir_all(broken.path().join("p")).unwrap();
+    for path in [&refused, &gone] {
+        std::fs::copy(&log, path).unwrap();
+    }
     let server = TestServer::start(Options {
-        sessions_dirs: vec![fixture("synthetic"), fixture("pi")],
+        sessions_dirs: vec![fixture("synthetic"), fixture("pi"), broken.path().to_owned()],
         max_upload_bytes: 8 << 20,
         ..Options::default()
     })
     .await;
+    std::fs::remove_file(&refused).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&refused)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::fs::remove_file(&gone).unwrap();
     c.check("get", "/healthz", &server.get("/healthz").await);
     c.check("get", "/readyz", &server.get("/readyz").await);
     c.check("get", "/api/frameworks", &server.get("/api/frameworks").await);
@@ -349,6 +366,40 @@ async fn every_documented_response_validates_against_openapi_yaml() {
             .await,
     );
     read_only.stop().await;
+
+    // A full disk: a real one where a tmpfs can be mounted, else the response the server
+    // gives for it, built in-process.
+    match crate::helpers::SmallDisk::mount("1m") {
+        Some(disk) => {
+            let full = TestServer::start(Options {
+                data_dir: Some(disk.path().to_owned()),
+                ..Options::default()
+            })
+            .await;
+            let big = [sample[0].1.as_slice(), &vec![b'\n'; 2 << 20]].concat();
+            let reply = full.upload_raw("framework=claudecode", big).await;
+            assert_eq!(reply.status, reqwest::StatusCode::INSUFFICIENT_STORAGE);
+            c.check("post", "/api/upload", &reply);
+            full.stop().await;
+        }
+        None => {
+            eprintln!("openapi: cannot mount a tmpfs here; checking the 507 body built in-process");
+            use axum::response::IntoResponse;
+            use http_body_util::BodyExt;
+            use sessiongraph::api::error::{session_not_found, ApiError};
+            let full = std::io::Error::from_raw_os_error(28);
+            let response = ApiError::from_store(full.into(), session_not_found).into_response();
+            let status = reqwest::StatusCode::from_u16(response.status().as_u16()).unwrap();
+            let bytes = response.into_body().collect().await.unwrap().to_bytes().to_vec();
+            let reply = Reply {
+                status,
+                headers: Default::default(),
+                json: serde_json::from_slice(&bytes).unwrap(),
+                bytes,
+            };
+            c.check("post", "/api/upload", &reply);
+        }
+    }
 
     let missing: Vec<_> = c.documented().difference(&c.seen).cloned().collect();
     assert!(missing.is_empty(), "documented but never exercised: {missing:?}");

@@ -299,3 +299,272 @@ async fn a_refused_request_cannot_hold_its_connection_with_a_body_it_never_sends
     }
     server.stop().await;
 }
+
+/// Issue 15: `Authorization: BEARER k` was refused; auth scheme names are case-insensitive
+/// (RFC 7235, section 2.1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bearer_scheme_name_is_case_insensitive() {
+    let server = TestServer::start(keyed()).await;
+    let path = format!("/api/graph/{SAMPLE}/info");
+    for value in [
+        "Bearer team-key-one",
+        "BEARER team-key-one",
+        "bearer team-key-one",
+        "bEaReR team-key-one",
+        "Bearer   team-key-one",
+    ] {
+        let reply = get_with(&server, &path, ("authorization", value)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{value}: {}", reply.json);
+    }
+    for value in ["Basic team-key-one", "Bearerteam-key-one", "BEARER wrong-key"] {
+        let reply = get_with(&server, &path, ("authorization", value)).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{value}");
+    }
+    server.stop().await;
+}
+
+/// Issue 15: error messages quoted whole what the client sent (a 20 KB `branch=` came back
+/// in the 400, a 50 KB `leaf=` in the 404). A quoted value is at most 200 characters,
+/// then `…`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_messages_quote_at_most_200_characters_of_a_client_value() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    let long = "q".repeat(50_000);
+    let gzip = [&[0x1f, 0x8b, 8, 0][..], b"not really"].concat();
+    let mut replies: Vec<(String, Reply)> = Vec::new();
+    for path in [
+        format!("/api/graph/{SAMPLE}/workflow?branch={long}"),
+        format!("/api/graph/{SAMPLE}/context?leaf={long}"),
+        format!("/api/graph/{SAMPLE}?step={long}"),
+        format!("/api/graph/{SAMPLE}/workflow?step=1{long}"),
+        format!("/api/graph/{SAMPLE}/export?format={long}"),
+        format!("/api/graph/{long}"),
+        format!("/api/graph/{long}/workflow"),
+        format!("/api/graph/{long}/context"),
+        format!("/api/graph/{long}/export"),
+        format!("/api/graph/{long}/info"),
+        format!("/{long}"),
+    ] {
+        replies.push((path[..40].to_owned(), server.get(&path).await));
+    }
+    replies.push((
+        "DELETE a long id".into(),
+        server.delete(&format!("/api/session/{long}")).await,
+    ));
+    let wrong_method = server
+        .client
+        .put(format!("{}/api/graph/{long}", server.url))
+        .send()
+        .await
+        .unwrap();
+    replies.push(("PUT a long path".into(), Reply::read(wrong_method).await));
+    replies.push((
+        "a long framework".into(),
+        server
+            .upload_raw(&format!("framework={long}"), b"{}\n".to_vec())
+            .await,
+    ));
+    replies.push((
+        "a long framework field".into(),
+        server
+            .upload_multipart(
+                &[("framework", &long)],
+                "file",
+                &[("s.jsonl".into(), b"{}\n".to_vec())],
+            )
+            .await,
+    ));
+    replies.push((
+        "a long file name without conversation".into(),
+        server
+            .upload_raw(
+                &format!("framework=claudecode&filename={long}.jsonl"),
+                b"\n \n".to_vec(),
+            )
+            .await,
+    ));
+    replies.push((
+        "a long file name, compressed".into(),
+        server
+            .upload_raw(&format!("framework=claudecode&filename={long}.jsonl"), gzip)
+            .await,
+    ));
+    replies.push((
+        "a long file name, strict".into(),
+        server
+            .upload_raw(
+                &format!("framework=claudecode&strict=true&filename={long}.jsonl"),
+                b"{\"type\":\"user\",\"uuid\":\"a\",\"message\":{\"content\":\"hi\"}}\n{oops\n".to_vec(),
+            )
+            .await,
+    ));
+    for (what, reply) in &replies {
+        assert!(
+            reply.status.is_client_error(),
+            "{what}: {} {}",
+            reply.status,
+            reply.json
+        );
+        let message = reply.json["message"].as_str().unwrap_or_default();
+        assert!(message.contains("…"), "{what}: {message:.300}");
+        assert!(
+            message.chars().count() < 600,
+            "{what}: {} characters",
+            message.len()
+        );
+        assert!(!message.contains(&"q".repeat(201)), "{what}");
+        assert!(
+            reply.bytes.len() < 1_000,
+            "{what}: a body of {} bytes",
+            reply.bytes.len()
+        );
+    }
+    server.stop().await;
+}
+
+/// A user prompt, a sub-agent turn and a meta file whose text is `marker`: what a link
+/// in a sessions directory must never bring into a view.
+fn agent_log_saying(marker: &str) -> String {
+    std::fs::read_to_string(fixture("synthetic/subagents/agent-aaaa1111.jsonl"))
+        .unwrap()
+        .replace("Reading two files.", marker)
+        .replace("Explore half A", marker)
+}
+
+/// D6 (issue 15): `ln -s /outside/secret.json <sessions>/proj/<sid>/subagents/agent-evil.jsonl`
+/// served the outside file in `/chatlog?include_subagents=true` and in annotations with
+/// `include_sidechains=true`; `/etc/passwd` was read too. Symbolic links in a sessions
+/// directory are not followed, whether they lead out of it or stay inside, and whatever
+/// they stand for: a sub-agent log (both layouts), a meta file, the `subagents` folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d6_symbolic_links_in_a_sessions_directory_are_never_followed() {
+    use std::os::unix::fs::symlink;
+    const OUTSIDE: &str = "OUTSIDE-SECRET-7f3a9c";
+    const INSIDE: &str = "INSIDE-LINKED-51d2e0";
+    let fixture_dir = fixture("synthetic/subagents");
+    let main_log = std::fs::read(fixture_dir.join("11111111-2222-4333-8444-555555555555.jsonl")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let o = outside.path();
+    std::fs::write(o.join("secret.jsonl"), agent_log_saying(OUTSIDE)).unwrap();
+    std::fs::write(
+        o.join("secret.meta.json"),
+        format!(r#"{{"toolUseId":"toolu_task1","agentType":"{OUTSIDE}"}}"#),
+    )
+    .unwrap();
+    std::fs::create_dir_all(o.join("agents")).unwrap();
+    std::fs::write(o.join("agents/agent-aaaa1111.jsonl"), agent_log_saying(OUTSIDE)).unwrap();
+
+    let sessions = tempfile::tempdir().unwrap();
+    let s = sessions.path();
+    // Nested layout: links out of the tree (a log, a meta file, /etc/passwd) and one inside it.
+    let nested = "dddddddd-0000-4000-8000-000000000001";
+    std::fs::create_dir_all(s.join(format!("p1/{nested}/subagents"))).unwrap();
+    std::fs::create_dir_all(s.join("p1/kept")).unwrap();
+    std::fs::write(s.join(format!("p1/{nested}.jsonl")), &main_log).unwrap();
+    std::fs::write(s.join("p1/kept/agent-bbbb2222.txt"), agent_log_saying(INSIDE)).unwrap();
+    let sub = s.join(format!("p1/{nested}/subagents"));
+    symlink(o.join("secret.jsonl"), sub.join("agent-aaaa1111.jsonl")).unwrap();
+    symlink(o.join("secret.meta.json"), sub.join("agent-aaaa1111.meta.json")).unwrap();
+    symlink("../../kept/agent-bbbb2222.txt", sub.join("agent-bbbb2222.jsonl")).unwrap();
+    symlink("/etc/passwd", sub.join("agent-cccc3333.jsonl")).unwrap();
+    // The `subagents` folder itself is a link out of the tree.
+    let folder = "dddddddd-0000-4000-8000-000000000002";
+    std::fs::create_dir_all(s.join(format!("p2/{folder}"))).unwrap();
+    std::fs::write(s.join(format!("p2/{folder}.jsonl")), &main_log).unwrap();
+    symlink(o.join("agents"), s.join(format!("p2/{folder}/subagents"))).unwrap();
+    // Flat layout: agent logs beside the main log, named by it.
+    let flat = "dddddddd-0000-4000-8000-000000000003";
+    std::fs::create_dir_all(s.join("p3")).unwrap();
+    std::fs::write(s.join(format!("p3/{flat}.jsonl")), &main_log).unwrap();
+    symlink(o.join("secret.jsonl"), s.join("p3/agent-aaaa1111.jsonl")).unwrap();
+    std::fs::write(s.join("p3/agent-bbbb2222.txt"), agent_log_saying(INSIDE)).unwrap();
+    symlink("agent-bbbb2222.txt", s.join("p3/agent-bbbb2222.jsonl")).unwrap();
+    symlink("/etc/passwd", s.join("p3/agent-cccc3333.jsonl")).unwrap();
+    // A main log that is a link is not a session.
+    std::fs::create_dir_all(s.join("p4")).unwrap();
+    symlink(
+        fixture_dir.join("11111111-2222-4333-8444-555555555555.jsonl"),
+        s.join("p4/dddddddd-0000-4000-8000-000000000004.jsonl"),
+    )
+    .unwrap();
+
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![s.to_owned()],
+        ..Options::default()
+    })
+    .await;
+    let listed = server.get("/api/sessions").await.json.to_string();
+    assert!(
+        !listed.contains("dddddddd-0000-4000-8000-000000000004"),
+        "{listed}"
+    );
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let passwd_line = passwd.lines().next().unwrap_or("root:x:0:0");
+    for (id, links) in [
+        (
+            nested,
+            vec![
+                format!("{nested}/subagents/agent-aaaa1111.jsonl"),
+                format!("{nested}/subagents/agent-aaaa1111.meta.json"),
+                format!("{nested}/subagents/agent-bbbb2222.jsonl"),
+                format!("{nested}/subagents/agent-cccc3333.jsonl"),
+            ],
+        ),
+        (folder, vec![format!("{folder}/subagents")]),
+        (
+            flat,
+            vec![
+                "agent-aaaa1111.jsonl".to_owned(),
+                "agent-bbbb2222.jsonl".to_owned(),
+                "agent-cccc3333.jsonl".to_owned(),
+            ],
+        ),
+    ] {
+        for view in [
+            "",
+            "/workflow",
+            "/annotations?include_sidechains=true",
+            "/chatlog?include_subagents=true",
+            "/metrics",
+            "/branches",
+            "/context",
+            "/info",
+            "/export",
+        ] {
+            let reply = server.get(&format!("/api/graph/{id}{view}")).await;
+            assert_eq!(reply.status, StatusCode::OK, "{id}{view}: {}", reply.json);
+            let body = String::from_utf8_lossy(&reply.bytes);
+            for secret in [OUTSIDE, INSIDE, passwd_line] {
+                assert!(!body.contains(secret), "{id}{view} shows {secret}");
+            }
+        }
+        // Each link is left out, and the diagnostics say why.
+        let diagnostics = server.get(&format!("/api/graph/{id}/diagnostics")).await;
+        assert_eq!(diagnostics.status, StatusCode::OK);
+        let read: Vec<&str> = diagnostics.json["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(read.len(), 1, "{id}: only the main log is read: {read:?}");
+        let ignored = &diagnostics.json["ignored_files"];
+        for link in &links {
+            let entry = ignored
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["file"] == link.as_str())
+                .unwrap_or_else(|| panic!("{id}: {link} is not in {ignored}"));
+            assert!(
+                entry["reason"].as_str().unwrap().contains("symbolic link"),
+                "{entry}"
+            );
+        }
+    }
+    server.stop().await;
+}
