@@ -35,8 +35,8 @@ pub enum NoticeKind {
     /// `<bash-notification>`: a background shell changed state.
     BashNotification,
     /// `<command-name>`: a slash command. The specification's user turns exclude slash
-    /// commands (`spec/annotation-units.md`) and its graph rules make them system notices
-    /// (`spec/graph-nodes-edges.md`).
+    /// commands (`docs/spec/annotation-units.md`) and its graph rules make them system notices
+    /// (`docs/spec/graph-nodes-edges.md`).
     SlashCommand,
 }
 

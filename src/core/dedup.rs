@@ -1,4 +1,4 @@
-//! Deduplication (CONTRACT 3.2, `spec/record-ordering.md` "Pre-Processing").
+//! Deduplication (CONTRACT 3.2, `docs/spec/record-ordering.md` "Pre-Processing").
 //!
 //! Claude Code sometimes writes the same content twice. Four rules remove the copies; each
 //! removed record is "aliased" to the kept record that holds its content, so that any

@@ -1,4 +1,4 @@
-//! Ordering: the parent-uuid topological sort of `spec/record-ordering.md` (CONTRACT 3.1).
+//! Ordering: the parent-uuid topological sort of `docs/spec/record-ordering.md` (CONTRACT 3.1).
 //!
 //! The sort runs over *units*: an assistant turn (all chunks of one API message) is one
 //! unit, every other record is a unit of its own. A unit registers all its uuids, so a

@@ -1,4 +1,4 @@
-//! pi agent sessions (`spec/pi/session.md`, `spec/session-tree-format.md`), read into the
+//! pi agent sessions (`docs/spec/pi/session.md`, `docs/spec/session-tree-format.md`), read into the
 //! same [`Record`]s as Claude Code so that one pipeline serves both.
 //!
 //! A pi session is one JSONL file: a `{"type":"session"}` header, then entries. Versions:

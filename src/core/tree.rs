@@ -1,4 +1,4 @@
-//! Session trees (`spec/claude-code-dag.md`, `spec/session-tree-format.md`): branch points,
+//! Session trees (`docs/spec/claude-code-dag.md`, `docs/spec/session-tree-format.md`): branch points,
 //! the active path, abandoned branches, and the context a model sees at a leaf.
 //!
 //! Branches come from regenerating a response, editing a prompt, rewinding, or pi's `/tree`:

@@ -13,6 +13,7 @@ mod hostile;
 mod openapi;
 mod properties;
 mod reference_errors;
+mod references;
 mod regressions;
 #[path = "../support/scaled.rs"]
 mod scaled;

@@ -1,6 +1,6 @@
 //! `GET /api/graph/{id}` and `GET /api/graph/{id}/metrics`: CommuGraph's communication
 //! graph. Claude Code logs name no receivers, so the graph has one node per sender and no
-//! edges (`spec/graph-nodes-edges.md`); it is kept for the frontend's sake, as the reference
+//! edges (`docs/spec/graph-nodes-edges.md`); it is kept for the frontend's sake, as the reference
 //! computes it.
 
 use std::collections::BTreeMap;

@@ -223,7 +223,7 @@ pub struct LaneJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     depth: Option<usize>,
     /// The agent's name: the spawning Task call's `subagent_type`, `unknown` without one
-    /// (`spec/claude-code-dag.md`); ours, not the reference's.
+    /// (`docs/spec/claude-code-dag.md`); ours, not the reference's.
     #[serde(skip_serializing_if = "Option::is_none")]
     agent_name: Option<&'a str>,
 }
