@@ -8,6 +8,7 @@ use clap::builder::TypedValueParser;
 use clap::Args;
 
 use crate::core::session::Branch;
+use crate::core::session::NoConversation;
 use crate::core::views::branches::{context_body, ContextError};
 use crate::core::views::{self, View, ViewOptions};
 use crate::core::{LoadOptions, Session, SessionError};
@@ -28,6 +29,10 @@ pub struct ExportArgs {
     /// Fail on the first unreadable line instead of recording it as a diagnostic.
     #[arg(long)]
     pub strict: bool,
+    /// Print the (empty) view of a file that holds no conversation instead of failing, as
+    /// the server does for a log found in a sessions directory.
+    #[arg(long, conflicts_with = "strict")]
+    pub lenient: bool,
     /// `active` leaves abandoned branches out of annotations, workflow and chat log.
     #[arg(long, default_value = "all")]
     pub branch: Branch,
@@ -55,6 +60,9 @@ pub enum ExportError {
     /// The session could not be loaded.
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// The files hold no conversation (the upload route's 400, word for word).
+    #[error(transparent)]
+    NoConversation(#[from] NoConversation),
     /// The output could not be written.
     #[error("failed to write the output: {0}")]
     Output(#[from] std::io::Error),
@@ -73,6 +81,10 @@ pub fn export(args: &ExportArgs, out: &mut impl Write) -> Result<(), ExportError
     let session = Session::build(&input, options)?;
     // The records own their text: the files' bytes are no longer needed.
     drop(input);
+    if !args.lenient {
+        let main = session.files.first().map_or("", |f| f.name.as_str());
+        session.require_conversation(main)?;
+    }
     let options = ViewOptions {
         step: args.step,
         include_subagents: args.include_subagents,

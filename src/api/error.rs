@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::core::session::NoConversation;
 use crate::core::SessionError;
 use crate::store::disk::DiskError;
 use crate::store::StoreError;
@@ -99,23 +100,13 @@ impl ApiError {
         match e {
             StoreError::NotFound(id) => ApiError::NotFound(not_found(&id)),
             StoreError::ReadOnly(_) => ApiError::Forbidden(e.to_string()),
-            StoreError::NoConversation {
-                file, unreadable: 0, ..
-            } => ApiError::BadRequest(format!(
-                "No conversational records found in {} (it holds only snapshots, summaries or blank lines)",
-                echo(&file)
-            )),
-            StoreError::NoConversation {
-                file,
-                unreadable,
-                first,
-            } => {
-                let first = first.map_or_else(String::new, |f| format!(": line {}: {}", f.line, f.reason));
-                ApiError::BadRequest(format!(
-                    "No conversational records found in {}: {unreadable} line(s) could not be read{first}",
-                    echo(&file)
-                ))
-            }
+            StoreError::NoConversation(refused) => ApiError::BadRequest(
+                NoConversation {
+                    file: echo(&refused.file).into_owned(),
+                    ..refused
+                }
+                .to_string(),
+            ),
             StoreError::Session(SessionError::NoMainFile) => ApiError::BadRequest(
                 "No main session file found (expected UUID format filename, not agent-*)".into(),
             ),

@@ -114,8 +114,14 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
     };
     let input = SessionInput::new(upload.files);
     match input.main_index() {
-        Some(i) if !input.files[i].bytes.is_empty() => {}
-        _ => {
+        Some(i) if input.files[i].bytes.is_empty() => {
+            return Err(ApiError::BadRequest(format!(
+                "The main session file {} is empty (0 bytes): nothing to load",
+                echo(&input.files[i].name)
+            )))
+        }
+        Some(_) => {}
+        None => {
             return Err(ApiError::BadRequest(
                 "No main session file found (expected UUID format filename, not agent-*)".into(),
             ))
@@ -236,14 +242,12 @@ async fn read_raw(request: Request, query: &QueryPairs) -> Result<Upload, ApiErr
                 ApiError::BadRequest("Failed to read the request body".into())
             }
         })?;
-    let files = if body.is_empty() {
-        Vec::new()
-    } else {
-        vec![SourceFile::new(
-            clean_name(query.first("filename").unwrap_or("session.jsonl"), 0),
-            Vec::from(body),
-        )]
-    };
+    // An empty body is an empty file, named as the client named it: the main-file check
+    // says so.
+    let files = vec![SourceFile::new(
+        clean_name(query.first("filename").unwrap_or("session.jsonl"), 0),
+        Vec::from(body),
+    )];
     Ok(Upload {
         framework: query.first("framework").map(str::to_owned),
         files,

@@ -53,6 +53,36 @@ pub enum SessionError {
     },
 }
 
+/// A session given to be read (an upload, a file named on the command line) that holds no
+/// conversation: only snapshots, summaries or blank lines, or lines that could not be read.
+/// The server's upload route and `sessiongraph export` refuse it with this same message; a
+/// session found in a sessions directory is served empty instead (a log may be new).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoConversation {
+    /// The file's name.
+    pub file: String,
+    /// Lines that held no readable record.
+    pub unreadable: usize,
+    /// The first of them, if any.
+    pub first: Option<LineIssue>,
+}
+
+impl std::fmt::Display for NoConversation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "No conversational records found in {}", self.file)?;
+        if self.unreadable == 0 {
+            return f.write_str(" (it holds only snapshots, summaries or blank lines)");
+        }
+        write!(f, ": {} line(s) could not be read", self.unreadable)?;
+        match &self.first {
+            Some(first) => write!(f, ": line {}: {}", first.line, first.reason),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for NoConversation {}
+
 /// What a file's first bytes say it is when it is a compressed file or an archive.
 pub fn compressed_kind(bytes: &[u8]) -> Option<&'static str> {
     const KINDS: [(&[u8], &str); 5] = [
@@ -480,6 +510,20 @@ impl Session {
                 }))
             }
         }
+    }
+
+    /// Refuses a session that shows nothing (no prompt, turn, result or notice): see
+    /// [`NoConversation`]. `file` names it in the message.
+    pub fn require_conversation(&self, file: &str) -> Result<(), NoConversation> {
+        if !self.items.is_empty() {
+            return Ok(());
+        }
+        let bad = &self.diagnostics.bad_lines;
+        Err(NoConversation {
+            file: file.to_owned(),
+            unreadable: bad.count,
+            first: bad.samples.first().cloned(),
+        })
     }
 
     /// The text a workflow node shows (see [`crate::core::workflow::node_content`]).

@@ -20,10 +20,10 @@ use tokio::sync::OnceCell;
 use super::disk::{self, DiskError};
 use super::scan::{scan_dir, FoundSession};
 use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
-use crate::core::diagnostics::LineIssue;
 use crate::core::heap::HeapSize;
 use crate::core::input::Format;
 use crate::core::session::Branch;
+use crate::core::session::NoConversation;
 use crate::core::views::summary::{counts, Counts};
 use crate::core::views::{self, Body, View, ViewOptions};
 use crate::core::{LoadOptions, Session, SessionError, SessionInput};
@@ -39,16 +39,9 @@ pub enum StoreError {
     #[error("session '{0}' is read from a sessions directory and cannot be deleted")]
     ReadOnly(String),
     /// The upload holds no conversation: only snapshots, summaries, blank lines, or lines
-    /// that could not be read (`unreadable` of them; the first one's line and reason).
-    #[error("no conversational records found in {file}")]
-    NoConversation {
-        /// The main file's name.
-        file: String,
-        /// Lines that held no readable record.
-        unreadable: usize,
-        /// The first of them, if any.
-        first: Option<LineIssue>,
-    },
+    /// that could not be read.
+    #[error(transparent)]
+    NoConversation(#[from] NoConversation),
     /// The session could not be loaded (no main file; a bad line with strict loading).
     #[error(transparent)]
     Session(#[from] SessionError),
@@ -578,14 +571,7 @@ impl Store {
         let upload_id = id.clone();
         let (manifest, loaded) = blocking(move || {
             let session = build(&input, &fw, options)?;
-            if session.items.is_empty() {
-                let bad = &session.diagnostics.bad_lines;
-                return Err(StoreError::NoConversation {
-                    file: input.files.first().map(|f| f.name.clone()).unwrap_or_default(),
-                    unreadable: bad.count,
-                    first: bad.samples.first().cloned(),
-                });
-            }
+            session.require_conversation(input.files.first().map_or("", |f| f.name.as_str()))?;
             let loaded = Loaded::new(session, upload_id.clone(), Vec::new());
             let manifest = Manifest {
                 id: upload_id,

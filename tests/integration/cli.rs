@@ -116,7 +116,11 @@ fn export_errors_are_one_clear_line() {
 fn export_strict_fails_on_a_bad_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.jsonl");
-    std::fs::write(&path, "{\"type\":\"user\"}\n{oops\n").unwrap();
+    std::fs::write(
+        &path,
+        "{\"type\":\"user\",\"uuid\":\"u\",\"message\":{\"content\":\"Look at this\"}}\n{oops\n",
+    )
+    .unwrap();
     let lenient = export(&["--view", "diagnostics", path.to_str().unwrap()]);
     assert!(lenient.status.success());
     let body: serde_json::Value = serde_json::from_slice(&lenient.stdout).unwrap();
@@ -201,5 +205,38 @@ fn a_bad_codebook_stops_the_server_naming_the_file_and_the_problem() {
         let err = String::from_utf8_lossy(&out.stderr);
         let expected = format!("error: the codebook {} {problem}", path.display());
         assert!(err.contains(&expected), "{name}: {err}");
+    }
+}
+
+/// Issue 16, item 5: `export` of a file that holds no conversation printed an empty body
+/// and exited 0, where the upload of the same file is a 400. One core decision, one answer:
+/// the CLI fails with the upload's message, word for word; `--lenient` prints the empty
+/// view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_without_conversation_fails_export_as_it_fails_upload() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage: Vec<u8> = (0..4096u32).map(|i| (i * 7919 % 251) as u8).collect();
+    let server = crate::server::TestServer::start(crate::server::Options::default()).await;
+    for (name, bytes) in [("garbage.bin", garbage), ("empty.jsonl", b"\n \n".to_vec())] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let upload = server
+            .upload_raw(&format!("framework=claudecode&filename={name}"), bytes)
+            .await;
+        assert_eq!(upload.status, reqwest::StatusCode::BAD_REQUEST, "{name}");
+        let message = upload.json["message"].as_str().unwrap().to_owned();
+
+        let out = export(&["--view", "annotations", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr).trim_end(),
+            format!("error: {message}"),
+            "{name}"
+        );
+
+        let lenient = export(&["--view", "annotations", "--lenient", path.to_str().unwrap()]);
+        assert!(lenient.status.success(), "{name}");
+        let body: serde_json::Value = serde_json::from_slice(&lenient.stdout).unwrap();
+        assert_eq!(body["total"], 0, "{name}");
     }
 }

@@ -96,7 +96,8 @@ fn raw_cases() -> Vec<(&'static str, &'static str, Vec<u8>, Expect)> {
             "empty body",
             "framework=claudecode",
             Vec::new(),
-            Expect::Error(StatusCode::BAD_REQUEST, "No file"),
+            // Issue 16, item 7: the file is named and said to be empty.
+            Expect::Error(StatusCode::BAD_REQUEST, "is empty (0 bytes): nothing to load"),
         ),
         (
             "whitespace only",
@@ -280,7 +281,10 @@ async fn hostile_multipart_uploads_get_an_error_or_a_diagnostic() {
     assert_outcome(
         "a 0-byte file",
         &zero,
-        &Expect::Error(StatusCode::BAD_REQUEST, "No main session file"),
+        &Expect::Error(
+            StatusCode::BAD_REQUEST,
+            "The main session file 11111111-2222-4333-8444-555555555555.jsonl is empty (0 bytes)",
+        ),
     );
 
     // 1,000 files: the main log and 999 sub-agent logs nobody spawned.

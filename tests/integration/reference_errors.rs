@@ -78,13 +78,18 @@ async fn upload_errors_are_the_references() {
         "06_upload_agent_prefix_is_case_insensitive",
         &server.upload_multipart(&CLAUDE, "file", &[upper]).await,
     );
+    // Issue 16, item 7: an empty main file is named and said to be empty; the reference
+    // says it found no main file.
     let empty = (
         "11111111-2222-4333-8444-555555555555.jsonl".to_owned(),
         Vec::new(),
     );
-    assert_case(
+    assert_adapted(
         "09_upload_empty_main_file",
         &server.upload_multipart(&CLAUDE, "file", &[empty]).await,
+        StatusCode::BAD_REQUEST,
+        json!({"error": "Bad Request", "message": "The main session file 11111111-2222-4333-8444-555555555555.jsonl is empty (0 bytes): nothing to load"}),
+        "an empty file is named as empty (issue 16)",
     );
 
     // CONTRACT 2: we list the frameworks we read.
