@@ -94,12 +94,13 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
     if upload.files.is_empty() {
         return Err(ApiError::BadRequest("No file(s) provided".into()));
     }
-    let framework = match framework.to_ascii_lowercase().as_str() {
-        "claudecode" | "pi" => Framework::from_name(&framework),
-        "autogen" => {
-            return Err(ApiError::BadRequest(
-                "AutoGen logs are not supported yet; supported frameworks: claudecode".into(),
-            ))
+    let framework = match Framework::from_name(&framework) {
+        Some(read) => read,
+        None if framework.eq_ignore_ascii_case("autogen") => {
+            return Err(ApiError::BadRequest(format!(
+                "AutoGen logs are not supported yet; supported frameworks: {}",
+                FRAMEWORKS.join(", ")
+            )))
         }
         _ => {
             return Err(ApiError::Parse {
@@ -133,7 +134,7 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
                 "Not a pi session: its first line is not a {\"type\":\"session\"} header".into(),
             ))
         }
-        (Framework::ClaudeCode | Framework::ClaudeCodeVariant(_), Format::Pi) => {
+        (Framework::ClaudeCode, Format::Pi) => {
             return Err(ApiError::BadRequest(
                 "This is a pi session (it starts with a session header); upload it with framework=pi".into(),
             ))
@@ -153,7 +154,6 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
     tracing::info!(id = %slot.id, created, nodes = loaded.counts.message_count, "upload accepted");
     let session = &loaded.session;
     let c = loaded.counts;
-    let full = slot.framework.has_views();
     let loaded_agents = session.subagents_loaded();
     let missing = &session.diagnostics.subagents_missing;
     Ok(Json(UploadResponse {
@@ -164,9 +164,9 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
         total_steps: c.total_steps,
         main_agent_steps: c.main_agent_steps,
         framework: slot.framework.name().to_owned(),
-        sub_agents_loaded: (full && loaded_agents > 0).then_some(loaded_agents),
-        sub_agents_missing: (full && !missing.is_empty()).then(|| missing.clone()),
-        annotation_count: full.then_some(c.annotation_count),
+        sub_agents_loaded: (loaded_agents > 0).then_some(loaded_agents),
+        sub_agents_missing: (!missing.is_empty()).then(|| missing.clone()),
+        annotation_count: Some(c.annotation_count),
         diagnostics: session.diagnostics.summary(),
     })
     .into_response())

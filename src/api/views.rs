@@ -14,12 +14,10 @@ use crate::core::session::Branch;
 use crate::core::views::branches::context_body;
 use crate::core::views::{View, ViewOptions};
 
-/// How a view route names a missing session, and whether it needs the full Claude Code
-/// pipeline (the reference refuses workflow and annotations for other frameworks).
+/// How a view route names a missing session and which query parameters it reads.
 struct Route {
     view: View,
     not_found: fn(&str) -> String,
-    needs_views: Option<&'static str>,
     takes_step: bool,
     takes_branch: bool,
     subagents_flag: Option<&'static str>,
@@ -28,7 +26,6 @@ struct Route {
 const GRAPH: Route = Route {
     view: View::Graph,
     not_found: graph_not_found,
-    needs_views: None,
     takes_step: true,
     takes_branch: false,
     subagents_flag: None,
@@ -36,7 +33,6 @@ const GRAPH: Route = Route {
 const WORKFLOW: Route = Route {
     view: View::Workflow,
     not_found: session_not_found,
-    needs_views: Some("Workflow view is only available for Claude Code logs"),
     takes_step: true,
     takes_branch: true,
     subagents_flag: None,
@@ -44,7 +40,6 @@ const WORKFLOW: Route = Route {
 const ANNOTATIONS: Route = Route {
     view: View::Annotations,
     not_found: session_not_found,
-    needs_views: Some("Annotation view is only available for Claude Code logs"),
     takes_step: false,
     takes_branch: true,
     subagents_flag: Some("include_sidechains"),
@@ -52,7 +47,6 @@ const ANNOTATIONS: Route = Route {
 const CHATLOG: Route = Route {
     view: View::Chatlog,
     not_found: session_not_found,
-    needs_views: Some("Chat log is only available for Claude Code logs"),
     takes_step: false,
     takes_branch: true,
     subagents_flag: Some("include_subagents"),
@@ -60,7 +54,6 @@ const CHATLOG: Route = Route {
 const METRICS: Route = Route {
     view: View::Metrics,
     not_found: graph_not_found,
-    needs_views: None,
     takes_step: false,
     takes_branch: false,
     subagents_flag: None,
@@ -68,7 +61,6 @@ const METRICS: Route = Route {
 const BRANCHES: Route = Route {
     view: View::Branches,
     not_found: session_not_found,
-    needs_views: None,
     takes_step: false,
     takes_branch: false,
     subagents_flag: None,
@@ -76,7 +68,6 @@ const BRANCHES: Route = Route {
 const DIAGNOSTICS: Route = Route {
     view: View::Diagnostics,
     not_found: session_not_found,
-    needs_views: None,
     takes_step: false,
     takes_branch: false,
     subagents_flag: None,
@@ -90,16 +81,11 @@ async fn serve(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
-    // The reference checks the id, then the framework, then the step.
-    let slot = state
+    // The reference checks the id before the step.
+    state
         .store
         .slot(&id)
         .map_err(|e| ApiError::from_store(e, route.not_found))?;
-    if let Some(message) = route.needs_views {
-        if !slot.framework.has_views() {
-            return Err(ApiError::BadRequest(message.into()));
-        }
-    }
     let options = ViewOptions {
         step: if route.takes_step { query.step()? } else { None },
         include_subagents: route.subagents_flag.is_some_and(|f| query.flag(f)),

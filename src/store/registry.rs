@@ -86,35 +86,32 @@ impl StoreError {
     }
 }
 
-/// How a session's framework was given.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The framework a session's logs were written by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Framework {
     /// `claudecode`.
     ClaudeCode,
     /// `pi`.
     Pi,
-    /// `claudecode` written in another case (`ClaudeCode`). The reference parses the first
-    /// file alone and stores the name as sent, so the workflow and annotation views refuse
-    /// the session (reference errors 14-16); kept as is.
-    ClaudeCodeVariant(String),
 }
 
 impl Framework {
-    /// The name as the client sent it.
-    pub fn name(&self) -> &str {
+    /// Its name, as listed by `/api/frameworks` and stored.
+    pub fn name(self) -> &'static str {
         match self {
             Framework::ClaudeCode => "claudecode",
             Framework::Pi => "pi",
-            Framework::ClaudeCodeVariant(s) => s,
         }
     }
 
-    /// Reads a stored name back.
-    pub fn from_name(name: &str) -> Framework {
-        match name {
-            "claudecode" => Framework::ClaudeCode,
-            "pi" => Framework::Pi,
-            other => Framework::ClaudeCodeVariant(other.to_owned()),
+    /// Reads a framework's name in any case (`ClaudeCode` is `claudecode`: the reference
+    /// stores such a name as sent and then refuses the session's views); `None` for one
+    /// not read here.
+    pub fn from_name(name: &str) -> Option<Framework> {
+        match name.to_ascii_lowercase().as_str() {
+            "claudecode" => Some(Framework::ClaudeCode),
+            "pi" => Some(Framework::Pi),
+            _ => None,
         }
     }
 
@@ -126,9 +123,12 @@ impl Framework {
         }
     }
 
-    /// True when the workflow, annotation and chat-log views serve this session.
-    pub fn has_views(&self) -> bool {
-        !matches!(self, Framework::ClaudeCodeVariant(_))
+    /// The log format its sessions are read as.
+    pub fn format(self) -> Format {
+        match self {
+            Framework::ClaudeCode => Format::ClaudeCode,
+            Framework::Pi => Format::Pi,
+        }
     }
 }
 
@@ -364,10 +364,15 @@ impl Store {
             }
             let n = stored.manifests.len();
             for m in stored.manifests {
+                // Uploads stored before names were normalised may say `ClaudeCode`.
+                let Some(framework) = Framework::from_name(&m.framework) else {
+                    tracing::warn!(id = %m.id, framework = %m.framework, "skipping a stored upload of an unknown framework");
+                    continue;
+                };
                 let slot = Slot::new(
                     m.id.clone(),
                     Source::Upload(m.clone()),
-                    Framework::from_name(&m.framework),
+                    framework,
                     m.created_at_ms,
                 );
                 self.slots.entry(m.id).or_insert_with(|| Arc::new(slot));
@@ -482,7 +487,7 @@ impl Store {
                 loaded_now = true;
                 let slot = slot.clone();
                 let source = slot.source.clone();
-                let framework = slot.framework.clone();
+                let framework = slot.framework;
                 let uploads = self.uploads.clone();
                 let parses = self.parses.clone();
                 async move {
@@ -567,10 +572,10 @@ impl Store {
         }
         let uploads = self.uploads.clone();
         self.parses.fetch_add(1, Ordering::Relaxed);
-        let fw = framework.clone();
+        let fw = framework;
         let upload_id = id.clone();
         let (manifest, loaded) = blocking(move || {
-            let session = build(&input, &fw, options)?;
+            let session = build(&input, fw, options)?;
             session.require_conversation(input.files.first().map_or("", |f| f.name.as_str()))?;
             let loaded = Loaded::new(session, upload_id.clone(), Vec::new());
             let manifest = Manifest {
@@ -689,7 +694,7 @@ fn load(source: &Source, framework: &Framework, uploads: Option<&UploadDir>) -> 
         Source::Upload(manifest) => {
             let dir = uploads.ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
             let input = dir.read(manifest)?;
-            let session = build(&input, framework, LoadOptions::default())?;
+            let session = build(&input, *framework, LoadOptions::default())?;
             Ok(Loaded::new(session, manifest.id.clone(), Vec::new()))
         }
         Source::Disk(found) => {
@@ -709,7 +714,7 @@ fn load(source: &Source, framework: &Framework, uploads: Option<&UploadDir>) -> 
                 })
                 .collect();
             stamps.extend(read.skipped.iter().map(|s| FileStamp::of(&s.path)));
-            let mut session = build(&read.input, framework, LoadOptions::default())?;
+            let mut session = build(&read.input, *framework, LoadOptions::default())?;
             session
                 .diagnostics
                 .ignored_files
@@ -719,35 +724,13 @@ fn load(source: &Source, framework: &Framework, uploads: Option<&UploadDir>) -> 
     }
 }
 
-/// Runs the core on `input` (a framework variant reads its first file alone).
-fn build(input: &SessionInput, framework: &Framework, options: LoadOptions) -> Result<Session, StoreError> {
-    let session = match framework {
-        Framework::ClaudeCode => Session::build(
-            input,
-            LoadOptions {
-                format: Some(Format::ClaudeCode),
-                ..options
-            },
-        )?,
-        Framework::Pi => Session::build(
-            input,
-            LoadOptions {
-                format: Some(Format::Pi),
-                ..options
-            },
-        )?,
-        Framework::ClaudeCodeVariant(_) => {
-            let first = SessionInput::new(input.files.iter().take(1).cloned().collect());
-            Session::build(
-                &first,
-                LoadOptions {
-                    format: Some(Format::ClaudeCode),
-                    ..options
-                },
-            )?
-        }
+/// Runs the core on `input`, read as `framework`'s format.
+fn build(input: &SessionInput, framework: Framework, options: LoadOptions) -> Result<Session, StoreError> {
+    let options = LoadOptions {
+        format: Some(framework.format()),
+        ..options
     };
-    Ok(session)
+    Ok(Session::build(input, options)?)
 }
 
 /// The content-derived id of an upload: 16 hex digits of SHA-256 over the framework and
