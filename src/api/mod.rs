@@ -3,14 +3,16 @@
 //! Middleware, outermost first: catch panics (a generic JSON 500), request ids
 //! (`x-request-id`, generated when absent and echoed back), tracing (one span per request,
 //! named after the matched route, with the request id), JSON error bodies for whatever the
-//! inner layers reject, CORS (an allowlist), compression (gzip, br), a request timeout
-//! (408), and on the upload route a body limit (413, without reading past the limit).
+//! inner layers reject, security headers, head limits (414, 431: [`limits`]), CORS (an
+//! allowlist), compression (gzip, br), a request timeout (408), and on the upload route a
+//! body limit (413, without reading past the limit).
 
 pub mod auth;
 pub mod body;
 pub mod error;
 pub mod etag;
 pub mod labels;
+pub mod limits;
 pub mod query;
 pub mod sessions;
 pub mod upload;
@@ -142,6 +144,7 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(CompressionLayer::new())
         .layer(tower::util::option_layer(cors))
+        .layer(axum::middleware::from_fn(limits::refuse_oversized_heads))
         .layer(security_headers())
         .layer(axum::middleware::from_fn(error::json_errors))
         .layer(PropagateRequestIdLayer::x_request_id())

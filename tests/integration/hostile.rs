@@ -860,3 +860,36 @@ async fn step_1e99_and_a_40_digit_step_are_refused_not_read_as_numbers() {
     assert_eq!(largest.json["graph"]["current_step"], 9007199254740991u64);
     server.stop().await;
 }
+
+/// Issue 16, item 6: a 70 KB URL got 414 and a 1 MB header block 431, both with an empty
+/// body. Heads over our limits (8 KiB of target, 64 KiB of headers) get the contract's JSON
+/// error; only heads over hyper's own limits (a target over 65,534 bytes, a head over its
+/// ~400 KiB buffer) are answered by hyper, before any of our code runs, without a body
+/// (reqwest cannot even send such a target).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_request_heads_are_json_errors() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    let long_target = format!("/api/graph/{SAMPLE}/annotations?pad={}", "x".repeat(20_000));
+    let reply = server.get(&long_target).await;
+    assert_eq!(reply.status, StatusCode::URI_TOO_LONG);
+    assert_eq!(reply.json["error"], "URI Too Long");
+    assert!(reply.json["message"].as_str().unwrap().contains("at most 8192"));
+
+    let big_header = server
+        .client
+        .get(format!("{}/api/graph/{SAMPLE}/annotations", server.url))
+        .header("x-padding", "y".repeat(100_000))
+        .send()
+        .await
+        .unwrap();
+    let reply = Reply::read(big_header).await;
+    assert_eq!(reply.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    assert_eq!(reply.json["error"], "Request Header Fields Too Large");
+    assert_eq!(reply.headers["x-content-type-options"], "nosniff");
+
+    assert_still_serving(&server, "oversized heads").await;
+}
