@@ -280,20 +280,16 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         "/api/graph/{id}/workflow",
         &server.get(&format!("/api/graph/{id}/workflow?step=x")).await,
     );
-    // A framework in another case: its workflow, annotation and chat-log views refuse.
-    let variant = server
-        .upload_multipart(&[("framework", "ClaudeCode")], "file", &sample[..1])
-        .await;
-    let variant_id = variant.json["graph_id"].as_str().unwrap().to_owned();
+    // A branch that is neither `active` nor `all`.
     for (template, suffix) in [
         ("/api/graph/{id}/annotations", "annotations"),
         ("/api/graph/{id}/chatlog", "chatlog"),
     ] {
-        c.check(
-            "get",
-            template,
-            &server.get(&format!("/api/graph/{variant_id}/{suffix}")).await,
-        );
+        let refused = server
+            .get(&format!("/api/graph/{id}/{suffix}?branch=sideways"))
+            .await;
+        assert_eq!(refused.status, reqwest::StatusCode::BAD_REQUEST);
+        c.check("get", template, &refused);
     }
 
     c.check(
