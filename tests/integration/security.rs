@@ -325,7 +325,8 @@ async fn the_bearer_scheme_name_is_case_insensitive() {
 
 /// Issue 15: error messages quoted whole what the client sent (a 20 KB `branch=` came back
 /// in the 400, a 50 KB `leaf=` in the 404). A quoted value is at most 200 characters,
-/// then `…`.
+/// then `…`. (A request target is at most 8 KiB since issue 16: the values here are as
+/// long as a target allows.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_messages_quote_at_most_200_characters_of_a_client_value() {
     let server = TestServer::start(Options {
@@ -333,7 +334,7 @@ async fn error_messages_quote_at_most_200_characters_of_a_client_value() {
         ..Options::default()
     })
     .await;
-    let long = "q".repeat(50_000);
+    let long = "q".repeat(7_000);
     let gzip = [&[0x1f, 0x8b, 8, 0][..], b"not really"].concat();
     let mut replies: Vec<(String, Reply)> = Vec::new();
     for path in [
