@@ -126,6 +126,7 @@ impl ServeArgs {
             data_dir: Some(self.data_dir.clone()),
             sessions_dirs: self.effective_sessions_dirs(),
             cache_bytes: self.cache_bytes,
+            background_counts: true,
         }
     }
 

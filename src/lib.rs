@@ -58,7 +58,9 @@ pub async fn run(
     tokio::task::spawn_blocking(move || {
         if let Err(e) = store.restore() {
             tracing::error!(error = %e, "restoring the store failed");
+            return;
         }
+        store.count_unopened();
     });
     let header_read_timeout = state.config.header_read_timeout;
     let shutdown_grace = state.config.request_timeout;

@@ -2,6 +2,7 @@
 //!
 //! - [`confined`]: the one way files of a sessions directory are read (no symbolic link
 //!   followed, regular files only, never blocking);
+//! - [`counts`]: the counts of sessions on disk, kept across restarts;
 //! - [`disk`]: reading one session's files the way Claude Code lays them out;
 //! - [`scan`]: finding sessions in the configured directories;
 //! - [`uploads`]: durable storage of uploads under the data directory;
@@ -9,6 +10,7 @@
 //!   cached under a memory budget, reloaded when its files change.
 
 pub mod confined;
+pub mod counts;
 pub mod disk;
 pub mod registry;
 pub mod scan;

@@ -17,6 +17,7 @@ use dashmap::DashMap;
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
+use super::counts::DiskCounts;
 use super::disk::{self, DiskError};
 use super::scan::{scan_dir, FoundSession};
 use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
@@ -227,6 +228,10 @@ pub struct Loaded {
     bodies: Mutex<HashMap<BodyKey, Body>>,
 }
 
+/// Main logs up to this size are counted in the background after a start; larger ones when
+/// first opened.
+pub const BACKGROUND_COUNT_MAX_BYTES: u64 = 64 << 20;
+
 /// Up to this many files, a disk session's freshness is checked on the request's own
 /// thread.
 const INLINE_FRESHNESS_CHECKS: usize = 32;
@@ -305,6 +310,9 @@ pub struct StoreConfig {
     pub sessions_dirs: Vec<PathBuf>,
     /// Memory budget for parsed sessions, in bytes.
     pub cache_bytes: usize,
+    /// Count the sessions on disk never opened, in the background after a start (see
+    /// [`Store::count_unopened`]).
+    pub background_counts: bool,
 }
 
 /// The store.
@@ -315,6 +323,8 @@ pub struct Store {
     /// stored once, the second request waiting for the first.
     accepting: DashMap<String, Arc<tokio::sync::Mutex<()>>>,
     uploads: Option<UploadDir>,
+    /// Counts of sessions on disk, kept across restarts (with a data directory).
+    disk_counts: Option<DiskCounts>,
     config: StoreConfig,
     ready: AtomicBool,
     parses: Arc<AtomicUsize>,
@@ -347,6 +357,7 @@ impl Store {
             slots: DashMap::new(),
             accepting: DashMap::new(),
             uploads,
+            disk_counts: config.data_dir.as_deref().map(DiskCounts::open),
             config,
             ready: AtomicBool::new(false),
             parses: Arc::new(AtomicUsize::new(0)),
@@ -397,7 +408,12 @@ impl Store {
                     .map_or(0, |d| d.as_millis() as i64);
                 let id = found.id.clone();
                 let framework = Framework::of_format(found.format);
+                let known = self
+                    .disk_counts
+                    .as_ref()
+                    .and_then(|c| c.get(&found.main, found.bytes, found.modified));
                 let slot = Slot::new(id.clone(), Source::Disk(found), framework, created);
+                *lock(&slot.counts) = known;
                 self.slots.entry(id).or_insert_with(|| Arc::new(slot));
             }
             tracing::info!(dir = %dir.display(), sessions = n, skipped = scan.skipped.len(), "scanned sessions directory");
@@ -500,10 +516,63 @@ impl Store {
             .await?
             .clone();
         if loaded_now {
-            *lock(&slot.counts) = Some(stored_counts(&loaded.counts));
+            self.keep_counts(&slot, &loaded);
             self.enforce_budget(&slot.id);
         }
         Ok((slot, loaded))
+    }
+
+    /// Keeps what a parse of `slot` counted: in the slot, and for a session on disk in the
+    /// data directory too (so that a restart lists it with its counts).
+    fn keep_counts(&self, slot: &Slot, loaded: &Loaded) {
+        let counts = stored_counts(&loaded.counts);
+        *lock(&slot.counts) = Some(counts);
+        if let (Source::Disk(found), Some(kept), Some(main)) =
+            (&slot.source, &self.disk_counts, loaded.stamps.first())
+        {
+            if let Some(modified) = main.modified {
+                kept.record(&found.main, main.len, modified, counts);
+            }
+        }
+    }
+
+    /// Counts, one at a time, the sessions on disk that were never parsed (main logs up to
+    /// [`BACKGROUND_COUNT_MAX_BYTES`]), so that the session list shows numbers for them as
+    /// CommuGraph's does; nothing is cached. Blocking: run it on its own thread after
+    /// [`Store::restore`].
+    pub fn count_unopened(&self) {
+        if !self.config.background_counts {
+            return;
+        }
+        let pending: Vec<Arc<Slot>> = self
+            .slots
+            .iter()
+            .map(|e| e.value().clone())
+            .filter(|slot| match &slot.source {
+                Source::Disk(found) => found.bytes <= BACKGROUND_COUNT_MAX_BYTES && slot.counts().is_none(),
+                Source::Upload(_) => false,
+            })
+            .collect();
+        let started = std::time::Instant::now();
+        let mut counted = 0usize;
+        for slot in pending {
+            // Parsed meanwhile by a request, or deleted from the list: nothing to do.
+            if slot.counts().is_some() || !self.slots.contains_key(&slot.id) {
+                continue;
+            }
+            match load(&slot.source, &slot.framework, None) {
+                Ok(loaded) => {
+                    self.keep_counts(&slot, &loaded);
+                    counted += 1;
+                }
+                Err(e) => tracing::debug!(id = %slot.id, error = %e, "could not count a session"),
+            }
+        }
+        tracing::info!(
+            counted,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "counted the sessions on disk never opened"
+        );
     }
 
     /// Accepts an upload: parses it, stores it durably, and registers it. The same content
@@ -841,6 +910,7 @@ mod tests {
                 data_dir: Some(data.path().to_owned()),
                 sessions_dirs: Vec::new(),
                 cache_bytes: budget,
+                background_counts: false,
             })
             .unwrap(),
         );
@@ -876,6 +946,7 @@ mod tests {
                 data_dir: Some(data.path().to_owned()),
                 sessions_dirs: Vec::new(),
                 cache_bytes: 1 << 30,
+                background_counts: false,
             })
             .unwrap(),
         );

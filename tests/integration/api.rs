@@ -524,3 +524,57 @@ async fn a_codebook_of_the_teams_own_is_served_instead() {
         serde_json::json!({"name": "steps", "type": "integer", "required": true})
     );
 }
+
+/// Issue 16, item 9: `/api/sessions` showed `null` counts for directory sessions until each
+/// was opened, and again after every restart. Counts are kept in the data directory, and
+/// sessions never opened are counted in the background after a start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directory_sessions_are_listed_with_their_counts_after_a_restart() {
+    let sessions = tempfile::tempdir().unwrap();
+    let project = sessions.path().join("-home-me-project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::copy(
+        fixture("synthetic/no_results/11111111-2222-4333-8444-555555555555.jsonl"),
+        project.join("11111111-2222-4333-8444-555555555555.jsonl"),
+    )
+    .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let options = Options {
+        sessions_dirs: vec![sessions.path().to_owned()],
+        data_dir: Some(data.path().to_owned()),
+        ..Options::default()
+    };
+    let counts = |list: &Value| list["sessions"][0]["message_count"].clone();
+
+    let first = TestServer::start(options.clone()).await;
+    assert_eq!(counts(&first.get("/api/sessions").await.json), Value::Null);
+    let opened = first
+        .get("/api/graph/11111111-2222-4333-8444-555555555555/info")
+        .await;
+    let expected = opened.json["message_count"].clone();
+    assert!(expected.as_u64().is_some_and(|n| n > 0), "{}", opened.json);
+    first.stop().await;
+
+    let restarted = TestServer::start(options.clone()).await;
+    assert_eq!(counts(&restarted.get("/api/sessions").await.json), expected);
+    assert_eq!(restarted.state.store.parses(), 0, "listed without parsing");
+    restarted.stop().await;
+
+    let fresh_data = tempfile::tempdir().unwrap();
+    let counting = TestServer::start(Options {
+        data_dir: Some(fresh_data.path().to_owned()),
+        background_counts: true,
+        ..options
+    })
+    .await;
+    let mut listed = Value::Null;
+    for _ in 0..200 {
+        listed = counts(&counting.get("/api/sessions").await.json);
+        if !listed.is_null() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(listed, expected, "counted in the background");
+    assert_eq!(counting.state.store.parses(), 0, "and nothing was cached for it");
+}

@@ -34,6 +34,9 @@ pub struct Options {
     pub header_read_timeout: std::time::Duration,
     /// The labeling codebook (`None`: the built-in one).
     pub codebook: Option<sessiongraph::labels::Codebook>,
+    /// Count sessions on disk in the background after the start (off: listings stay as the
+    /// scan left them, for tests that look at parsing).
+    pub background_counts: bool,
 }
 
 impl Default for Options {
@@ -49,6 +52,7 @@ impl Default for Options {
             request_timeout: std::time::Duration::from_secs(300),
             header_read_timeout: std::time::Duration::from_secs(30),
             codebook: None,
+            background_counts: false,
         }
     }
 }
@@ -108,6 +112,7 @@ impl TestServer {
             data_dir: Some(data_dir.clone()),
             sessions_dirs: options.sessions_dirs,
             cache_bytes: options.cache_bytes,
+            background_counts: options.background_counts,
         })
         .expect("store opens");
         let state = AppState {
