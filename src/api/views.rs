@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 
 use super::error::{echo, graph_not_found, session_not_found, ApiError};
+use super::etag::none_match;
 use super::query::QueryPairs;
 use super::AppState;
 use crate::core::session::Branch;
@@ -113,16 +114,7 @@ async fn serve(
         },
     );
     let etag_value = HeaderValue::from_str(&etag).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let matches = headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| {
-            let t = t.trim();
-            t == "*" || t.trim_start_matches("W/") == etag
-        });
-    if matches {
+    if none_match(&headers, &etag) {
         return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag_value)]).into_response());
     }
     let body = loaded

@@ -492,15 +492,9 @@ async fn the_codebook_is_served_with_an_etag() {
     assert_eq!(reply.json["labels"].as_array().map(Vec::len), Some(12));
     assert_eq!(reply.json["families"].as_array().map(Vec::len), Some(5));
     assert_eq!(reply.json["schema_version"], "0.2");
-    let etag = reply.headers["etag"].clone();
-    let again = server
-        .client
-        .get(format!("{}/api/codebook", server.url))
-        .header("if-none-match", etag)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    let etag = reply.headers["etag"].to_str().unwrap();
+    let again = server.get_if_none_match("/api/codebook", etag).await;
+    assert_eq!(again.status, StatusCode::NOT_MODIFIED);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

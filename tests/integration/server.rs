@@ -184,6 +184,23 @@ impl TestServer {
         .await
     }
 
+    /// GET `path` with `If-None-Match: etag` (the reply's body is not read as JSON).
+    pub async fn get_if_none_match(&self, path: &str, etag: &str) -> Reply {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.url))
+            .header("if-none-match", etag)
+            .send()
+            .await
+            .unwrap();
+        Reply {
+            status: r.status(),
+            headers: r.headers().clone(),
+            bytes: r.bytes().await.unwrap().to_vec(),
+            json: Value::Null,
+        }
+    }
+
     /// DELETE `path`.
     pub async fn delete(&self, path: &str) -> Reply {
         Reply::read(
