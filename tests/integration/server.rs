@@ -34,6 +34,10 @@ pub struct Options {
     pub header_read_timeout: std::time::Duration,
     /// The labeling codebook (`None`: the built-in one).
     pub codebook: Option<sessiongraph::labels::Codebook>,
+    /// The label database (`None`: SQLite in the data directory).
+    pub database_url: Option<String>,
+    /// Annotators who may adjudicate.
+    pub reviewers: Vec<String>,
 }
 
 impl Default for Options {
@@ -49,6 +53,8 @@ impl Default for Options {
             request_timeout: std::time::Duration::from_secs(300),
             header_read_timeout: std::time::Duration::from_secs(30),
             codebook: None,
+            database_url: None,
+            reviewers: Vec::new(),
         }
     }
 }
@@ -110,6 +116,18 @@ impl TestServer {
             cache_bytes: options.cache_bytes,
         })
         .expect("store opens");
+        let codebook = Arc::new(match options.codebook {
+            Some(codebook) => codebook,
+            None => sessiongraph::labels::Codebook::built_in().expect("the built-in codebook loads"),
+        });
+        let database_url = match options.database_url {
+            Some(url) => url,
+            None => sessiongraph::labels::store::default_url(&data_dir).unwrap(),
+        };
+        let labels =
+            sessiongraph::labels::LabelStore::open(&database_url, codebook.clone(), options.reviewers)
+                .await
+                .expect("the label database opens");
         let state = AppState {
             store: Arc::new(store),
             config: Arc::new(ApiConfig {
@@ -124,10 +142,8 @@ impl TestServer {
                 api_keys: sessiongraph::api::auth::ApiKeys::new(&options.api_keys),
                 read_only: options.read_only,
             }),
-            codebook: Arc::new(match options.codebook {
-                Some(codebook) => codebook,
-                None => sessiongraph::labels::Codebook::built_in().expect("the built-in codebook loads"),
-            }),
+            codebook,
+            labels: Arc::new(labels),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -165,6 +181,7 @@ impl TestServer {
         if let Some(task) = self.task.take() {
             task.await.unwrap().unwrap();
         }
+        self.state.labels.close().await;
     }
 
     /// GET `path`.
