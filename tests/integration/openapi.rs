@@ -493,6 +493,10 @@ async fn label_routes(c: &mut Checker, server: &TestServer, id: &str) {
         ),
         (put(server, "/api/graph/nope/labels/x", &body, None).await, 404),
         (
+            put(server, &path, &json!({"note": "x".repeat(3 << 20)}), None).await,
+            413,
+        ),
+        (
             put(
                 server,
                 &format!("/api/graph/{id}/labels/no-such-unit"),
