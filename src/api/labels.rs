@@ -55,11 +55,14 @@ pub async fn put_set(
         details: json!({ "field": "body" }),
     })?;
     let precondition = precondition(&headers);
-    let (set, created) = state
+    let (set, created) = match state
         .labels
         .put(&id, &event_id, &text, &body, &precondition)
         .await
-        .map_err(api_error)?;
+    {
+        Ok(stored) => stored,
+        Err(e) => return Ok(failure(e)),
+    };
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -88,12 +91,10 @@ pub async fn delete_set(
         event_id: &event_id,
         annotator,
     };
-    state
-        .labels
-        .delete(key, &precondition(&headers))
-        .await
-        .map_err(api_error)?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    match state.labels.delete(key, &precondition(&headers)).await {
+        Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
+        Err(e) => Ok(failure(e)),
+    }
 }
 
 /// `GET /api/graph/{id}/labels` (`?annotator=`, `?status=`, `?label=`): the session's sets,
@@ -215,6 +216,19 @@ fn json_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response 
             .into_response(),
         Err(e) => ApiError::Internal(format!("serialising labels: {e}")).into_response(),
     }
+}
+
+/// A failed write's response: [`api_error`]'s, and on a 412 the current set's ETag.
+fn failure(e: LabelError) -> Response {
+    let etag = match &e {
+        LabelError::Conflict { current: Some(c) } => HeaderValue::from_str(&c.etag()).ok(),
+        _ => None,
+    };
+    let mut response = api_error(e).into_response();
+    if let Some(etag) = etag {
+        response.headers_mut().insert(header::ETAG, etag);
+    }
+    response
 }
 
 /// A label error as the client hears it: 400 naming the field, 403, 404, 412 with the

@@ -224,6 +224,10 @@ async fn round_trip(db: &TestDb) {
     .await;
     assert_eq!(stale.status, StatusCode::PRECONDITION_FAILED);
     assert_eq!(stale.json["details"]["current"]["version"], 3);
+    assert_eq!(
+        stale.headers["etag"], "\"labels-3\"",
+        "a 412 carries the current ETag"
+    );
     assert_eq!(stale.json["details"]["current"]["status"], "submitted");
     // `If-Match: *` needs a set: annotator b has none.
     let star = put(&server, &path, &set("ann.b", "draft", json!([])), Some("*")).await;
@@ -585,4 +589,51 @@ async fn restart(db: &TestDb) {
         before.json
     );
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_database_see_each_others_labels() {
+    for backend in TestDb::backends() {
+        let db = TestDb::fresh(backend).await;
+        replicas(&db).await;
+        db.cleanup().await;
+    }
+}
+
+async fn replicas(db: &TestDb) {
+    // SQLite: one file both servers open; PostgreSQL: the test database.
+    let shared = tempfile::tempdir().unwrap();
+    let url = match &db.url {
+        Some(url) => url.clone(),
+        None => sessiongraph::labels::store::default_url(shared.path()).unwrap(),
+    };
+    let options = Options {
+        database_url: Some(url),
+        ..Options::default()
+    };
+    // The same bytes uploaded to each give the same session id.
+    let (a, id, units) = sample_server(options.clone()).await;
+    let (b, id_b, _) = sample_server(options).await;
+    assert_eq!(id, id_b);
+    let (event, _) = texty(&units);
+    let path = format!("/api/graph/{id}/labels/{event}");
+    let written = put(
+        &a,
+        &path,
+        &set("ann.a", "submitted", json!([{"id": "EXEC_COGNITIVE"}])),
+        None,
+    )
+    .await;
+    assert_eq!(written.status, StatusCode::CREATED);
+    let seen = b.get(&format!("/api/graph/{id}/labels")).await;
+    assert_eq!(seen.json["labels"][0], written.json);
+    // B writes on top of what A wrote, conditionally: its If-Match holds.
+    let tag = written.headers["etag"].to_str().unwrap().to_owned();
+    let on_b = put(&b, &path, &set("ann.a", "discarded", json!([])), Some(&tag)).await;
+    assert_eq!(on_b.status, StatusCode::OK, "{}", on_b.json);
+    let stale = put(&a, &path, &set("ann.a", "draft", json!([])), Some(&tag)).await;
+    assert_eq!(stale.status, StatusCode::PRECONDITION_FAILED);
+    assert_eq!(a.get(&format!("{path}/history")).await.json["total"], 2);
+    a.stop().await;
+    b.stop().await;
 }
