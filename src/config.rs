@@ -86,6 +86,16 @@ pub struct ServeArgs {
     /// built-in CommuGraph schema v0.2.
     #[arg(long, env = "SESSIONGRAPH_CODEBOOK")]
     pub codebook: Option<PathBuf>,
+    /// Where labels are stored: `postgres://user:password@host/db` for PostgreSQL (several
+    /// replicas may share it); default: SQLite at `<data-dir>/labels.sqlite3`, created on
+    /// first start. The environment fallback is SESSIONGRAPH_DATABASE_URL, then
+    /// DATABASE_URL.
+    #[arg(long, env = "SESSIONGRAPH_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// An annotator allowed to write `adjudicated` sets (repeatable; comma-separated in the
+    /// environment variable).
+    #[arg(long = "reviewer", env = "SESSIONGRAPH_REVIEWERS", value_delimiter = ',')]
+    pub reviewers: Vec<String>,
 }
 
 /// Why the settings are unusable.
@@ -136,6 +146,29 @@ impl ServeArgs {
             Some(path) => Codebook::read(path),
             None => Codebook::built_in(),
         }
+    }
+
+    /// The label database's URL: `--database-url` (or SESSIONGRAPH_DATABASE_URL), else
+    /// DATABASE_URL, else SQLite in the data directory.
+    pub fn database_url(&self) -> Result<String, crate::labels::OpenError> {
+        let given = self
+            .database_url
+            .clone()
+            .or_else(|| std::env::var("DATABASE_URL").ok())
+            .filter(|u| !u.trim().is_empty());
+        match given {
+            Some(url) => Ok(url),
+            None => crate::labels::store::default_url(&self.data_dir),
+        }
+    }
+
+    /// The reviewers named, blanks left out.
+    pub fn reviewers(&self) -> Vec<String> {
+        self.reviewers
+            .iter()
+            .map(|r| r.trim().to_owned())
+            .filter(|r| !r.is_empty())
+            .collect()
     }
 
     /// The HTTP layer's settings.

@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sessiongraph::cli::{self, ExportArgs, HealthcheckArgs};
 use sessiongraph::config::{LogFormat, ServeArgs};
+use sessiongraph::labels::LabelStore;
 use sessiongraph::store::Store;
 use sessiongraph::AppState;
 use tracing_subscriber::EnvFilter;
@@ -94,6 +95,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tracing::warn!(file = %codebook.file, key, "the codebook repeats a top-level key; its last value is used");
     }
     let store_config = args.store_config();
+    let database_url = args.database_url()?;
+    let reviewers = args.reviewers();
     tracing::info!(
         listen = %args.listen,
         data_dir = %args.data_dir.display(),
@@ -101,6 +104,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         api_keys = api.api_keys.len(),
         read_only = api.read_only,
         codebook = %codebook.file,
+        labels_database = %sessiongraph::labels::store::redact(&database_url),
+        reviewers = reviewers.len(),
         labels = codebook.labels.len(),
         "starting"
     );
@@ -112,16 +117,22 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     runtime.block_on(async move {
         let store = Store::new(store_config).context("failed to open the data directory")?;
+        let codebook = Arc::new(codebook);
+        let labels = LabelStore::open(&database_url, codebook.clone(), reviewers).await?;
+        tracing::info!(backend = labels.backend().name(), "label database ready");
+        let labels = Arc::new(labels);
         let state = AppState {
             store: Arc::new(store),
             config: Arc::new(api),
-            codebook: Arc::new(codebook),
+            codebook,
+            labels: labels.clone(),
         };
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("failed to listen on {}", args.listen))?;
         tracing::info!(address = %listener.local_addr()?, "listening");
         sessiongraph::run(listener, state, shutdown_signal()).await?;
+        labels.close().await;
         tracing::info!("stopped");
         Ok(())
     })

@@ -147,13 +147,14 @@ fn unauthorized(message: &str) -> Response {
     response
 }
 
-/// Middleware for the routes that change what is stored (upload, delete): refused in
+/// Middleware for the routes that change what is stored (upload, delete, label writes): refused in
 /// read-only mode before anything is read.
 pub async fn refuse_when_read_only(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if state.config.read_only {
-        let refusal =
-            ApiError::Forbidden("This server is read-only: uploads and deletions are disabled".into())
-                .into_response();
+        let refusal = ApiError::Forbidden(
+            "This server is read-only: uploads, deletions and label writes are disabled".into(),
+        )
+        .into_response();
         return refuse(request, refusal).await;
     }
     next.run(request).await

@@ -31,6 +31,23 @@ pub enum ApiError {
         /// Where.
         details: Value,
     },
+    /// 400 `Bad Request` with details (`{"field": "labels[1].confidence"}`).
+    #[error("{message}")]
+    Invalid {
+        /// What is wrong.
+        message: String,
+        /// Where.
+        details: Value,
+    },
+    /// 412 `Precondition Failed`: `If-Match` does not hold; the details carry the current
+    /// state.
+    #[error("{message}")]
+    PreconditionFailed {
+        /// What failed.
+        message: String,
+        /// The current state.
+        details: Value,
+    },
     /// 401 `Unauthorized`: a key is missing or wrong.
     #[error("{0}")]
     Unauthorized(String),
@@ -83,7 +100,10 @@ impl ApiError {
     /// The status code.
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::BadRequest(_) | ApiError::Parse { .. } => StatusCode::BAD_REQUEST,
+            ApiError::BadRequest(_) | ApiError::Parse { .. } | ApiError::Invalid { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            ApiError::PreconditionFailed { .. } => StatusCode::PRECONDITION_FAILED,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
@@ -206,6 +226,9 @@ impl IntoResponse for ApiError {
         let (message, logged) = match self {
             ApiError::Parse { message, details } => {
                 return named_error_response(status, "Parse Error", &message, Some(&details));
+            }
+            ApiError::Invalid { message, details } | ApiError::PreconditionFailed { message, details } => {
+                return error_response(status, &message, Some(&details));
             }
             ApiError::Internal(cause) => (
                 "An internal error occurred; the server log has the details".to_owned(),

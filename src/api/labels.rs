@@ -1,11 +1,25 @@
-//! The labeling routes: `GET /api/codebook`.
+//! The labeling routes, thin over [`crate::labels`]:
+//!
+//! - `GET /api/codebook`: the codebook, with an ETag.
+//! - `PUT /api/graph/{id}/labels/{event_id}`: one annotator's set on one unit (`If-Match`).
+//! - `DELETE /api/graph/{id}/labels/{event_id}?annotator=NAME`: removes it (`If-Match`).
+//! - `GET /api/graph/{id}/labels`: the session's sets (`annotator`, `status`, `label`).
+//! - `GET /api/graph/{id}/labels/{event_id}/history`: every change (`annotator`).
 
-use axum::extract::State;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
 
+use super::error::{echo, session_not_found, ApiError};
 use super::etag::none_match;
+use super::query::QueryPairs;
 use super::AppState;
+use crate::core::session::Branch;
+use crate::core::views::annotations::annotations;
+use crate::labels::validate::check_annotator;
+use crate::labels::{LabelError, LabelSet, Precondition, SetFilter, SetKey, Status};
 
 /// `GET /api/codebook`: the labels with their families, definitions, rules, cues and output
 /// field types, with an ETag (`If-None-Match` gives 304).
@@ -25,4 +39,218 @@ pub async fn codebook(State(state): State<AppState>, headers: HeaderMap) -> Resp
         codebook.body(),
     )
         .into_response()
+}
+
+/// `PUT /api/graph/{id}/labels/{event_id}`: replaces the body's annotator's set on the unit.
+/// 201 when the set is new, 200 when it replaced one; the ETag is the set's version.
+pub async fn put_set(
+    State(state): State<AppState>,
+    Path((id, event_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let text = unit_text(&state, &id, &event_id).await?;
+    let body: Value = serde_json::from_slice(&body).map_err(|e| ApiError::Invalid {
+        message: format!("body: not JSON: {e}"),
+        details: json!({ "field": "body" }),
+    })?;
+    let precondition = precondition(&headers);
+    let (set, created) = match state
+        .labels
+        .put(&id, &event_id, &text, &body, &precondition)
+        .await
+    {
+        Ok(stored) => stored,
+        Err(e) => return Ok(failure(e)),
+    };
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(set_response(status, &set))
+}
+
+/// `DELETE /api/graph/{id}/labels/{event_id}?annotator=NAME`: removes that annotator's set
+/// (204); 404 when there is none.
+pub async fn delete_set(
+    State(state): State<AppState>,
+    Path((id, event_id)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    known_session(&state, &id)?;
+    let query = QueryPairs::parse(query.as_deref());
+    let annotator = query.first("annotator").ok_or_else(|| ApiError::Invalid {
+        message: "annotator: the query parameter is required".into(),
+        details: json!({ "field": "annotator" }),
+    })?;
+    check_annotator("annotator", annotator).map_err(|e| api_error(e.into()))?;
+    let key = SetKey {
+        session_id: &id,
+        event_id: &event_id,
+        annotator,
+    };
+    match state.labels.delete(key, &precondition(&headers)).await {
+        Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
+        Err(e) => Ok(failure(e)),
+    }
+}
+
+/// `GET /api/graph/{id}/labels` (`?annotator=`, `?status=`, `?label=`): the session's sets,
+/// by unit then annotator.
+pub async fn list_sets(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    known_session(&state, &id)?;
+    let query = QueryPairs::parse(query.as_deref());
+    let status = match query.first("status") {
+        None => None,
+        Some(s) => Some(Status::parse(s).ok_or_else(|| ApiError::Invalid {
+            message: format!(
+                "status: unknown status '{}' (expected draft, submitted, discarded or adjudicated)",
+                echo(s)
+            ),
+            details: json!({ "field": "status" }),
+        })?),
+    };
+    let filter = SetFilter {
+        annotator: query.first("annotator").map(str::to_owned),
+        status,
+        label: query.first("label").map(str::to_owned),
+    };
+    let sets = state.labels.list(&id, &filter).await.map_err(api_error)?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "total": sets.len(), "labels": sets }),
+    ))
+}
+
+/// `GET /api/graph/{id}/labels/{event_id}/history` (`?annotator=`): every change of the
+/// unit's sets, oldest first.
+pub async fn history(
+    State(state): State<AppState>,
+    Path((id, event_id)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    known_session(&state, &id)?;
+    let query = QueryPairs::parse(query.as_deref());
+    let entries = state
+        .labels
+        .history(&id, &event_id, query.first("annotator"))
+        .await
+        .map_err(api_error)?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "total": entries.len(), "history": entries }),
+    ))
+}
+
+/// 404 unless the session is known (without loading it).
+fn known_session(state: &AppState, id: &str) -> Result<(), ApiError> {
+    state
+        .store
+        .slot(id)
+        .map(drop)
+        .map_err(|e| ApiError::from_store(e, session_not_found))
+}
+
+/// The text of unit `event_id` of session `id` (sub-agent units included); 404 when the
+/// session or the unit is unknown.
+async fn unit_text(state: &AppState, id: &str, event_id: &str) -> Result<String, ApiError> {
+    let (_, loaded) = state
+        .store
+        .get(id)
+        .await
+        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let wanted = event_id.to_owned();
+    let text = tokio::task::spawn_blocking(move || {
+        annotations(&loaded.session, true, Branch::All)
+            .annotations
+            .iter()
+            .find(|u| u.event_id() == wanted)
+            .map(|u| u.text().to_owned())
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("finding a unit: {e}")))?;
+    text.ok_or_else(|| {
+        ApiError::NotFound(format!(
+            "Unit '{}' not found in session '{}'",
+            echo(event_id),
+            echo(id)
+        ))
+    })
+}
+
+/// The request's `If-Match`.
+fn precondition(headers: &HeaderMap) -> Precondition {
+    Precondition::parse(
+        headers
+            .get_all(header::IF_MATCH)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    )
+}
+
+/// A set with its ETag.
+fn set_response(status: StatusCode, set: &LabelSet) -> Response {
+    let mut response = json_response(status, set);
+    if let Ok(etag) = HeaderValue::from_str(&set.etag()) {
+        response.headers_mut().insert(header::ETAG, etag);
+    }
+    response
+}
+
+fn json_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => (
+            status,
+            [
+                (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+                (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            ],
+            bytes,
+        )
+            .into_response(),
+        Err(e) => ApiError::Internal(format!("serialising labels: {e}")).into_response(),
+    }
+}
+
+/// A failed write's response: [`api_error`]'s, and on a 412 the current set's ETag.
+fn failure(e: LabelError) -> Response {
+    let etag = match &e {
+        LabelError::Conflict { current: Some(c) } => HeaderValue::from_str(&c.etag()).ok(),
+        _ => None,
+    };
+    let mut response = api_error(e).into_response();
+    if let Some(etag) = etag {
+        response.headers_mut().insert(header::ETAG, etag);
+    }
+    response
+}
+
+/// A label error as the client hears it: 400 naming the field, 403, 404, 412 with the
+/// current set (and its ETag), or the generic 500 (the cause is logged).
+fn api_error(e: LabelError) -> ApiError {
+    match e {
+        LabelError::Invalid(i) => ApiError::Invalid {
+            message: i.to_string(),
+            details: json!({ "field": i.field }),
+        },
+        LabelError::Forbidden(m) => ApiError::Forbidden(m),
+        LabelError::NotFound(m) => ApiError::NotFound(m),
+        LabelError::Conflict { current } => ApiError::PreconditionFailed {
+            message: match &current {
+                Some(c) => format!(
+                    "If-Match does not hold: the set is at {} (another write came first)",
+                    c.etag()
+                ),
+                None => "If-Match does not hold: there is no set".to_owned(),
+            },
+            details: json!({ "current": current }),
+        },
+        other @ (LabelError::Database(_) | LabelError::Corrupt(_)) => ApiError::Internal(other.to_string()),
+    }
 }

@@ -6,6 +6,13 @@
 //! inner layers reject, security headers, head limits (414, 431: [`limits`]), CORS (an
 //! allowlist), compression (gzip, br), a request timeout (408), and on the upload route a
 //! body limit (413, without reading past the limit).
+//!
+//! Labels (see [`labels`] and [`crate::labels`]): `PUT` and `DELETE
+//! /api/graph/{id}/labels/{event_id}` write one annotator's set on one unit (refused with
+//! 403 in read-only mode; `If-Match: "labels-<version>"` or `*` makes the write
+//! conditional, 412 when it does not hold; without it the last writer wins);
+//! `GET /api/graph/{id}/labels` lists the session's sets and
+//! `GET /api/graph/{id}/labels/{event_id}/history` every change of a unit's sets.
 
 pub mod auth;
 pub mod body;
@@ -24,7 +31,7 @@ use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{HeaderValue, Method, StatusCode};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::Router;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::compression::CompressionLayer;
@@ -35,7 +42,7 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-use crate::labels::Codebook;
+use crate::labels::{Codebook, LabelStore};
 use crate::store::Store;
 
 /// Settings of the HTTP layer.
@@ -78,6 +85,8 @@ pub struct AppState {
     pub config: Arc<ApiConfig>,
     /// The labeling codebook.
     pub codebook: Arc<Codebook>,
+    /// The label database (checks sets against the same codebook).
+    pub labels: Arc<LabelStore>,
 }
 
 /// The API router with its middleware.
@@ -89,6 +98,9 @@ pub fn router(state: AppState) -> Router {
         DefaultBodyLimit::disable(),
         RequestBodyLimitLayer::new(config.max_upload_bytes),
     ));
+    let label_writes = put(labels::put_set)
+        .delete(labels::delete_set)
+        .layer(read_only.clone());
     let api_keys = axum::middleware::from_fn_with_state(state.clone(), auth::require_api_key);
     let api = Router::new()
         .route("/api/upload", upload)
@@ -105,6 +117,9 @@ pub fn router(state: AppState) -> Router {
         .route("/api/graph/{id}/context", get(views::context))
         .route("/api/graph/{id}/export", get(views::export))
         .route("/api/graph/{id}/info", get(sessions::info))
+        .route("/api/graph/{id}/labels", get(labels::list_sets))
+        .route("/api/graph/{id}/labels/{event_id}", label_writes)
+        .route("/api/graph/{id}/labels/{event_id}/history", get(labels::history))
         .route("/api/session/{id}", delete(sessions::delete).layer(read_only))
         .route("/healthz", get(sessions::healthz))
         .route("/readyz", get(sessions::readyz))
@@ -115,10 +130,11 @@ pub fn router(state: AppState) -> Router {
     let cors = (!config.cors_origins.is_empty()).then(|| {
         CorsLayer::new()
             .allow_origin(AllowOrigin::list(config.cors_origins.clone()))
-            .allow_methods([Method::GET, Method::POST, Method::DELETE])
+            .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
             .allow_headers([
                 axum::http::header::CONTENT_TYPE,
                 axum::http::header::IF_NONE_MATCH,
+                axum::http::header::IF_MATCH,
                 axum::http::header::AUTHORIZATION,
                 axum::http::HeaderName::from_static("x-api-key"),
             ])
@@ -210,11 +226,16 @@ mod tests {
     use http_body_util::BodyExt;
     use tower::ServiceExt;
 
-    fn state() -> AppState {
+    async fn state() -> AppState {
+        let codebook = Arc::new(Codebook::built_in().unwrap());
+        let labels = LabelStore::open("sqlite::memory:", codebook.clone(), Vec::new())
+            .await
+            .unwrap();
         AppState {
             store: Arc::new(Store::new(StoreConfig::default()).unwrap()),
             config: Arc::new(ApiConfig::default()),
-            codebook: Arc::new(Codebook::built_in().unwrap()),
+            codebook,
+            labels: Arc::new(labels),
         }
     }
 
@@ -224,7 +245,7 @@ mod tests {
             .uri(uri)
             .body(Body::empty())
             .unwrap();
-        let response = router(state()).oneshot(request).await.unwrap();
+        let response = router(state().await).oneshot(request).await.unwrap();
         let status = response.status();
         let headers = response.headers().clone();
         let bytes = response.into_body().collect().await.unwrap().to_bytes();

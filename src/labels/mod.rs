@@ -1,6 +1,15 @@
-//! Labeling: what a team codes annotation units with.
+//! Labeling: what a team codes annotation units with, and where their labels live.
 //!
 //! - [`codebook`]: the labels, their definitions, rules, cues and typed output fields.
+//! - [`model`]: label records, sets, history entries, `If-Match` preconditions.
+//! - [`validate`]: a set write checked against the codebook and the unit's text (pure).
+//! - [`store`]: the label database (SQLite or PostgreSQL), migrations and transactions.
 pub mod codebook;
+pub mod model;
+pub mod store;
+pub mod validate;
 
 pub use codebook::{Codebook, CodebookError};
+pub use model::{HistoryEntry, LabelSet, Precondition, SetFilter, Status};
+pub use store::{LabelError, LabelStore, OpenError, SetKey};
+pub use validate::Invalid;

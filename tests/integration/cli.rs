@@ -240,3 +240,32 @@ async fn a_file_without_conversation_fails_export_as_it_fails_upload() {
         assert_eq!(body["total"], 0, "{name}");
     }
 }
+
+/// A label database that cannot be opened stops the server at start, with a message naming
+/// it (password hidden).
+#[test]
+fn an_unusable_label_database_stops_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    for (url, expected) in [
+        (
+            "mysql://u:secret@127.0.0.1/db",
+            "invalid label database URL: mysql://u:***@127.0.0.1/db",
+        ),
+        (
+            "postgres://u:secret@127.0.0.1:1/db",
+            "cannot open the label database postgres://u:***@127.0.0.1:1/db",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sessiongraph"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--database-url", url])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .env_remove("DATABASE_URL")
+            .output()
+            .expect("the binary runs");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expected), "{err}");
+        assert!(!err.contains("secret"), "{err}");
+    }
+}

@@ -33,6 +33,10 @@ impl Process {
             .arg("--sessions-dir")
             .arg(sessions_dir)
             .env("RUST_LOG", "sessiongraph=info")
+            // Its labels go to SQLite in its data directory, not to a PostgreSQL the
+            // label tests were given.
+            .env_remove("DATABASE_URL")
+            .env_remove("SESSIONGRAPH_DATABASE_URL")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

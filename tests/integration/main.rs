@@ -10,6 +10,7 @@ mod durability;
 mod fuzz;
 mod helpers;
 mod hostile;
+mod labels;
 mod openapi;
 mod properties;
 mod reference_errors;

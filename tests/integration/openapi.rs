@@ -92,10 +92,15 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     };
     // `/readyz` before the store is restored.
     let store = sessiongraph::store::Store::new(Default::default()).unwrap();
+    let codebook = std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap());
+    let labels = sessiongraph::labels::LabelStore::open("sqlite::memory:", codebook.clone(), Vec::new())
+        .await
+        .unwrap();
     let starting = sessiongraph::AppState {
         store: std::sync::Arc::new(store),
         config: std::sync::Arc::new(Default::default()),
-        codebook: std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap()),
+        codebook,
+        labels: std::sync::Arc::new(labels),
     };
     let reply = {
         use http_body_util::BodyExt;
@@ -268,6 +273,8 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         c.check("get", template, &refused);
     }
 
+    label_routes(&mut c, &server, &id).await;
+
     c.check(
         "delete",
         "/api/session/{id}",
@@ -301,9 +308,12 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         if template == "/healthz" || template == "/readyz" {
             continue;
         }
-        let path = template.replace("{id}", "some-id");
+        let path = template
+            .replace("{id}", "some-id")
+            .replace("{event_id}", "some-unit");
         let request = match method.as_str() {
             "get" => keyed.client.get(format!("{}{path}", keyed.url)),
+            "put" => keyed.client.put(format!("{}{path}", keyed.url)),
             "post" => keyed.client.post(format!("{}{path}", keyed.url)),
             "delete" => keyed.client.delete(format!("{}{path}", keyed.url)),
             other => panic!("untested method {other}"),
@@ -337,6 +347,19 @@ async fn every_documented_response_validates_against_openapi_yaml() {
             .upload_raw("framework=claudecode", sample[0].1.clone())
             .await,
     );
+    for (method, reply) in [
+        (
+            "put",
+            crate::labels::put(&read_only, "/api/graph/x/labels/y", &json!({}), None).await,
+        ),
+        (
+            "delete",
+            crate::labels::delete(&read_only, "/api/graph/x/labels/y?annotator=a", None).await,
+        ),
+    ] {
+        assert_eq!(reply.status, reqwest::StatusCode::FORBIDDEN);
+        c.check(method, "/api/graph/{id}/labels/{event_id}", &reply);
+    }
     read_only.stop().await;
 
     // A full disk: a real one where a tmpfs can be mounted, else the response the server
@@ -386,4 +409,111 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         c.check("get", "/api/frameworks", &bad)
     }));
     assert!(rejected.is_err(), "a wrong body must fail validation");
+}
+
+/// The label routes: every documented status of each.
+async fn label_routes(c: &mut Checker, server: &TestServer, id: &str) {
+    use crate::labels::{delete, put, quote_of, texty, units};
+    const SET: &str = "/api/graph/{id}/labels/{event_id}";
+    const LIST: &str = "/api/graph/{id}/labels";
+    const HISTORY: &str = "/api/graph/{id}/labels/{event_id}/history";
+    let (event, text) = texty(&units(server, id).await);
+    let path = format!("/api/graph/{id}/labels/{event}");
+    let body = json!({
+        "annotator": "ann.a", "status": "submitted", "note": "n", "lead_time": 3,
+        "labels": [{"id": "TASK_DECOMPOSITION", "confidence": 0.5,
+                    "evidence": {"quote": quote_of(&text), "cue": "steps"},
+                    "fields": {"decomposition": ["a"]}}]
+    });
+    let created = put(server, &path, &body, None).await;
+    assert_eq!(created.status, reqwest::StatusCode::CREATED);
+    c.check("put", SET, &created);
+    let replaced = put(server, &path, &body, Some("\"labels-1\"")).await;
+    assert_eq!(replaced.status, reqwest::StatusCode::OK);
+    c.check("put", SET, &replaced);
+    for (reply, status) in [
+        (put(server, &path, &body, Some("\"labels-1\"")).await, 412),
+        (
+            put(
+                server,
+                &path,
+                &json!({"annotator": "ann.b", "status": "draft", "labels": []}),
+                Some("*"),
+            )
+            .await,
+            412,
+        ),
+        (
+            put(
+                server,
+                &path,
+                &json!({"annotator": "ann.a", "status": "draft", "labels": [{"id": "NOPE"}]}),
+                None,
+            )
+            .await,
+            400,
+        ),
+        (
+            put(
+                server,
+                &path,
+                &json!({"annotator": "ann.a", "status": "adjudicated", "labels": []}),
+                None,
+            )
+            .await,
+            403,
+        ),
+        (put(server, "/api/graph/nope/labels/x", &body, None).await, 404),
+        (
+            put(server, &path, &json!({"note": "x".repeat(3 << 20)}), None).await,
+            413,
+        ),
+        (
+            put(
+                server,
+                &format!("/api/graph/{id}/labels/no-such-unit"),
+                &body,
+                None,
+            )
+            .await,
+            404,
+        ),
+    ] {
+        assert_eq!(reply.status.as_u16(), status, "{}", reply.json);
+        c.check("put", SET, &reply);
+    }
+    for (path, status) in [
+        (format!("/api/graph/{id}/labels"), 200),
+        (
+            format!("/api/graph/{id}/labels?annotator=ann.a&status=submitted&label=TASK_DECOMPOSITION"),
+            200,
+        ),
+        (format!("/api/graph/{id}/labels?status=done"), 400),
+        ("/api/graph/nope/labels".to_owned(), 404),
+    ] {
+        let reply = server.get(&path).await;
+        assert_eq!(reply.status.as_u16(), status, "{path}: {}", reply.json);
+        c.check("get", LIST, &reply);
+    }
+    for (path, status) in [
+        (format!("{path}/history"), 200),
+        (format!("{path}/history?annotator=ann.a"), 200),
+        ("/api/graph/nope/labels/x/history".to_owned(), 404),
+    ] {
+        let reply = server.get(&path).await;
+        assert_eq!(reply.status.as_u16(), status, "{path}: {}", reply.json);
+        c.check("get", HISTORY, &reply);
+    }
+    for (query, if_match, status) in [
+        ("", None, 400),
+        ("?annotator=ann.a", Some("\"labels-1\""), 412),
+        ("?annotator=ann.a", Some("\"labels-2\""), 204),
+        ("?annotator=ann.a", None, 404),
+    ] {
+        let reply = delete(server, &format!("{path}{query}"), if_match).await;
+        assert_eq!(reply.status.as_u16(), status, "{query}: {}", reply.json);
+        c.check("delete", SET, &reply);
+    }
+    let history = server.get(&format!("{path}/history")).await;
+    c.check("get", HISTORY, &history);
 }

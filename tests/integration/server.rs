@@ -37,6 +37,10 @@ pub struct Options {
     /// Count sessions on disk in the background after the start (off: listings stay as the
     /// scan left them, for tests that look at parsing).
     pub background_counts: bool,
+    /// The label database (`None`: SQLite in the data directory).
+    pub database_url: Option<String>,
+    /// Annotators who may adjudicate.
+    pub reviewers: Vec<String>,
 }
 
 impl Default for Options {
@@ -53,6 +57,8 @@ impl Default for Options {
             header_read_timeout: std::time::Duration::from_secs(30),
             codebook: None,
             background_counts: false,
+            database_url: None,
+            reviewers: Vec::new(),
         }
     }
 }
@@ -115,6 +121,18 @@ impl TestServer {
             background_counts: options.background_counts,
         })
         .expect("store opens");
+        let codebook = Arc::new(match options.codebook {
+            Some(codebook) => codebook,
+            None => sessiongraph::labels::Codebook::built_in().expect("the built-in codebook loads"),
+        });
+        let database_url = match options.database_url {
+            Some(url) => url,
+            None => sessiongraph::labels::store::default_url(&data_dir).unwrap(),
+        };
+        let labels =
+            sessiongraph::labels::LabelStore::open(&database_url, codebook.clone(), options.reviewers)
+                .await
+                .expect("the label database opens");
         let state = AppState {
             store: Arc::new(store),
             config: Arc::new(ApiConfig {
@@ -129,10 +147,8 @@ impl TestServer {
                 api_keys: sessiongraph::api::auth::ApiKeys::new(&options.api_keys),
                 read_only: options.read_only,
             }),
-            codebook: Arc::new(match options.codebook {
-                Some(codebook) => codebook,
-                None => sessiongraph::labels::Codebook::built_in().expect("the built-in codebook loads"),
-            }),
+            codebook,
+            labels: Arc::new(labels),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -170,6 +186,7 @@ impl TestServer {
         if let Some(task) = self.task.take() {
             task.await.unwrap().unwrap();
         }
+        self.state.labels.close().await;
     }
 
     /// GET `path`.

@@ -42,6 +42,27 @@ pub enum Unit<'a> {
     System(SystemTurn<'a>),
 }
 
+impl Unit<'_> {
+    /// The unit's id (what labels are keyed by, with the session's id).
+    pub fn event_id(&self) -> &str {
+        match self {
+            Unit::User(u) => &u.event_id,
+            Unit::Assistant(u) => &u.event_id,
+            Unit::System(u) => &u.event_id,
+        }
+    }
+
+    /// The unit's text (`text_or_artifact_ref.text`; empty for a response without text):
+    /// what an evidence quote must occur in.
+    pub fn text(&self) -> &str {
+        match self {
+            Unit::User(u) => &u.text_or_artifact_ref.text,
+            Unit::Assistant(u) => u.text_or_artifact_ref.text.as_deref().unwrap_or(""),
+            Unit::System(u) => &u.text_or_artifact_ref.text,
+        }
+    }
+}
+
 /// Where a unit comes from.
 #[derive(Debug, Serialize)]
 pub struct Source<'a> {

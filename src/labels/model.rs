@@ -1,0 +1,246 @@
+//! The label records and sets as the API and the database hold them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Where an annotator's set stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Work in progress.
+    Draft,
+    /// Done: counts as the annotator's answer.
+    Submitted,
+    /// The annotator skipped the unit.
+    Discarded,
+    /// A reviewer's final set.
+    Adjudicated,
+}
+
+impl Status {
+    /// Every status, in the order the API documents them.
+    pub const ALL: [Status; 4] = [
+        Status::Draft,
+        Status::Submitted,
+        Status::Discarded,
+        Status::Adjudicated,
+    ];
+
+    /// The spelling in bodies, queries and the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Draft => "draft",
+            Status::Submitted => "submitted",
+            Status::Discarded => "discarded",
+            Status::Adjudicated => "adjudicated",
+        }
+    }
+
+    /// The status spelled `s`.
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+}
+
+/// Where a label was seen in the unit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Words of the unit's text (it occurs there verbatim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quote: Option<String>,
+    /// The codebook cue that applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cue: Option<String>,
+}
+
+/// One label on a unit: the codebook's record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabelRecord {
+    /// A label id of the codebook.
+    pub id: String,
+    /// How sure the annotator is, in [0, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+    /// Where it shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+    /// The label's output fields, of the codebook's types.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<Map<String, Value>>,
+}
+
+/// A validated write of one annotator's set on one unit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSet {
+    /// Who.
+    pub annotator: String,
+    /// The labels (ids distinct).
+    pub labels: Vec<LabelRecord>,
+    /// Where it stands.
+    pub status: Status,
+    /// A free note.
+    pub note: Option<String>,
+    /// Time spent, in milliseconds.
+    pub lead_time_ms: Option<i64>,
+}
+
+/// A stored set, as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabelSet {
+    /// The unit.
+    pub event_id: String,
+    /// Who.
+    pub annotator: String,
+    /// Where it stands.
+    pub status: Status,
+    /// The labels.
+    pub labels: Vec<LabelRecord>,
+    /// A free note.
+    pub note: Option<String>,
+    /// Time spent, in seconds (as Label Studio's `lead_time`).
+    pub lead_time: Option<f64>,
+    /// Bumped by every change (the ETag is `"labels-<version>"`).
+    pub version: i64,
+    /// When it last changed (RFC 3339, UTC).
+    pub updated_at: String,
+}
+
+impl LabelSet {
+    /// The set's strong ETag.
+    pub fn etag(&self) -> String {
+        etag(self.version)
+    }
+}
+
+/// The strong ETag of a set's `version`.
+pub fn etag(version: i64) -> String {
+    format!("\"labels-{version}\"")
+}
+
+/// What a change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// A set was written.
+    Put,
+    /// A set was removed.
+    Delete,
+}
+
+impl Action {
+    /// The spelling in bodies and the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Put => "put",
+            Action::Delete => "delete",
+        }
+    }
+}
+
+/// One change of a set, as the history keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// The unit.
+    pub event_id: String,
+    /// Whose set.
+    pub annotator: String,
+    /// The set's version after a put, the removed version for a delete.
+    pub version: i64,
+    /// What happened.
+    pub action: Action,
+    /// Who made the change.
+    pub actor: String,
+    /// When (RFC 3339, UTC).
+    pub at: String,
+    /// The set before (`null`: there was none).
+    pub before: Option<LabelSet>,
+    /// The set after (`null`: removed).
+    pub after: Option<LabelSet>,
+}
+
+/// Filters of `GET /api/graph/{id}/labels`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SetFilter {
+    /// Only this annotator's sets.
+    pub annotator: Option<String>,
+    /// Only sets in this status.
+    pub status: Option<Status>,
+    /// Only sets carrying this label id.
+    pub label: Option<String>,
+}
+
+/// A write's `If-Match` precondition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Precondition {
+    /// No `If-Match`: the write goes through (last writer wins).
+    None,
+    /// `If-Match: *`: a set must exist.
+    Exists,
+    /// `If-Match: "labels-N", ...`: the set's version must be one of these (an empty list,
+    /// from tags that are not ours or weak, never matches).
+    Versions(Vec<i64>),
+}
+
+impl Precondition {
+    /// Reads `If-Match` header values. Comparison is strong: a weak tag (`W/"..."`) never
+    /// matches.
+    pub fn parse<'a>(values: impl IntoIterator<Item = &'a str>) -> Precondition {
+        let mut seen = false;
+        let mut versions = Vec::new();
+        for tag in values.into_iter().flat_map(|v| v.split(',')) {
+            let tag = tag.trim();
+            if tag.is_empty() {
+                continue;
+            }
+            seen = true;
+            if tag == "*" {
+                return Precondition::Exists;
+            }
+            let version = tag
+                .strip_prefix("\"labels-")
+                .and_then(|t| t.strip_suffix('"'))
+                .and_then(|n| n.parse::<i64>().ok());
+            versions.extend(version);
+        }
+        if seen {
+            Precondition::Versions(versions)
+        } else {
+            Precondition::None
+        }
+    }
+
+    /// True when the current version (`None`: no set) satisfies it.
+    pub fn holds(&self, current: Option<i64>) -> bool {
+        match self {
+            Precondition::None => true,
+            Precondition::Exists => current.is_some(),
+            Precondition::Versions(vs) => current.is_some_and(|c| vs.contains(&c)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn if_match_is_strong_and_lists_tags() {
+        assert_eq!(Precondition::parse([]), Precondition::None);
+        assert_eq!(Precondition::parse(["*"]), Precondition::Exists);
+        let p = Precondition::parse(["\"x\", \"labels-3\"", "W/\"labels-4\""]);
+        assert_eq!(p, Precondition::Versions(vec![3]));
+        assert!(p.holds(Some(3)));
+        assert!(!p.holds(Some(4)) && !p.holds(None));
+        assert!(!Precondition::parse(["\"nope\""]).holds(Some(1)));
+        assert!(Precondition::Exists.holds(Some(1)) && !Precondition::Exists.holds(None));
+        assert!(Precondition::None.holds(None));
+    }
+
+    #[test]
+    fn statuses_round_trip() {
+        for s in Status::ALL {
+            assert_eq!(Status::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(Status::parse("done"), None);
+    }
+}

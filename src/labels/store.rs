@@ -1,0 +1,548 @@
+//! The label database: one query layer (sqlx's `Any` driver, portable SQL with `$N`
+//! parameters) over embedded SQLite or PostgreSQL, migrations run at start, every change
+//! in one transaction with its history row.
+//!
+//! Concurrency: a write's first statement is a no-op `UPDATE` of the set's row. On SQLite
+//! it takes the database's write lock before anything is read (waiting up to the busy
+//! timeout for other writers), on PostgreSQL the row's lock; the version check that
+//! follows therefore sees the latest committed set and no update is lost. Two first
+//! writes of a set racing on PostgreSQL collide on the primary key; the loser is retried.
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::{AnyConnection, AnyPool, Executor, Row};
+
+use super::codebook::Codebook;
+use super::model::{Action, HistoryEntry, LabelSet, NewSet, Precondition, SetFilter, Status};
+use super::validate::{validate_set, Invalid};
+
+/// Which database holds the labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Embedded SQLite (a file in the data directory by default).
+    Sqlite,
+    /// PostgreSQL.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend of a database URL.
+    pub fn of_url(url: &str) -> Option<Backend> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Some(Backend::Postgres)
+        } else if url.starts_with("sqlite:") {
+            Some(Backend::Sqlite)
+        } else {
+            None
+        }
+    }
+
+    /// Its name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "SQLite",
+            Backend::Postgres => "PostgreSQL",
+        }
+    }
+
+    fn migrator(self) -> Migrator {
+        let sql = match self {
+            Backend::Sqlite => include_str!("../../migrations/sqlite/0001_labels.sql"),
+            Backend::Postgres => include_str!("../../migrations/postgres/0001_labels.sql"),
+        };
+        Migrator {
+            migrations: Cow::Owned(vec![Migration::new(
+                1,
+                Cow::Borrowed("labels"),
+                MigrationType::Simple,
+                Cow::Borrowed(sql),
+                false,
+            )]),
+            ..Migrator::DEFAULT
+        }
+    }
+}
+
+/// The URL of the default label database: `labels.sqlite3` in `data_dir`, created when
+/// missing.
+pub fn default_url(data_dir: &Path) -> Result<String, OpenError> {
+    let path = data_dir
+        .to_str()
+        .ok_or_else(|| OpenError::Url("the data directory's path is not UTF-8".into()))?;
+    // The driver percent-decodes the path: `%`, `?` and `#` are encoded.
+    let path = path.replace('%', "%25").replace('?', "%3F").replace('#', "%23");
+    Ok(format!(
+        "sqlite://{}/labels.sqlite3?mode=rwc",
+        path.trim_end_matches('/')
+    ))
+}
+
+/// A database URL with its password replaced by `***`, for messages and logs.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.split_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***@{host}")
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Why the label database could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The URL is unusable.
+    #[error("invalid label database URL: {0}")]
+    Url(String),
+    /// Connecting failed.
+    #[error("cannot open the label database {url}: {source}")]
+    Connect {
+        /// The URL, password redacted.
+        url: String,
+        /// The cause.
+        source: sqlx::Error,
+    },
+    /// A migration failed.
+    #[error("cannot migrate the label database {url}: {source}")]
+    Migrate {
+        /// The URL, password redacted.
+        url: String,
+        /// The cause.
+        source: sqlx::migrate::MigrateError,
+    },
+}
+
+/// Why a label operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LabelError {
+    /// The body is invalid (a field named).
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// The caller may not do this (an `adjudicated` set from someone not a reviewer).
+    #[error("{0}")]
+    Forbidden(String),
+    /// There is no such set.
+    #[error("{0}")]
+    NotFound(String),
+    /// `If-Match` does not hold: another write came first. Carries the current set.
+    #[error("the label set changed since it was read (If-Match does not hold)")]
+    Conflict {
+        /// The set as it stands (`None`: there is none).
+        current: Option<Box<LabelSet>>,
+    },
+    /// The database failed.
+    #[error("label database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A stored row does not read back.
+    #[error("label database holds a malformed row: {0}")]
+    Corrupt(String),
+}
+
+/// The label store: the pool, the codebook sets are checked against, and the reviewers.
+#[derive(Debug)]
+pub struct LabelStore {
+    pool: AnyPool,
+    backend: Backend,
+    codebook: Arc<Codebook>,
+    reviewers: Vec<String>,
+}
+
+/// The key of a set.
+#[derive(Debug, Clone, Copy)]
+pub struct SetKey<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// The unit.
+    pub event_id: &'a str,
+    /// The annotator.
+    pub annotator: &'a str,
+}
+
+const SET_COLUMNS: &str = "event_id, annotator, status, labels, note, lead_time_ms, version, updated_at";
+const KEY_WHERE: &str = "session_id = $1 AND event_id = $2 AND annotator = $3";
+
+impl LabelStore {
+    /// Opens (creating if needed) the database at `url` and runs the migrations.
+    pub async fn open(
+        url: &str,
+        codebook: Arc<Codebook>,
+        reviewers: Vec<String>,
+    ) -> Result<LabelStore, OpenError> {
+        sqlx::any::install_default_drivers();
+        let backend = Backend::of_url(url).ok_or_else(|| {
+            OpenError::Url(format!(
+                "{} (expected postgres://, postgresql:// or sqlite:)",
+                redact(url)
+            ))
+        })?;
+        let connect = |source| OpenError::Connect {
+            url: redact(url),
+            source,
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(if backend == Backend::Sqlite { 4 } else { 10 })
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        // WAL: readers do not wait for writers. FULL: a commit is on disk
+                        // before the write is acknowledged.
+                        conn.execute("PRAGMA journal_mode = WAL").await?;
+                        conn.execute("PRAGMA synchronous = FULL").await?;
+                        conn.execute("PRAGMA busy_timeout = 10000").await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(url)
+            .await
+            .map_err(connect)?;
+        backend
+            .migrator()
+            .run(&pool)
+            .await
+            .map_err(|source| OpenError::Migrate {
+                url: redact(url),
+                source,
+            })?;
+        Ok(LabelStore {
+            pool,
+            backend,
+            codebook,
+            reviewers,
+        })
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The codebook sets are checked against.
+    pub fn codebook(&self) -> &Arc<Codebook> {
+        &self.codebook
+    }
+
+    /// True when `annotator` is a configured reviewer.
+    pub fn is_reviewer(&self, annotator: &str) -> bool {
+        self.reviewers.iter().any(|r| r == annotator)
+    }
+
+    /// Closes the pool (waits for connections in use).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Validates `body` (a `PUT` body) against the codebook and `unit_text`, then replaces
+    /// the annotator's set on the unit if `precondition` holds. Returns the stored set and
+    /// whether it is new.
+    pub async fn put(
+        &self,
+        session_id: &str,
+        event_id: &str,
+        unit_text: &str,
+        body: &Value,
+        precondition: &Precondition,
+    ) -> Result<(LabelSet, bool), LabelError> {
+        let new = validate_set(body, &self.codebook, unit_text)?;
+        if new.status == Status::Adjudicated && !self.is_reviewer(&new.annotator) {
+            return Err(LabelError::Forbidden(format!(
+                "only a reviewer may write an adjudicated set; {} is not one",
+                new.annotator
+            )));
+        }
+        let key = SetKey {
+            session_id,
+            event_id,
+            annotator: &new.annotator,
+        };
+        let mut attempt = 0;
+        loop {
+            match self.try_put(key, &new, precondition).await {
+                Err(LabelError::Database(e)) if attempt < 3 && is_unique_violation(&e) => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+
+    async fn try_put(
+        &self,
+        key: SetKey<'_>,
+        new: &NewSet,
+        precondition: &Precondition,
+    ) -> Result<(LabelSet, bool), LabelError> {
+        let mut tx = self.pool.begin().await?;
+        let current = lock_and_read(&mut tx, key).await?;
+        if !precondition.holds(current.as_ref().map(|c| c.version)) {
+            return Err(LabelError::Conflict {
+                current: current.map(Box::new),
+            });
+        }
+        let version = next_version(&mut tx, key, current.as_ref()).await?;
+        let after = LabelSet {
+            event_id: key.event_id.to_owned(),
+            annotator: key.annotator.to_owned(),
+            status: new.status,
+            labels: new.labels.clone(),
+            note: new.note.clone(),
+            lead_time: new.lead_time_ms.map(|ms| ms as f64 / 1000.0),
+            version,
+            updated_at: now(),
+        };
+        let labels = serde_json::to_string(&after.labels).map_err(|e| LabelError::Corrupt(e.to_string()))?;
+        let sql = if current.is_some() {
+            "UPDATE label_sets SET status = $4, labels = $5, note = $6, lead_time_ms = $7, version = $8, \
+             updated_at = $9 WHERE session_id = $1 AND event_id = $2 AND annotator = $3"
+        } else {
+            "INSERT INTO label_sets (session_id, event_id, annotator, status, labels, note, lead_time_ms, \
+             version, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        };
+        sqlx::query(sql)
+            .bind(key.session_id)
+            .bind(key.event_id)
+            .bind(key.annotator)
+            .bind(new.status.as_str())
+            .bind(labels)
+            .bind(new.note.clone())
+            .bind(new.lead_time_ms)
+            .bind(version)
+            .bind(after.updated_at.clone())
+            .execute(&mut *tx)
+            .await?;
+        append_history(&mut tx, key, Action::Put, current.as_ref(), Some(&after)).await?;
+        tx.commit().await?;
+        Ok((after, current.is_none()))
+    }
+
+    /// Removes the annotator's set on the unit if `precondition` holds; returns it.
+    pub async fn delete(&self, key: SetKey<'_>, precondition: &Precondition) -> Result<LabelSet, LabelError> {
+        let mut tx = self.pool.begin().await?;
+        let Some(current) = lock_and_read(&mut tx, key).await? else {
+            return Err(LabelError::NotFound(format!(
+                "No label set of annotator '{}' on unit '{}'",
+                crate::api::error::echo(key.annotator),
+                crate::api::error::echo(key.event_id)
+            )));
+        };
+        if !precondition.holds(Some(current.version)) {
+            return Err(LabelError::Conflict {
+                current: Some(Box::new(current)),
+            });
+        }
+        sqlx::query(&format!("DELETE FROM label_sets WHERE {KEY_WHERE}"))
+            .bind(key.session_id)
+            .bind(key.event_id)
+            .bind(key.annotator)
+            .execute(&mut *tx)
+            .await?;
+        append_history(&mut tx, key, Action::Delete, Some(&current), None).await?;
+        tx.commit().await?;
+        Ok(current)
+    }
+
+    /// One set, if there is one.
+    pub async fn get(&self, key: SetKey<'_>) -> Result<Option<LabelSet>, LabelError> {
+        let mut conn = self.pool.acquire().await?;
+        read_set(&mut conn, key).await
+    }
+
+    /// The session's sets passing `filter`, by unit then annotator.
+    pub async fn list(&self, session_id: &str, filter: &SetFilter) -> Result<Vec<LabelSet>, LabelError> {
+        let mut sql = format!("SELECT {SET_COLUMNS} FROM label_sets WHERE session_id = $1");
+        let mut binds: Vec<&str> = vec![session_id];
+        if let Some(annotator) = &filter.annotator {
+            binds.push(annotator);
+            sql.push_str(&format!(" AND annotator = ${}", binds.len()));
+        }
+        if let Some(status) = filter.status {
+            binds.push(status.as_str());
+            sql.push_str(&format!(" AND status = ${}", binds.len()));
+        }
+        sql.push_str(" ORDER BY event_id, annotator");
+        let mut query = sqlx::query(&sql);
+        for b in binds {
+            query = query.bind(b);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        let mut sets = rows.iter().map(set_of_row).collect::<Result<Vec<_>, _>>()?;
+        if let Some(label) = &filter.label {
+            sets.retain(|s| s.labels.iter().any(|l| &l.id == label));
+        }
+        Ok(sets)
+    }
+
+    /// The changes of the unit's sets (all annotators, or one), oldest first.
+    pub async fn history(
+        &self,
+        session_id: &str,
+        event_id: &str,
+        annotator: Option<&str>,
+    ) -> Result<Vec<HistoryEntry>, LabelError> {
+        let mut sql = "SELECT event_id, annotator, version, action, actor, at, before_set, after_set \
+                       FROM label_history WHERE session_id = $1 AND event_id = $2"
+            .to_owned();
+        if annotator.is_some() {
+            sql.push_str(" AND annotator = $3");
+        }
+        sql.push_str(" ORDER BY id");
+        let mut query = sqlx::query(&sql).bind(session_id).bind(event_id);
+        if let Some(a) = annotator {
+            query = query.bind(a);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        rows.iter().map(history_of_row).collect()
+    }
+}
+
+/// True when the database refused a duplicate key.
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    e.as_database_error().is_some_and(|d| d.is_unique_violation())
+}
+
+/// Now, as the store writes times: RFC 3339, UTC, milliseconds.
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Takes the write lock of the set (see the module's documentation), then reads it.
+async fn lock_and_read(conn: &mut AnyConnection, key: SetKey<'_>) -> Result<Option<LabelSet>, LabelError> {
+    sqlx::query(&format!(
+        "UPDATE label_sets SET version = version WHERE {KEY_WHERE}"
+    ))
+    .bind(key.session_id)
+    .bind(key.event_id)
+    .bind(key.annotator)
+    .execute(&mut *conn)
+    .await?;
+    read_set(conn, key).await
+}
+
+async fn read_set(conn: &mut AnyConnection, key: SetKey<'_>) -> Result<Option<LabelSet>, LabelError> {
+    let row = sqlx::query(&format!("SELECT {SET_COLUMNS} FROM label_sets WHERE {KEY_WHERE}"))
+        .bind(key.session_id)
+        .bind(key.event_id)
+        .bind(key.annotator)
+        .fetch_optional(&mut *conn)
+        .await?;
+    row.as_ref().map(set_of_row).transpose()
+}
+
+/// The version a write gives the set: above the current one and above every version the
+/// history knows (a set removed then written again does not reuse an old ETag).
+async fn next_version(
+    conn: &mut AnyConnection,
+    key: SetKey<'_>,
+    current: Option<&LabelSet>,
+) -> Result<i64, LabelError> {
+    let row = sqlx::query(&format!(
+        "SELECT MAX(version) AS v FROM label_history WHERE {KEY_WHERE}"
+    ))
+    .bind(key.session_id)
+    .bind(key.event_id)
+    .bind(key.annotator)
+    .fetch_one(&mut *conn)
+    .await?;
+    let seen: Option<i64> = row.try_get("v")?;
+    Ok(seen.max(current.map(|c| c.version)).unwrap_or(0) + 1)
+}
+
+async fn append_history(
+    conn: &mut AnyConnection,
+    key: SetKey<'_>,
+    action: Action,
+    before: Option<&LabelSet>,
+    after: Option<&LabelSet>,
+) -> Result<(), LabelError> {
+    let json = |s: Option<&LabelSet>| {
+        s.map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| LabelError::Corrupt(e.to_string()))
+    };
+    let version = after.or(before).map_or(0, |s| s.version);
+    sqlx::query(
+        "INSERT INTO label_history (session_id, event_id, annotator, version, action, actor, at, \
+         before_set, after_set) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+    )
+    .bind(key.session_id)
+    .bind(key.event_id)
+    .bind(key.annotator)
+    .bind(version)
+    .bind(action.as_str())
+    .bind(key.annotator)
+    .bind(now())
+    .bind(json(before)?)
+    .bind(json(after)?)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+fn set_of_row(row: &AnyRow) -> Result<LabelSet, LabelError> {
+    let status: String = row.try_get("status")?;
+    let labels: String = row.try_get("labels")?;
+    let lead_time_ms: Option<i64> = row.try_get("lead_time_ms")?;
+    Ok(LabelSet {
+        event_id: row.try_get("event_id")?,
+        annotator: row.try_get("annotator")?,
+        status: Status::parse(&status).ok_or_else(|| LabelError::Corrupt(format!("status {status:?}")))?,
+        labels: serde_json::from_str(&labels).map_err(|e| LabelError::Corrupt(format!("labels: {e}")))?,
+        note: row.try_get("note")?,
+        lead_time: lead_time_ms.map(|ms| ms as f64 / 1000.0),
+        version: row.try_get("version")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn history_of_row(row: &AnyRow) -> Result<HistoryEntry, LabelError> {
+    let action: String = row.try_get("action")?;
+    let set = |column: &str| -> Result<Option<LabelSet>, LabelError> {
+        let text: Option<String> = row.try_get(column)?;
+        text.map(|t| serde_json::from_str(&t).map_err(|e| LabelError::Corrupt(format!("{column}: {e}"))))
+            .transpose()
+    };
+    Ok(HistoryEntry {
+        event_id: row.try_get("event_id")?,
+        annotator: row.try_get("annotator")?,
+        version: row.try_get("version")?,
+        action: match action.as_str() {
+            "put" => Action::Put,
+            "delete" => Action::Delete,
+            other => return Err(LabelError::Corrupt(format!("action {other:?}"))),
+        },
+        actor: row.try_get("actor")?,
+        at: row.try_get("at")?,
+        before: set("before_set")?,
+        after: set("after_set")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_classified_and_redacted() {
+        assert_eq!(Backend::of_url("postgres://a:b@h/db"), Some(Backend::Postgres));
+        assert_eq!(
+            Backend::of_url("sqlite:///x/labels.sqlite3"),
+            Some(Backend::Sqlite)
+        );
+        assert_eq!(Backend::of_url("mysql://h/db"), None);
+        assert_eq!(
+            redact("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact("postgres://h/db"), "postgres://h/db");
+        let url = default_url(Path::new("/tmp/a?b#c%/")).unwrap();
+        assert_eq!(url, "sqlite:///tmp/a%3Fb%23c%25/labels.sqlite3?mode=rwc");
+    }
+}

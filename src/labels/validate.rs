@@ -1,0 +1,409 @@
+//! Validation of a label set write: the body, the codebook and the unit's text in, a
+//! [`NewSet`] or an [`Invalid`] naming the field out. Pure: no I/O.
+
+use serde_json::{Map, Value};
+
+use super::codebook::{Codebook, FieldType, Label};
+use super::model::{Evidence, LabelRecord, NewSet, Status};
+
+/// Most labels in one set.
+pub const MAX_LABELS: usize = 64;
+/// Longest evidence quote, in characters.
+pub const MAX_QUOTE_CHARS: usize = 2_000;
+/// Longest evidence cue, in characters.
+pub const MAX_CUE_CHARS: usize = 500;
+/// Longest note, in characters.
+pub const MAX_NOTE_CHARS: usize = 10_000;
+/// Longest annotator name, in characters (ASCII letters, digits, `.`, `_`, `-`, `@`).
+pub const MAX_ANNOTATOR_CHARS: usize = 100;
+/// Longest string in an output field (alone or in a list), in characters.
+pub const MAX_FIELD_STRING_CHARS: usize = 2_000;
+/// Most items of a list output field.
+pub const MAX_FIELD_LIST_ITEMS: usize = 64;
+/// Longest lead time, in seconds (a week).
+pub const MAX_LEAD_TIME_SECS: f64 = 604_800.0;
+
+/// Why a write is refused: the field (`labels[1].confidence`) and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct Invalid {
+    /// The field, as a path into the body.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> Invalid {
+    Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// Checks an annotator name: 1 to [`MAX_ANNOTATOR_CHARS`] ASCII letters, digits, `.`, `_`,
+/// `-` or `@`.
+pub fn check_annotator(field: &str, name: &str) -> Result<(), Invalid> {
+    if name.is_empty() || name.len() > MAX_ANNOTATOR_CHARS {
+        return Err(invalid(
+            field,
+            format!("must be 1 to {MAX_ANNOTATOR_CHARS} characters"),
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'@'))
+    {
+        return Err(invalid(
+            field,
+            "may hold only ASCII letters, digits, '.', '_', '-' and '@'",
+        ));
+    }
+    Ok(())
+}
+
+/// Validates a `PUT` body against the codebook and the unit's text.
+pub fn validate_set(body: &Value, codebook: &Codebook, unit_text: &str) -> Result<NewSet, Invalid> {
+    let object = body
+        .as_object()
+        .ok_or_else(|| invalid("body", "must be a JSON object"))?;
+    only_keys(
+        object,
+        "",
+        &["annotator", "labels", "status", "note", "lead_time"],
+    )?;
+    let annotator = match object.get("annotator") {
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(invalid("annotator", "must be a string")),
+        None => return Err(invalid("annotator", "is required")),
+    };
+    check_annotator("annotator", &annotator)?;
+    let status = match object.get("status") {
+        Some(Value::String(s)) => Status::parse(s).ok_or_else(|| {
+            invalid(
+                "status",
+                "must be one of: draft, submitted, discarded, adjudicated",
+            )
+        })?,
+        Some(_) => return Err(invalid("status", "must be a string")),
+        None => return Err(invalid("status", "is required")),
+    };
+    let items = match object.get("labels") {
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(invalid("labels", "must be an array")),
+        None => return Err(invalid("labels", "is required")),
+    };
+    if items.len() > MAX_LABELS {
+        return Err(invalid("labels", format!("holds at most {MAX_LABELS} labels")));
+    }
+    let mut labels: Vec<LabelRecord> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let field = format!("labels[{i}]");
+        let record = label_record(&field, item, codebook, unit_text)?;
+        if labels.iter().any(|l| l.id == record.id) {
+            return Err(invalid(
+                format!("{field}.id"),
+                format!("label {} appears twice in the set", record.id),
+            ));
+        }
+        labels.push(record);
+    }
+    let note = optional_string(object, "note", "note", MAX_NOTE_CHARS)?;
+    let lead_time_ms = match object.get("lead_time") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_f64() {
+            Some(s) if (0.0..=MAX_LEAD_TIME_SECS).contains(&s) => Some((s * 1000.0).round() as i64),
+            _ => {
+                return Err(invalid(
+                    "lead_time",
+                    format!("must be a number of seconds from 0 to {MAX_LEAD_TIME_SECS}"),
+                ))
+            }
+        },
+    };
+    Ok(NewSet {
+        annotator,
+        labels,
+        status,
+        note,
+        lead_time_ms,
+    })
+}
+
+/// Refuses keys of `object` outside `allowed`.
+fn only_keys(object: &Map<String, Value>, prefix: &str, allowed: &[&str]) -> Result<(), Invalid> {
+    match object.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(key) => Err(invalid(
+            format!("{prefix}{}", crate::api::error::echo(key)),
+            format!("is not a known field (known: {})", allowed.join(", ")),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// An optional string member, at most `max` characters (`null` reads as absent).
+fn optional_string(
+    object: &Map<String, Value>,
+    key: &str,
+    field: &str,
+    max: usize,
+) -> Result<Option<String>, Invalid> {
+    match object.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.chars().count() <= max => Ok(Some(s.clone())),
+        Some(Value::String(_)) => Err(invalid(field, format!("must be at most {max} characters"))),
+        Some(_) => Err(invalid(field, "must be a string")),
+    }
+}
+
+/// One label record of the set.
+fn label_record(
+    field: &str,
+    item: &Value,
+    codebook: &Codebook,
+    unit_text: &str,
+) -> Result<LabelRecord, Invalid> {
+    let object = item
+        .as_object()
+        .ok_or_else(|| invalid(field, "must be an object"))?;
+    only_keys(
+        object,
+        &format!("{field}."),
+        &["id", "confidence", "evidence", "fields"],
+    )?;
+    let id = match object.get("id") {
+        Some(Value::String(s)) => s,
+        Some(_) => return Err(invalid(format!("{field}.id"), "must be a string")),
+        None => return Err(invalid(format!("{field}.id"), "is required")),
+    };
+    let label = codebook.label(id).ok_or_else(|| {
+        invalid(
+            format!("{field}.id"),
+            format!("{} is not a label of the codebook", crate::api::error::echo(id)),
+        )
+    })?;
+    let confidence = match object.get("confidence") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_f64() {
+            Some(c) if (0.0..=1.0).contains(&c) => Some(c),
+            _ => {
+                return Err(invalid(
+                    format!("{field}.confidence"),
+                    "must be a number from 0 to 1",
+                ))
+            }
+        },
+    };
+    let evidence = match object.get("evidence") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(evidence(&format!("{field}.evidence"), v, unit_text)?),
+    };
+    let fields = match object.get("fields") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(fields)) => Some(output_fields(&format!("{field}.fields"), fields, label)?),
+        Some(_) => return Err(invalid(format!("{field}.fields"), "must be an object")),
+    };
+    if fields.is_none() {
+        if let Some(required) = label.output_fields.iter().find(|f| f.required) {
+            return Err(invalid(
+                format!("{field}.fields.{}", required.name),
+                format!("is required by label {}", label.id),
+            ));
+        }
+    }
+    Ok(LabelRecord {
+        id: id.clone(),
+        confidence,
+        evidence,
+        fields,
+    })
+}
+
+/// A label's evidence: a quote that occurs in the unit's text, a cue.
+fn evidence(field: &str, value: &Value, unit_text: &str) -> Result<Evidence, Invalid> {
+    let object = value
+        .as_object()
+        .ok_or_else(|| invalid(field, "must be an object"))?;
+    only_keys(object, &format!("{field}."), &["quote", "cue"])?;
+    let quote = optional_string(object, "quote", &format!("{field}.quote"), MAX_QUOTE_CHARS)?;
+    if let Some(quote) = &quote {
+        if quote.is_empty() {
+            return Err(invalid(format!("{field}.quote"), "must not be empty"));
+        }
+        if !unit_text.contains(quote.as_str()) {
+            return Err(invalid(
+                format!("{field}.quote"),
+                "does not occur in the unit's text (quotes are verbatim)",
+            ));
+        }
+    }
+    let cue = optional_string(object, "cue", &format!("{field}.cue"), MAX_CUE_CHARS)?;
+    Ok(Evidence { quote, cue })
+}
+
+/// A label's output fields: known names, declared types, bounded sizes, required present.
+fn output_fields(
+    field: &str,
+    fields: &Map<String, Value>,
+    label: &Label,
+) -> Result<Map<String, Value>, Invalid> {
+    for (name, value) in fields {
+        let path = format!("{field}.{}", crate::api::error::echo(name));
+        let declared = label.field(name).ok_or_else(|| {
+            invalid(
+                path.clone(),
+                format!("is not an output field of label {}", label.id),
+            )
+        })?;
+        declared.check(value).map_err(|m| invalid(path.clone(), m))?;
+        check_field_size(&path, declared.field_type, value)?;
+    }
+    if let Some(missing) = label
+        .output_fields
+        .iter()
+        .find(|f| f.required && !fields.contains_key(&f.name))
+    {
+        return Err(invalid(
+            format!("{field}.{}", missing.name),
+            format!("is required by label {}", label.id),
+        ));
+    }
+    Ok(fields.clone())
+}
+
+/// Bounds a field's strings and lists.
+fn check_field_size(path: &str, field_type: FieldType, value: &Value) -> Result<(), Invalid> {
+    let too_long = |s: &Value| {
+        s.as_str()
+            .is_some_and(|s| s.chars().count() > MAX_FIELD_STRING_CHARS)
+    };
+    match (field_type, value) {
+        (FieldType::StringList, Value::Array(items)) if items.len() > MAX_FIELD_LIST_ITEMS => Err(invalid(
+            path,
+            format!("holds at most {MAX_FIELD_LIST_ITEMS} items"),
+        )),
+        (FieldType::StringList, Value::Array(items)) if items.iter().any(too_long) => Err(invalid(
+            path,
+            format!("items must be at most {MAX_FIELD_STRING_CHARS} characters"),
+        )),
+        (_, v) if too_long(v) => Err(invalid(
+            path,
+            format!("must be at most {MAX_FIELD_STRING_CHARS} characters"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const CODEBOOK: &str = r#"
+labels:
+  - id: "PLAN"
+    name: "Plan"
+    family: "f"
+    definition: "d"
+    output_fields:
+      required:
+        steps: { type: "list[string]" }
+      optional:
+        state: { type: "string", enum: ["open", "done"] }
+        count: { type: "integer" }
+  - id: "ACT"
+    name: "Act"
+    family: "f"
+    definition: "d"
+"#;
+
+    fn check(body: serde_json::Value) -> Result<NewSet, Invalid> {
+        let codebook = Codebook::parse("test.yaml", CODEBOOK).unwrap();
+        validate_set(&body, &codebook, "We split the work into two steps.")
+    }
+
+    fn field_of(body: serde_json::Value) -> String {
+        check(body).expect_err("refused").field
+    }
+
+    fn with_label(label: serde_json::Value) -> serde_json::Value {
+        json!({"annotator": "a@b.c", "status": "submitted", "labels": [{"id": "ACT"}, label]})
+    }
+
+    #[test]
+    fn a_valid_set_reads_whole() {
+        let set = check(json!({
+            "annotator": "a@b.c", "status": "submitted", "note": null, "lead_time": 1.25,
+            "labels": [{"id": "PLAN", "confidence": 1, "evidence": {"quote": "two steps", "cue": "split"},
+                        "fields": {"steps": ["a", "b"], "state": "open", "count": 2}}]
+        }))
+        .unwrap();
+        assert_eq!(set.annotator, "a@b.c");
+        assert_eq!(set.status, Status::Submitted);
+        assert_eq!(set.lead_time_ms, Some(1250));
+        assert_eq!(set.note, None);
+        assert_eq!(set.labels[0].confidence, Some(1.0));
+        assert_eq!(
+            set.labels[0].evidence.as_ref().unwrap().quote.as_deref(),
+            Some("two steps")
+        );
+    }
+
+    #[test]
+    fn fields_follow_the_codebook() {
+        let plan = |fields: serde_json::Value| with_label(json!({"id": "PLAN", "fields": fields}));
+        assert_eq!(
+            field_of(with_label(json!({"id": "PLAN"}))),
+            "labels[1].fields.steps"
+        );
+        assert_eq!(field_of(plan(json!({"state": "open"}))), "labels[1].fields.steps");
+        assert_eq!(field_of(plan(json!({"steps": [1]}))), "labels[1].fields.steps");
+        assert_eq!(
+            field_of(plan(json!({"steps": [], "state": "shut"}))),
+            "labels[1].fields.state"
+        );
+        assert_eq!(
+            field_of(plan(json!({"steps": [], "count": 1.5}))),
+            "labels[1].fields.count"
+        );
+        assert_eq!(
+            field_of(plan(json!({"steps": [], "other": 1}))),
+            "labels[1].fields.other"
+        );
+        let long = vec!["x"; MAX_FIELD_LIST_ITEMS + 1];
+        assert_eq!(field_of(plan(json!({ "steps": long }))), "labels[1].fields.steps");
+        let long = "x".repeat(MAX_FIELD_STRING_CHARS + 1);
+        assert_eq!(
+            field_of(plan(json!({ "steps": [long] }))),
+            "labels[1].fields.steps"
+        );
+        assert!(check(plan(json!({"steps": []}))).is_ok());
+    }
+
+    #[test]
+    fn records_and_bounds_name_their_field() {
+        assert_eq!(field_of(with_label(json!({"id": "ACT"}))), "labels[1].id");
+        assert_eq!(field_of(with_label(json!({"id": "NOPE"}))), "labels[1].id");
+        assert_eq!(
+            field_of(with_label(json!({"id": "PLAN", "confidence": -0.1}))),
+            "labels[1].confidence"
+        );
+        let ungrounded = json!({"id": "ACT", "evidence": {"quote": "three steps"}});
+        assert_eq!(
+            field_of(json!({"annotator": "a", "status": "draft", "labels": [ungrounded]})),
+            "labels[0].evidence.quote"
+        );
+        let long_cue = json!({"id": "ACT", "evidence": {"cue": "c".repeat(MAX_CUE_CHARS + 1)}});
+        assert_eq!(
+            field_of(json!({"annotator": "a", "status": "draft", "labels": [long_cue]})),
+            "labels[0].evidence.cue"
+        );
+        assert_eq!(field_of(json!("set")), "body");
+        assert_eq!(
+            field_of(json!({"annotator": "a", "status": "draft", "labels": [], "lead_time": 604_801})),
+            "lead_time"
+        );
+        assert!(check_annotator("a", &"x".repeat(MAX_ANNOTATOR_CHARS)).is_ok());
+        assert!(check_annotator("a", "ünï").is_err());
+    }
+}

@@ -1,0 +1,639 @@
+//! Labels on a real server: every route's happy path and validation failures, the
+//! `If-Match` race, a restart, read-only mode. Each scenario runs on SQLite (a file in the
+//! data directory) and, when `DATABASE_URL` names a PostgreSQL server, again on a fresh
+//! PostgreSQL database (`sg_test_<random>`, created through that URL and dropped after).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use sessiongraph::labels::store::Backend;
+use sqlx::{Connection, Executor};
+
+use crate::helpers::fixture;
+use crate::server::{fixture_files, Options, Reply, TestServer};
+
+/// A label database for one scenario.
+pub struct TestDb {
+    /// Its URL (`None`: SQLite in the server's data directory).
+    pub url: Option<String>,
+    admin: Option<(String, String)>,
+}
+
+impl TestDb {
+    /// The backends to run on: SQLite, and PostgreSQL when `DATABASE_URL` is set.
+    pub fn backends() -> Vec<Option<String>> {
+        let mut all = vec![None];
+        if let Ok(admin) = std::env::var("DATABASE_URL") {
+            if !admin.trim().is_empty() {
+                all.push(Some(admin));
+            }
+        }
+        all
+    }
+
+    /// A fresh database on `admin`'s server (`None`: SQLite).
+    pub async fn fresh(admin: Option<String>) -> TestDb {
+        let Some(admin) = admin else {
+            return TestDb {
+                url: None,
+                admin: None,
+            };
+        };
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let seed = (
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed),
+            std::time::SystemTime::now(),
+        );
+        let name = format!(
+            "sg_test_{:016x}",
+            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), seed)
+        );
+        sqlx::any::install_default_drivers();
+        let mut conn = sqlx::AnyConnection::connect(&admin)
+            .await
+            .expect("DATABASE_URL connects");
+        conn.execute(format!("CREATE DATABASE {name}").as_str())
+            .await
+            .expect("a test database can be created");
+        conn.close().await.ok();
+        let (base, query) = match admin.split_once('?') {
+            Some((b, q)) => (b, format!("?{q}")),
+            None => (admin.as_str(), String::new()),
+        };
+        let base = base.rsplit_once('/').map_or(base, |(b, _)| b);
+        TestDb {
+            url: Some(format!("{base}/{name}{query}")),
+            admin: Some((admin.clone(), name)),
+        }
+    }
+
+    /// Drops the database (PostgreSQL).
+    pub async fn cleanup(self) {
+        if let Some((admin, name)) = self.admin {
+            let mut conn = sqlx::AnyConnection::connect(&admin).await.unwrap();
+            conn.execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
+                .await
+                .unwrap();
+            conn.close().await.ok();
+        }
+    }
+
+    /// Server options on this database.
+    pub fn options(&self) -> Options {
+        Options {
+            database_url: self.url.clone(),
+            ..Options::default()
+        }
+    }
+}
+
+/// A server with the CommuGraph sample uploaded: (server, session id, units with their
+/// text; sub-agent units included).
+pub async fn sample_server(options: Options) -> (TestServer, String, Vec<(String, String, bool)>) {
+    let server = TestServer::start(options).await;
+    let up = server
+        .upload_multipart(
+            &[("framework", "claudecode")],
+            "file",
+            &fixture_files(&fixture("commugraph-sample")),
+        )
+        .await;
+    assert!(up.status.is_success(), "{}", up.json);
+    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let units = units(&server, &id).await;
+    (server, id, units)
+}
+
+/// (event_id, text, is_sidechain) of every unit.
+pub async fn units(server: &TestServer, id: &str) -> Vec<(String, String, bool)> {
+    let body = server
+        .get(&format!("/api/graph/{id}/annotations?include_sidechains=true"))
+        .await;
+    body.json["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["event_id"].as_str().unwrap().to_owned(),
+                u["text_or_artifact_ref"]["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+                u["source"]["is_sidechain"].as_bool() == Some(true),
+            )
+        })
+        .collect()
+}
+
+/// The first unit with a text of at least 20 characters.
+pub fn texty(units: &[(String, String, bool)]) -> (String, String) {
+    units
+        .iter()
+        .find(|(_, t, _)| t.chars().count() >= 20)
+        .map(|(e, t, _)| (e.clone(), t.clone()))
+        .expect("a unit with text")
+}
+
+/// A quote of `text`: its first 10 characters.
+pub fn quote_of(text: &str) -> String {
+    text.chars().take(10).collect()
+}
+
+/// `PUT` a set, with an optional `If-Match`.
+pub async fn put(server: &TestServer, path: &str, body: &Value, if_match: Option<&str>) -> Reply {
+    let mut request = server.client.put(format!("{}{path}", server.url)).json(body);
+    if let Some(tag) = if_match {
+        request = request.header("if-match", tag);
+    }
+    Reply::read(request.send().await.unwrap()).await
+}
+
+/// `DELETE` with an optional `If-Match`.
+pub async fn delete(server: &TestServer, path: &str, if_match: Option<&str>) -> Reply {
+    let mut request = server.client.delete(format!("{}{path}", server.url));
+    if let Some(tag) = if_match {
+        request = request.header("if-match", tag);
+    }
+    Reply::read(request.send().await.unwrap()).await
+}
+
+fn set(annotator: &str, status: &str, labels: Value) -> Value {
+    json!({ "annotator": annotator, "status": status, "labels": labels })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_is_written_listed_replaced_and_deleted_with_its_history() {
+    for backend in TestDb::backends() {
+        let db = TestDb::fresh(backend).await;
+        round_trip(&db).await;
+        db.cleanup().await;
+    }
+}
+
+async fn round_trip(db: &TestDb) {
+    let (server, id, units) = sample_server(db.options()).await;
+    let expected = if db.url.is_some() {
+        Backend::Postgres
+    } else {
+        Backend::Sqlite
+    };
+    assert_eq!(server.state.labels.backend(), expected);
+    let (event, text) = texty(&units);
+    let path = format!("/api/graph/{id}/labels/{event}");
+    let body = json!({
+        "annotator": "ann.a",
+        "status": "draft",
+        "labels": [{"id": "TASK_DECOMPOSITION", "confidence": 0.8,
+                    "evidence": {"quote": quote_of(&text), "cue": "split into"},
+                    "fields": {"decomposition": ["parse", "render"]}}],
+        "note": "first pass",
+        "lead_time": 12.5
+    });
+    let created = put(&server, &path, &body, None).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json);
+    assert_eq!(created.headers["etag"], "\"labels-1\"");
+    assert_eq!(created.json["version"], 1);
+    assert_eq!(created.json["lead_time"], 12.5);
+    assert_eq!(created.json["labels"][0]["evidence"]["quote"], quote_of(&text));
+
+    // Replaced without If-Match (last writer wins), then with the current tag.
+    let replaced = put(&server, &path, &set("ann.a", "draft", json!([])), None).await;
+    assert_eq!(
+        (replaced.status, replaced.json["version"].as_i64()),
+        (StatusCode::OK, Some(2))
+    );
+    let submitted = put(
+        &server,
+        &path,
+        &set("ann.a", "submitted", json!([{"id": "EXEC_COGNITIVE"}])),
+        Some("\"labels-2\""),
+    )
+    .await;
+    assert_eq!(submitted.status, StatusCode::OK, "{}", submitted.json);
+    assert_eq!(submitted.headers["etag"], "\"labels-3\"");
+    // A stale tag: 412 with the current set.
+    let stale = put(
+        &server,
+        &path,
+        &set("ann.a", "draft", json!([])),
+        Some("\"labels-2\""),
+    )
+    .await;
+    assert_eq!(stale.status, StatusCode::PRECONDITION_FAILED);
+    assert_eq!(stale.json["details"]["current"]["version"], 3);
+    assert_eq!(
+        stale.headers["etag"], "\"labels-3\"",
+        "a 412 carries the current ETag"
+    );
+    assert_eq!(stale.json["details"]["current"]["status"], "submitted");
+    // `If-Match: *` needs a set: annotator b has none.
+    let star = put(&server, &path, &set("ann.b", "draft", json!([])), Some("*")).await;
+    assert_eq!(star.status, StatusCode::PRECONDITION_FAILED);
+    assert_eq!(star.json["details"]["current"], Value::Null);
+    let b = put(&server, &path, &set("ann.b", "discarded", json!([])), None).await;
+    assert_eq!(b.status, StatusCode::CREATED);
+
+    // A sub-agent unit takes labels too.
+    if let Some((side, _, _)) = units.iter().find(|u| u.2) {
+        let r = put(
+            &server,
+            &format!("/api/graph/{id}/labels/{side}"),
+            &set("ann.a", "draft", json!([])),
+            None,
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.json);
+    }
+
+    let list = server.get(&format!("/api/graph/{id}/labels")).await;
+    assert_eq!(list.status, StatusCode::OK);
+    let expected_total = if units.iter().any(|u| u.2) { 3 } else { 2 };
+    assert_eq!(list.json["total"], expected_total);
+    let only_b = server
+        .get(&format!("/api/graph/{id}/labels?annotator=ann.b"))
+        .await;
+    assert_eq!(only_b.json["total"], 1);
+    assert_eq!(only_b.json["labels"][0]["status"], "discarded");
+    let submitted = server
+        .get(&format!("/api/graph/{id}/labels?status=submitted"))
+        .await;
+    assert_eq!(submitted.json["total"], 1);
+    let by_label = server
+        .get(&format!("/api/graph/{id}/labels?label=EXEC_COGNITIVE"))
+        .await;
+    assert_eq!(by_label.json["labels"][0]["annotator"], "ann.a");
+    assert_eq!(by_label.json["total"], 1);
+    let bad_status = server.get(&format!("/api/graph/{id}/labels?status=done")).await;
+    assert_eq!(bad_status.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad_status.json["details"]["field"], "status");
+
+    // Delete: needs the annotator; honours If-Match; 404 once gone.
+    let no_annotator = delete(&server, &path, None).await;
+    assert_eq!(no_annotator.status, StatusCode::BAD_REQUEST);
+    let stale = delete(&server, &format!("{path}?annotator=ann.a"), Some("\"labels-1\"")).await;
+    assert_eq!(stale.status, StatusCode::PRECONDITION_FAILED);
+    let gone = delete(&server, &format!("{path}?annotator=ann.a"), Some("\"labels-3\"")).await;
+    assert_eq!(gone.status, StatusCode::NO_CONTENT);
+    let again = delete(&server, &format!("{path}?annotator=ann.a"), None).await;
+    assert_eq!(again.status, StatusCode::NOT_FOUND);
+
+    let history = server.get(&format!("{path}/history")).await;
+    assert_eq!(history.status, StatusCode::OK);
+    let entries = history.json["history"].as_array().unwrap();
+    let seen: Vec<(&str, &str, i64)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["annotator"].as_str().unwrap(),
+                e["action"].as_str().unwrap(),
+                e["version"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("ann.a", "put", 1),
+            ("ann.a", "put", 2),
+            ("ann.a", "put", 3),
+            ("ann.b", "put", 1),
+            ("ann.a", "delete", 3)
+        ]
+    );
+    assert_eq!(entries[0]["before"], Value::Null);
+    assert_eq!(entries[1]["before"]["version"], 1);
+    assert_eq!(entries[4]["after"], Value::Null);
+    let only_b = server.get(&format!("{path}/history?annotator=ann.b")).await;
+    assert_eq!(only_b.json["total"], 1);
+
+    // Written again after the delete: a new version, never an old tag.
+    let back = put(&server, &path, &set("ann.a", "draft", json!([])), None).await;
+    assert_eq!(
+        (back.status, back.json["version"].as_i64()),
+        (StatusCode::CREATED, Some(4))
+    );
+
+    // Unknown session or unit.
+    let unknown = put(
+        &server,
+        "/api/graph/nope/labels/x",
+        &set("ann.a", "draft", json!([])),
+        None,
+    )
+    .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    let no_unit = put(
+        &server,
+        &format!("/api/graph/{id}/labels/no-such-unit"),
+        &set("ann.a", "draft", json!([])),
+        None,
+    )
+    .await;
+    assert_eq!(no_unit.status, StatusCode::NOT_FOUND);
+    assert!(no_unit.json["message"].as_str().unwrap().contains("no-such-unit"));
+    for path in ["/api/graph/nope/labels", "/api/graph/nope/labels/x/history"] {
+        assert_eq!(server.get(path).await.status, StatusCode::NOT_FOUND);
+    }
+    assert_eq!(
+        delete(&server, "/api/graph/nope/labels/x?annotator=a", None)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_invalid_write_is_refused_naming_the_field() {
+    for backend in TestDb::backends() {
+        let db = TestDb::fresh(backend).await;
+        validation(&db).await;
+        db.cleanup().await;
+    }
+}
+
+async fn validation(db: &TestDb) {
+    let (server, id, units) = sample_server(Options {
+        reviewers: vec!["lead".into()],
+        ..db.options()
+    })
+    .await;
+    let (event, text) = texty(&units);
+    let path = format!("/api/graph/{id}/labels/{event}");
+    let label = |extra: Value| {
+        let mut l = json!({"id": "TASK_DECOMPOSITION"});
+        for (k, v) in extra.as_object().unwrap() {
+            l[k] = v.clone();
+        }
+        json!({"annotator": "a", "status": "draft", "labels": [{"id": "EXEC_COGNITIVE"}, l]})
+    };
+    let too_many: Vec<Value> = (0..65).map(|_| json!({"id": "EXEC_COGNITIVE"})).collect();
+    let cases: Vec<(Value, &str)> = vec![
+        (json!([]), "body"),
+        (json!({"status": "draft", "labels": []}), "annotator"),
+        (
+            json!({"annotator": "", "status": "draft", "labels": []}),
+            "annotator",
+        ),
+        (
+            json!({"annotator": "a b", "status": "draft", "labels": []}),
+            "annotator",
+        ),
+        (
+            json!({"annotator": "x".repeat(101), "status": "draft", "labels": []}),
+            "annotator",
+        ),
+        (
+            json!({"annotator": "a", "status": "done", "labels": []}),
+            "status",
+        ),
+        (json!({"annotator": "a", "labels": []}), "status"),
+        (json!({"annotator": "a", "status": "draft"}), "labels"),
+        (
+            json!({"annotator": "a", "status": "draft", "labels": {}}),
+            "labels",
+        ),
+        (
+            json!({"annotator": "a", "status": "draft", "labels": too_many}),
+            "labels",
+        ),
+        (
+            json!({"annotator": "a", "status": "draft", "labels": [], "extra": 1}),
+            "extra",
+        ),
+        (
+            json!({"annotator": "a", "status": "draft", "labels": [], "note": "n".repeat(10_001)}),
+            "note",
+        ),
+        (
+            json!({"annotator": "a", "status": "draft", "labels": [], "lead_time": -1}),
+            "lead_time",
+        ),
+        (
+            json!({"annotator": "a", "status": "draft", "labels": [], "lead_time": "5"}),
+            "lead_time",
+        ),
+        (label(json!({"id": "NOT_A_LABEL"})), "labels[1].id"),
+        (label(json!({"id": 7})), "labels[1].id"),
+        (label(json!({"id": "EXEC_COGNITIVE"})), "labels[1].id"),
+        (label(json!({"confidence": 1.5})), "labels[1].confidence"),
+        (label(json!({"confidence": "high"})), "labels[1].confidence"),
+        (
+            label(json!({"evidence": {"quote": "words that are nowhere in the unit 0xdeadbeef"}})),
+            "labels[1].evidence.quote",
+        ),
+        (
+            label(json!({"evidence": {"quote": ""}})),
+            "labels[1].evidence.quote",
+        ),
+        (
+            label(json!({"evidence": {"quote": "q".repeat(2_001)}})),
+            "labels[1].evidence.quote",
+        ),
+        (label(json!({"evidence": {"page": 3}})), "labels[1].evidence.page"),
+        (
+            label(json!({"fields": {"decomposition": "not a list"}})),
+            "labels[1].fields.decomposition",
+        ),
+        (
+            label(json!({"fields": {"unknown_field": 1}})),
+            "labels[1].fields.unknown_field",
+        ),
+        (label(json!({"fields": []})), "labels[1].fields"),
+        (label(json!({"colour": "red"})), "labels[1].colour"),
+    ];
+    for (body, field) in cases {
+        let r = put(&server, &path, &body, None).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{body}: {}", r.json);
+        assert_eq!(r.json["details"]["field"], field, "{body}: {}", r.json);
+        assert_eq!(r.json["error"], "Bad Request");
+    }
+    let not_json = server
+        .client
+        .put(format!("{}{path}", server.url))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_json.status(), StatusCode::BAD_REQUEST);
+
+    // Adjudication is for reviewers.
+    let adjudicated = set("a", "adjudicated", json!([]));
+    assert_eq!(
+        put(&server, &path, &adjudicated, None).await.status,
+        StatusCode::FORBIDDEN
+    );
+    let by_lead = put(&server, &path, &set("lead", "adjudicated", json!([])), None).await;
+    assert_eq!(by_lead.status, StatusCode::CREATED, "{}", by_lead.json);
+
+    // A grounded quote passes; nothing refused was stored.
+    let ok = put(
+        &server,
+        &path,
+        &label(json!({"evidence": {"quote": quote_of(&text)}, "confidence": 0})),
+        None,
+    )
+    .await;
+    assert_eq!(ok.status, StatusCode::CREATED, "{}", ok.json);
+    let list = server.get(&format!("/api/graph/{id}/labels")).await;
+    assert_eq!(list.json["total"], 2);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_with_one_if_match_let_exactly_one_through() {
+    for backend in TestDb::backends() {
+        let db = TestDb::fresh(backend).await;
+        race(&db).await;
+        db.cleanup().await;
+    }
+}
+
+async fn race(db: &TestDb) {
+    let (server, id, units) = sample_server(db.options()).await;
+    let (event, _) = texty(&units);
+    let path = format!("/api/graph/{id}/labels/{event}");
+    for annotator in ["ann.a", "ann.b"] {
+        let r = put(&server, &path, &set(annotator, "draft", json!([])), None).await;
+        assert_eq!(r.status, StatusCode::CREATED);
+    }
+    let server = std::sync::Arc::new(server);
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let server = server.clone();
+        let path = path.clone();
+        let annotator = if i % 2 == 0 { "ann.a" } else { "ann.b" };
+        tasks.push(tokio::spawn(async move {
+            let body = set(
+                annotator,
+                "submitted",
+                json!([{"id": "EXEC_COGNITIVE", "confidence": i as f64 / 100.0}]),
+            );
+            let r = put(&server, &path, &body, Some("\"labels-1\"")).await;
+            (annotator, r.status, r.json)
+        }));
+    }
+    let mut won = std::collections::BTreeMap::<&str, Vec<Value>>::new();
+    for t in tasks {
+        let (annotator, status, body) = t.await.unwrap();
+        match status {
+            StatusCode::OK => won.entry(annotator).or_default().push(body),
+            StatusCode::PRECONDITION_FAILED => assert_eq!(body["details"]["current"]["version"], 2),
+            other => panic!("{other}: {body}"),
+        }
+    }
+    for annotator in ["ann.a", "ann.b"] {
+        let winners = &won[annotator];
+        assert_eq!(winners.len(), 1, "exactly one write of {annotator} went through");
+        let list = server
+            .get(&format!("/api/graph/{id}/labels?annotator={annotator}"))
+            .await;
+        // The winner's write is what is stored: nothing lost, nothing overwritten.
+        assert_eq!(list.json["labels"][0]["labels"], winners[0]["labels"]);
+        assert_eq!(list.json["labels"][0]["version"], 2);
+        let history = server.get(&format!("{path}/history?annotator={annotator}")).await;
+        assert_eq!(history.json["total"], 2);
+    }
+    std::sync::Arc::into_inner(server).unwrap().stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_survive_a_restart_and_read_only_mode_serves_them() {
+    for backend in TestDb::backends() {
+        let db = TestDb::fresh(backend).await;
+        restart(&db).await;
+        db.cleanup().await;
+    }
+}
+
+async fn restart(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        data_dir: Some(dir.path().to_owned()),
+        ..db.options()
+    };
+    let (server, id, units) = sample_server(options.clone()).await;
+    let (event, _) = texty(&units);
+    let path = format!("/api/graph/{id}/labels/{event}");
+    let body = set(
+        "ann.a",
+        "submitted",
+        json!([{"id": "EXEC_COGNITIVE", "confidence": 0.5}]),
+    );
+    assert_eq!(put(&server, &path, &body, None).await.status, StatusCode::CREATED);
+    let before = server.get(&format!("/api/graph/{id}/labels")).await;
+    server.stop().await;
+    if db.url.is_none() {
+        assert!(dir.path().join("labels.sqlite3").is_file());
+    }
+
+    let server = TestServer::start(Options {
+        read_only: true,
+        ..options
+    })
+    .await;
+    let after = server.get(&format!("/api/graph/{id}/labels")).await;
+    assert_eq!(after.status, StatusCode::OK);
+    assert_eq!(after.json, before.json, "labels intact after a restart");
+    assert_eq!(server.get(&format!("{path}/history")).await.json["total"], 1);
+    let refused = put(&server, &path, &body, None).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert!(refused.json["message"].as_str().unwrap().contains("read-only"));
+    let refused = delete(&server, &format!("{path}?annotator=ann.a"), None).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        server.get(&format!("/api/graph/{id}/labels")).await.json,
+        before.json
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_database_see_each_others_labels() {
+    for backend in TestDb::backends() {
+        let db = TestDb::fresh(backend).await;
+        replicas(&db).await;
+        db.cleanup().await;
+    }
+}
+
+async fn replicas(db: &TestDb) {
+    // SQLite: one file both servers open; PostgreSQL: the test database.
+    let shared = tempfile::tempdir().unwrap();
+    let url = match &db.url {
+        Some(url) => url.clone(),
+        None => sessiongraph::labels::store::default_url(shared.path()).unwrap(),
+    };
+    let options = Options {
+        database_url: Some(url),
+        ..Options::default()
+    };
+    // The same bytes uploaded to each give the same session id.
+    let (a, id, units) = sample_server(options.clone()).await;
+    let (b, id_b, _) = sample_server(options).await;
+    assert_eq!(id, id_b);
+    let (event, _) = texty(&units);
+    let path = format!("/api/graph/{id}/labels/{event}");
+    let written = put(
+        &a,
+        &path,
+        &set("ann.a", "submitted", json!([{"id": "EXEC_COGNITIVE"}])),
+        None,
+    )
+    .await;
+    assert_eq!(written.status, StatusCode::CREATED);
+    let seen = b.get(&format!("/api/graph/{id}/labels")).await;
+    assert_eq!(seen.json["labels"][0], written.json);
+    // B writes on top of what A wrote, conditionally: its If-Match holds.
+    let tag = written.headers["etag"].to_str().unwrap().to_owned();
+    let on_b = put(&b, &path, &set("ann.a", "discarded", json!([])), Some(&tag)).await;
+    assert_eq!(on_b.status, StatusCode::OK, "{}", on_b.json);
+    let stale = put(&a, &path, &set("ann.a", "draft", json!([])), Some(&tag)).await;
+    assert_eq!(stale.status, StatusCode::PRECONDITION_FAILED);
+    assert_eq!(a.get(&format!("{path}/history")).await.json["total"], 2);
+    a.stop().await;
+    b.stop().await;
+}
