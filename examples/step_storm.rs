@@ -1,0 +1,262 @@
+//! Load client for a burst of view requests: N requests at once against a running server,
+//! while `/healthz` is probed every 10 ms, then a report of statuses, total time, `/healthz`
+//! latency percentiles and the server's peak memory (VmHWM).
+//!
+//! Modes:
+//! - `steps`: N workflow requests, each with a distinct `?step=` spread over the session;
+//! - `gzip`, `br`, `identity`: N requests of the whole workflow with that
+//!   `Accept-Encoding` (the body is read and counted, not decoded).
+//!
+//! ```sh
+//! cargo run --release --example step_storm -- --url http://127.0.0.1:18090 --pid <server pid> \
+//!     --id ab51623b-c26d-45f5-b98e-f9d0cfa17018 --mode steps --requests 1000
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, ValueEnum};
+use reqwest::header::{HeaderValue, ACCEPT_ENCODING, CONTENT_ENCODING, RETRY_AFTER};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// Distinct `?step=` values.
+    Steps,
+    /// The whole workflow, `Accept-Encoding: gzip`.
+    Gzip,
+    /// The whole workflow, `Accept-Encoding: br`.
+    Br,
+    /// The whole workflow, no `Accept-Encoding`.
+    Identity,
+}
+
+#[derive(Parser)]
+struct Args {
+    /// The server, e.g. http://127.0.0.1:18090 (loopback only).
+    #[arg(long)]
+    url: String,
+    /// The server's process id, to read its peak resident memory.
+    #[arg(long)]
+    pid: Option<u32>,
+    /// The session to request.
+    #[arg(long)]
+    id: String,
+    /// What to request.
+    #[arg(long, value_enum, default_value = "steps")]
+    mode: Mode,
+    /// Requests sent at once.
+    #[arg(long, default_value_t = 1000)]
+    requests: usize,
+    /// A request taking longer than this counts as an error.
+    #[arg(long, default_value_t = 300)]
+    timeout_secs: u64,
+}
+
+/// What one request got.
+struct Outcome {
+    status: String,
+    bytes: usize,
+    encoding: Option<String>,
+    /// For a 503: it carried `Retry-After` and a JSON error body.
+    well_formed_refusal: bool,
+}
+
+/// A memory figure of `pid` (`VmHWM`, `VmRSS`) in MiB.
+fn memory_mib(pid: u32, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: f64 = status
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Sends one request and reads its body whole.
+async fn one(http: reqwest::Client, url: String, accept: Option<&'static str>) -> Outcome {
+    let mut request = http.get(url);
+    if let Some(accept) = accept {
+        request = request.header(ACCEPT_ENCODING, HeaderValue::from_static(accept));
+    }
+    let response = match request.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            return Outcome {
+                status: format!("error: {e}"),
+                bytes: 0,
+                encoding: None,
+                well_formed_refusal: false,
+            }
+        }
+    };
+    let status = response.status();
+    let encoding = response
+        .headers()
+        .get(CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let retry_after = response.headers().contains_key(RETRY_AFTER);
+    match response.bytes().await {
+        Ok(body) => {
+            let json_error = serde_json::from_slice::<serde_json::Value>(&body)
+                .is_ok_and(|v| v["error"] == "Service Unavailable" && v["message"].is_string());
+            Outcome {
+                status: status.as_u16().to_string(),
+                bytes: body.len(),
+                encoding,
+                well_formed_refusal: status.as_u16() == 503 && retry_after && json_error,
+            }
+        }
+        Err(e) => Outcome {
+            status: format!("body error: {e}"),
+            bytes: 0,
+            encoding,
+            well_formed_refusal: false,
+        },
+    }
+}
+
+/// Probes `/healthz` every 10 ms until `done`; returns the latencies in ms.
+async fn probe_health(url: String, done: Arc<AtomicBool>) -> (Vec<f64>, usize) {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("a client");
+    let mut latencies = Vec::new();
+    let mut failures = 0;
+    while !done.load(Ordering::Relaxed) {
+        let started = Instant::now();
+        match http.get(format!("{url}/healthz")).send().await {
+            Ok(r) if r.status().is_success() => {
+                let _ = r.bytes().await;
+                latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+            }
+            _ => failures += 1,
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    (latencies, failures)
+}
+
+/// The number of workflow steps of the session.
+async fn total_steps(http: &reqwest::Client, url: &str, id: &str) -> anyhow::Result<u64> {
+    let info: serde_json::Value = http
+        .get(format!("{url}/api/graph/{id}/info"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    info["message_count"]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("no message_count in {info}"))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    anyhow::ensure!(
+        args.url.starts_with("http://127.0.0.1") || args.url.starts_with("http://localhost"),
+        "the storm runs against loopback only"
+    );
+    anyhow::ensure!(args.requests <= 10_000, "at most 10,000 requests");
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(args.timeout_secs))
+        .pool_max_idle_per_host(0)
+        .build()?;
+    let steps = total_steps(&http, &args.url, &args.id).await?.max(1);
+    let hwm_before = args.pid.and_then(|p| memory_mib(p, "VmHWM:"));
+
+    let done = Arc::new(AtomicBool::new(false));
+    let probe = tokio::spawn(probe_health(args.url.clone(), done.clone()));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(args.requests);
+    for i in 0..args.requests {
+        let (url, accept) = match args.mode {
+            Mode::Steps => {
+                // Spread over the session, distinct even when there are more requests than steps.
+                let n = args.requests as u64;
+                let step = if n <= steps {
+                    i as u64 * steps / n
+                } else {
+                    i as u64
+                };
+                (
+                    format!("{}/api/graph/{}/workflow?step={step}", args.url, args.id),
+                    None,
+                )
+            }
+            mode => (
+                format!("{}/api/graph/{}/workflow", args.url, args.id),
+                match mode {
+                    Mode::Gzip => Some("gzip"),
+                    Mode::Br => Some("br"),
+                    _ => None,
+                },
+            ),
+        };
+        tasks.push(tokio::spawn(one(http.clone(), url, accept)));
+    }
+    let mut outcomes = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        outcomes.push(task.await?);
+    }
+    let elapsed = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    done.store(true, Ordering::Relaxed);
+    let (mut health, health_failures) = probe.await?;
+    health.sort_by(f64::total_cmp);
+
+    let mut by_status: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut encodings: BTreeMap<String, usize> = BTreeMap::new();
+    let mut malformed_refusals = 0;
+    for o in &outcomes {
+        let entry = by_status.entry(o.status.clone()).or_default();
+        entry.0 += 1;
+        entry.1 += o.bytes;
+        *encodings
+            .entry(o.encoding.clone().unwrap_or_else(|| "identity".into()))
+            .or_default() += 1;
+        if o.status == "503" && !o.well_formed_refusal {
+            malformed_refusals += 1;
+        }
+    }
+    println!(
+        "{:?}: {} requests at once, {} steps in the session, {}",
+        args.mode, args.requests, steps, args.url
+    );
+    println!("total time {:.2} s", elapsed.as_secs_f64());
+    for (status, (n, bytes)) in &by_status {
+        println!("  {status}: {n} (bodies {:.1} MiB)", *bytes as f64 / 1048576.0);
+    }
+    println!("  content encodings: {encodings:?}");
+    println!("  503 without Retry-After or JSON body: {malformed_refusals}");
+    println!(
+        "/healthz: {} probes, {} failed, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        health.len(),
+        health_failures,
+        percentile(&health, 0.5),
+        percentile(&health, 0.99),
+        percentile(&health, 1.0)
+    );
+    if let Some(pid) = args.pid {
+        println!(
+            "server VmHWM: before {:.0} MiB, after {:.0} MiB; VmRSS now {:.0} MiB",
+            hwm_before.unwrap_or(0.0),
+            memory_mib(pid, "VmHWM:").unwrap_or(0.0),
+            memory_mib(pid, "VmRSS:").unwrap_or(0.0)
+        );
+    }
+    Ok(())
+}
