@@ -132,6 +132,9 @@ pub struct Slot {
     /// The last known counts (from the upload manifest, or the last parse).
     counts: Mutex<Option<StoredCounts>>,
     cell: Mutex<Arc<OnceCell<Arc<Loaded>>>>,
+    /// Set when a deletion of this upload begins: a request that got the slot before and
+    /// then finds its files gone answers that the session is not found.
+    deleted: AtomicBool,
 }
 
 impl Slot {
@@ -148,6 +151,7 @@ impl Slot {
             last_accessed_ms: AtomicI64::new(created_at_ms),
             counts: Mutex::new(counts),
             cell: Mutex::new(Arc::new(OnceCell::new())),
+            deleted: AtomicBool::new(false),
         }
     }
 
@@ -182,6 +186,19 @@ impl Slot {
     /// True for uploads.
     pub fn is_upload(&self) -> bool {
         matches!(self.source, Source::Upload(_))
+    }
+
+    /// `e` as the request should see it: a file that vanished because this upload is being
+    /// (or was) deleted means the session is gone, not that storage failed.
+    fn vanished_as_not_found(&self, e: StoreError) -> StoreError {
+        match e {
+            StoreError::Io(io)
+                if io.kind() == std::io::ErrorKind::NotFound && self.deleted.load(Ordering::SeqCst) =>
+            {
+                StoreError::NotFound(self.id.clone())
+            }
+            other => other,
+        }
     }
 }
 
@@ -287,8 +304,9 @@ pub struct StoreConfig {
 #[derive(Debug)]
 pub struct Store {
     slots: DashMap<String, Arc<Slot>>,
-    /// Uploads being accepted, by id: the same content sent twice at once is parsed and
-    /// stored once, the second request waiting for the first.
+    /// Uploads being accepted or deleted, by id: the same content sent twice at once is
+    /// parsed and stored once, the second request waiting for the first, and an upload and
+    /// a deletion of the same id never interleave.
     accepting: DashMap<String, Arc<tokio::sync::Mutex<()>>>,
     uploads: Option<UploadDir>,
     config: StoreConfig,
@@ -457,6 +475,7 @@ impl Store {
                     blocking(move || load(&source, &framework, uploads.as_ref()))
                         .await
                         .map(Arc::new)
+                        .map_err(|e| slot.vanished_as_not_found(e))
                 }
             })
             .await?
@@ -496,15 +515,21 @@ impl Store {
         options: LoadOptions,
     ) -> Result<(Arc<Slot>, Arc<Loaded>, bool), StoreError> {
         let id = upload_id(framework.name(), &input);
-        let gate = self.accepting.entry(id.clone()).or_default().value().clone();
-        let accepted = {
+        self.one_writer_at_a_time(&id, self.accept_upload(id.clone(), framework, input, options))
+            .await
+    }
+
+    /// Runs `write` (an upload or a deletion of `id`) once no other write of `id` runs.
+    async fn one_writer_at_a_time<T>(&self, id: &str, write: impl std::future::Future<Output = T>) -> T {
+        let gate = self.accepting.entry(id.to_owned()).or_default().value().clone();
+        let written = {
             let _one_at_a_time = gate.lock().await;
-            self.accept_upload(id.clone(), framework, input, options).await
+            write.await
         };
         drop(gate);
         self.accepting
-            .remove_if(&id, |_, gate| Arc::strong_count(gate) == 1);
-        accepted
+            .remove_if(id, |_, gate| Arc::strong_count(gate) == 1);
+        written
     }
 
     /// [`Store::add_upload`] once no other request accepts the same content.
@@ -580,7 +605,8 @@ impl Store {
     pub async fn main_file(&self, id: &str) -> Result<(String, Vec<u8>), StoreError> {
         let slot = self.slot(id)?;
         let uploads = self.uploads.clone();
-        blocking(move || match &slot.source {
+        let reading = slot.clone();
+        blocking(move || match &reading.source {
             Source::Upload(manifest) => {
                 let dir = uploads.ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
                 let input = dir.read(manifest)?;
@@ -603,20 +629,29 @@ impl Store {
             }
         })
         .await
+        .map_err(|e| slot.vanished_as_not_found(e))
     }
 
     /// Forgets an upload and removes it from disk. Sessions of a sessions directory are
-    /// never deleted.
+    /// never deleted. Requests that got the session before and still need its files
+    /// answer that it is not found.
     pub async fn delete(&self, id: &str) -> Result<(), StoreError> {
-        let slot = self.slot(id)?;
-        if !slot.is_upload() {
+        if !self.slot(id)?.is_upload() {
             return Err(StoreError::ReadOnly(id.to_owned()));
         }
+        self.one_writer_at_a_time(id, self.delete_upload(id)).await
+    }
+
+    /// [`Store::delete`] once no upload or other deletion of `id` runs.
+    async fn delete_upload(&self, id: &str) -> Result<(), StoreError> {
+        // Looked up again: a deletion that ran meanwhile removed it.
+        let slot = self.slot(id)?;
+        slot.deleted.store(true, Ordering::SeqCst);
         if let Some(dir) = self.uploads.clone() {
             let id = id.to_owned();
             blocking(move || Ok(dir.delete(&id)?)).await?;
         }
-        self.slots.remove(id);
+        self.slots.remove_if(id, |_, s| Arc::ptr_eq(s, &slot));
         Ok(())
     }
 
