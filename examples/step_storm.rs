@@ -63,17 +63,30 @@ struct Outcome {
     well_formed_refusal: bool,
 }
 
-/// A memory figure of `pid` (`VmHWM`, `VmRSS`) in MiB.
-fn memory_mib(pid: u32, field: &str) -> Option<f64> {
+/// A number of `/proc/<pid>/status` (`VmHWM:` in kB, `Threads:`).
+fn status_field(pid: u32, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = status
+    status
         .lines()
         .find(|l| l.starts_with(field))?
         .split_whitespace()
         .nth(1)?
         .parse()
-        .ok()?;
-    Some(kb / 1024.0)
+        .ok()
+}
+
+/// A memory figure of `pid` (`VmHWM:`, `VmRSS:`) in MiB.
+fn memory_mib(pid: u32, field: &str) -> Option<f64> {
+    status_field(pid, field).map(|kb| kb / 1024.0)
+}
+
+/// User plus system CPU time of `pid`, in seconds.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -107,27 +120,50 @@ async fn one(http: reqwest::Client, url: String, accept: Option<&'static str>) -
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let retry_after = response.headers().contains_key(RETRY_AFTER);
-    match response.bytes().await {
-        Ok(body) => {
-            let json_error = serde_json::from_slice::<serde_json::Value>(&body)
-                .is_ok_and(|v| v["error"] == "Service Unavailable" && v["message"].is_string());
-            Outcome {
-                status: status.as_u16().to_string(),
-                bytes: body.len(),
-                encoding,
-                well_formed_refusal: status.as_u16() == 503 && retry_after && json_error,
+    // Bodies are counted as they arrive; only a refusal's (small) body is kept.
+    let mut response = response;
+    let (mut bytes, mut kept) = (0, Vec::new());
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                bytes += chunk.len();
+                if status.as_u16() == 503 && kept.len() < 64 * 1024 {
+                    kept.extend_from_slice(&chunk);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                return Outcome {
+                    status: format!("body error: {e}"),
+                    bytes,
+                    encoding,
+                    well_formed_refusal: false,
+                }
             }
         }
-        Err(e) => Outcome {
-            status: format!("body error: {e}"),
-            bytes: 0,
-            encoding,
-            well_formed_refusal: false,
-        },
+    }
+    let json_error = serde_json::from_slice::<serde_json::Value>(&kept)
+        .is_ok_and(|v| v["error"] == "Service Unavailable" && v["message"].is_string());
+    Outcome {
+        status: status.as_u16().to_string(),
+        bytes,
+        encoding,
+        well_formed_refusal: status.as_u16() == 503 && retry_after && json_error,
     }
 }
 
-/// Probes `/healthz` every 10 ms until `done`; returns the latencies in ms.
+/// Probes `/healthz` every 10 ms until `done`, on a thread and runtime of its own (so that
+/// the load's tasks do not delay it); returns the latencies in ms and the failures.
+fn spawn_health_probe(url: String, done: Arc<AtomicBool>) -> std::thread::JoinHandle<(Vec<f64>, usize)> {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+            .block_on(probe_health(url, done))
+    })
+}
+
 async fn probe_health(url: String, done: Arc<AtomicBool>) -> (Vec<f64>, usize) {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
@@ -175,10 +211,24 @@ async fn main() -> anyhow::Result<()> {
         .pool_max_idle_per_host(0)
         .build()?;
     let steps = total_steps(&http, &args.url, &args.id).await?.max(1);
-    let hwm_before = args.pid.and_then(|p| memory_mib(p, "VmHWM:"));
-
     let done = Arc::new(AtomicBool::new(false));
-    let probe = tokio::spawn(probe_health(args.url.clone(), done.clone()));
+    let done_sampling = done.clone();
+    let hwm_before = args.pid.and_then(|p| memory_mib(p, "VmHWM:"));
+    let cpu_before = args.pid.and_then(cpu_seconds);
+    let threads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let thread_sampler = args.pid.map(|pid| {
+        let (threads, done) = (threads.clone(), done_sampling.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                if let Some(n) = status_field(pid, "Threads:") {
+                    threads.fetch_max(n as usize, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    });
+
+    let probe = spawn_health_probe(args.url.clone(), done.clone());
     tokio::time::sleep(Duration::from_millis(200)).await;
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(args.requests);
@@ -215,7 +265,9 @@ async fn main() -> anyhow::Result<()> {
     let elapsed = started.elapsed();
     tokio::time::sleep(Duration::from_millis(200)).await;
     done.store(true, Ordering::Relaxed);
-    let (mut health, health_failures) = probe.await?;
+    let (mut health, health_failures) = probe
+        .join()
+        .map_err(|_| anyhow::anyhow!("the /healthz probe panicked"))?;
     health.sort_by(f64::total_cmp);
 
     let mut by_status: BTreeMap<String, (usize, usize)> = BTreeMap::new();
@@ -251,11 +303,16 @@ async fn main() -> anyhow::Result<()> {
         percentile(&health, 1.0)
     );
     if let Some(pid) = args.pid {
+        if let Some(sampler) = thread_sampler {
+            let _ = sampler.join();
+        }
         println!(
-            "server VmHWM: before {:.0} MiB, after {:.0} MiB; VmRSS now {:.0} MiB",
+            "server VmHWM: before {:.0} MiB, after {:.0} MiB; VmRSS now {:.0} MiB; at most {} threads; CPU {:.1} s",
             hwm_before.unwrap_or(0.0),
             memory_mib(pid, "VmHWM:").unwrap_or(0.0),
-            memory_mib(pid, "VmRSS:").unwrap_or(0.0)
+            memory_mib(pid, "VmRSS:").unwrap_or(0.0),
+            threads.load(Ordering::Relaxed),
+            cpu_seconds(pid).unwrap_or(0.0) - cpu_before.unwrap_or(0.0),
         );
     }
     Ok(())
