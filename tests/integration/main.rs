@@ -14,6 +14,7 @@ mod openapi;
 mod properties;
 mod reference_errors;
 mod regressions;
+mod render;
 #[path = "../support/scaled.rs"]
 mod scaled;
 mod security;
