@@ -1,4 +1,5 @@
-//! Sending a rendered [`Body`] without joining its chunks.
+//! Sending a rendered [`Body`] without joining its chunks, holding its share of the render
+//! budget until it is sent.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -9,6 +10,8 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 
 use crate::core::views::Body;
+use crate::store::bodies::Served;
+use crate::store::budget::BudgetPermit;
 
 /// An HTTP body that yields a rendered body's chunks in order, with its exact length known
 /// up front (so the response carries `Content-Length`).
@@ -17,6 +20,8 @@ pub struct ChunkedBody {
     chunks: Arc<[Bytes]>,
     next: usize,
     remaining: u64,
+    /// The render budget the body holds: given back when the body is sent or dropped.
+    _permit: Option<BudgetPermit>,
 }
 
 impl From<Body> for ChunkedBody {
@@ -25,6 +30,26 @@ impl From<Body> for ChunkedBody {
             remaining: body.len() as u64,
             chunks: body.into_chunks(),
             next: 0,
+            _permit: None,
+        }
+    }
+}
+
+impl ChunkedBody {
+    /// `body`, holding `permit` until it is sent or dropped.
+    pub fn holding(body: Body, permit: Option<BudgetPermit>) -> ChunkedBody {
+        ChunkedBody {
+            _permit: permit,
+            ..ChunkedBody::from(body)
+        }
+    }
+}
+
+impl From<Served> for axum::body::Body {
+    fn from(served: Served) -> axum::body::Body {
+        match served.permit {
+            None => served.body.into(),
+            permit => axum::body::Body::new(ChunkedBody::holding(served.body, permit)),
         }
     }
 }

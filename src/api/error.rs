@@ -43,6 +43,14 @@ pub enum ApiError {
     /// 500: the cause is logged, never sent.
     #[error("internal error: {0}")]
     Internal(String),
+    /// 503 `Service Unavailable` with `Retry-After`: no room to render now.
+    #[error("{message}")]
+    Unavailable {
+        /// What to tell the client.
+        message: String,
+        /// When to try again.
+        retry_after: std::time::Duration,
+    },
 }
 
 /// The cause of a 500, kept in the response's extensions for [`json_errors`] to log inside
@@ -68,6 +76,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -101,6 +110,13 @@ impl ApiError {
             StoreError::Session(SessionError::InvalidLine { file, line, reason }) => ApiError::Parse {
                 message: format!("Invalid JSON in {file} on line {line}"),
                 details: serde_json::json!({ "lineNumber": line, "file": file, "reason": reason }),
+            },
+            StoreError::Busy { retry_after } => ApiError::Unavailable {
+                message: format!(
+                    "The server is rendering as much as its memory budget allows; retry in {} s",
+                    retry_after.as_secs()
+                ),
+                retry_after,
             },
             other => ApiError::Internal(other.to_string()),
         }
@@ -159,6 +175,14 @@ impl IntoResponse for ApiError {
             }
             ApiError::Parse { message, details } => {
                 named_error_response(status, "Parse Error", message, Some(details))
+            }
+            ApiError::Unavailable { message, retry_after } => {
+                let mut r = error_response(status, message, None);
+                r.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(retry_after.as_secs().max(1)),
+                );
+                r
             }
             other => error_response(status, &other.to_string(), None),
         }

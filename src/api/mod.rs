@@ -114,7 +114,7 @@ pub fn router(state: AppState) -> Router {
                 axum::http::header::AUTHORIZATION,
                 axum::http::HeaderName::from_static("x-api-key"),
             ])
-            .expose_headers([axum::http::header::ETAG])
+            .expose_headers([axum::http::header::ETAG, axum::http::header::RETRY_AFTER])
     });
     let trace = TraceLayer::new_for_http().make_span_with(|request: &Request| {
         let route = request

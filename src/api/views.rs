@@ -11,7 +11,6 @@ use super::error::{graph_not_found, session_not_found, ApiError};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::core::session::Branch;
-use crate::core::views::branches::context_body;
 use crate::core::views::{View, ViewOptions};
 
 /// How a view route names a missing session, and whether it needs the full Claude Code
@@ -140,7 +139,7 @@ async fn serve(
         return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag_value)]).into_response());
     }
     let body = loaded
-        .body(route.view, options)
+        .body(route.view, options, state.store.render_budget())
         .await
         .map_err(|e| ApiError::from_store(e, route.not_found))?;
     Ok((
@@ -214,23 +213,17 @@ pub async fn context(
         .get(&id)
         .await
         .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let budget = state.store.render_budget();
     let body = match leaf {
         None => loaded
-            .body(View::Context, ViewOptions::default())
+            .body(View::Context, ViewOptions::default(), budget)
             .await
             .map_err(|e| ApiError::from_store(e, session_not_found))?,
-        Some(leaf) => {
-            let wanted = leaf.clone();
-            let rendered = tokio::task::spawn_blocking(move || {
-                context_body(&loaded.session, Some(&wanted))
-                    .map(|b| serde_json::to_vec(&b).unwrap_or_default())
-            })
+        Some(leaf) => loaded
+            .context_at(leaf.clone(), budget)
             .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
-            rendered
-                .map_err(|_| ApiError::NotFound(format!("No entry with id '{leaf}' in session '{id}'")))?
-                .into()
-        }
+            .map_err(|e| ApiError::from_store(e, session_not_found))?
+            .ok_or_else(|| ApiError::NotFound(format!("No entry with id '{leaf}' in session '{id}'")))?,
     };
     Ok((
         [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],

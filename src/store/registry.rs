@@ -7,7 +7,7 @@
 //! already holding the old [`Loaded`] finish with it. No lock or map guard is held across an
 //! `.await`, and parsing and rendering run on the blocking pool.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,14 +17,14 @@ use dashmap::DashMap;
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
+use super::bodies::BodyCache;
+use super::budget::{self, RenderBudget};
 use super::disk::{self, DiskError};
 use super::scan::{scan_dir, FoundSession};
 use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
 use crate::core::diagnostics::LineIssue;
 use crate::core::input::Format;
-use crate::core::session::Branch;
 use crate::core::views::summary::{counts, Counts};
-use crate::core::views::{self, Body, View, ViewOptions};
 use crate::core::{LoadOptions, Session, SessionError, SessionInput};
 
 /// Why the store could not do something.
@@ -60,6 +60,12 @@ pub enum StoreError {
     /// A blocking task panicked or was cancelled.
     #[error("a background task failed: {0}")]
     Task(String),
+    /// The render budget has no room for the render now; it may have later.
+    #[error("too many renders in progress; retry in {} s", retry_after.as_secs())]
+    Busy {
+        /// When to try again.
+        retry_after: std::time::Duration,
+    },
 }
 
 /// How a session's framework was given.
@@ -202,9 +208,6 @@ impl Slot {
     }
 }
 
-/// What a view request asks for.
-type BodyKey = (View, bool, Branch);
-
 /// A parsed session and the view bodies rendered from it.
 #[derive(Debug)]
 pub struct Loaded {
@@ -215,9 +218,8 @@ pub struct Loaded {
     /// Changes whenever the session's content does (the ETag's base).
     pub version: String,
     stamps: Vec<FileStamp>,
-    input_bytes: usize,
-    bodies_bytes: AtomicUsize,
-    bodies: Mutex<HashMap<BodyKey, Body>>,
+    pub(super) input_bytes: usize,
+    pub(super) bodies: BodyCache,
 }
 
 /// Up to this many files, a disk session's freshness is checked on the request's own
@@ -252,35 +254,14 @@ impl Loaded {
             version,
             stamps,
             input_bytes,
-            bodies_bytes: AtomicUsize::new(0),
-            bodies: Mutex::new(HashMap::new()),
+            bodies: BodyCache::default(),
         }
     }
 
     /// An estimate of the memory it holds: records and nodes (about twice the input) plus
     /// the rendered bodies.
     pub fn approximate_bytes(&self) -> usize {
-        2 * self.input_bytes + self.bodies_bytes.load(Ordering::Relaxed)
-    }
-
-    /// The body of `view`. Bodies without a step are rendered once and kept; a body cut at
-    /// a step is rendered for the request. Rendering runs on the blocking pool.
-    pub async fn body(self: &Arc<Self>, view: View, options: ViewOptions) -> Result<Body, StoreError> {
-        let key = (view, options.include_subagents, options.branch);
-        if options.step.is_none() {
-            if let Some(b) = lock(&self.bodies).get(&key) {
-                return Ok(b.clone());
-            }
-        }
-        let me = self.clone();
-        let body = blocking(move || Ok(views::render(&me.session, view, options))).await?;
-        if options.step.is_none() {
-            if let std::collections::hash_map::Entry::Vacant(slot) = lock(&self.bodies).entry(key) {
-                self.bodies_bytes.fetch_add(body.len(), Ordering::Relaxed);
-                slot.insert(body.clone());
-            }
-        }
-        Ok(body)
+        2 * self.input_bytes + self.bodies.bytes()
     }
 
     /// True when none of the files it was read from changed since.
@@ -290,7 +271,7 @@ impl Loaded {
 }
 
 /// How the store is set up.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct StoreConfig {
     /// Where uploads are kept; `None` keeps them in memory only (tests of other parts).
     pub data_dir: Option<PathBuf>,
@@ -298,6 +279,20 @@ pub struct StoreConfig {
     pub sessions_dirs: Vec<PathBuf>,
     /// Memory budget for parsed sessions, in bytes.
     pub cache_bytes: usize,
+    /// Memory budget for renders not served from the cache, in bytes (see
+    /// [`RenderBudget`]).
+    pub render_budget_bytes: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            data_dir: None,
+            sessions_dirs: Vec::new(),
+            cache_bytes: 0,
+            render_budget_bytes: budget::DEFAULT_BYTES,
+        }
+    }
 }
 
 /// The store.
@@ -312,6 +307,7 @@ pub struct Store {
     config: StoreConfig,
     ready: AtomicBool,
     parses: Arc<AtomicUsize>,
+    budget: RenderBudget,
 }
 
 /// One entry of the session list.
@@ -341,6 +337,7 @@ impl Store {
             slots: DashMap::new(),
             accepting: DashMap::new(),
             uploads,
+            budget: RenderBudget::new(config.render_budget_bytes, budget::DEFAULT_WAIT),
             config,
             ready: AtomicBool::new(false),
             parses: Arc::new(AtomicUsize::new(0)),
@@ -403,6 +400,11 @@ impl Store {
     /// True once [`Store::restore`] finished.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
+    }
+
+    /// The budget of renders not served from the cache.
+    pub fn render_budget(&self) -> &RenderBudget {
+        &self.budget
     }
 
     /// How many times a session was parsed (uploads included), since start.
@@ -794,7 +796,7 @@ pub fn now_ms() -> i64 {
 }
 
 /// Runs `f` on the blocking pool.
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
     tokio::task::spawn_blocking(f)
@@ -804,7 +806,7 @@ async fn blocking<T: Send + 'static>(
 
 /// Locks a mutex, recovering the data if a panicking thread poisoned it (every critical
 /// section here leaves the data consistent).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -836,6 +838,7 @@ mod tests {
                 data_dir: Some(data.path().to_owned()),
                 sessions_dirs: Vec::new(),
                 cache_bytes: 1 << 30,
+                ..StoreConfig::default()
             })
             .unwrap(),
         );

@@ -1,10 +1,15 @@
-//! Rendering under load (issue 15 D3): bodies cut at a step assembled from the whole body.
+//! Rendering under load (issue 15 D3): bodies cut at a step assembled from the whole body,
+//! and the render budget.
 
+use http_body_util::BodyExt;
+use reqwest::StatusCode;
+use serde_json::Value;
 use sessiongraph::core::session::Branch;
 use sessiongraph::core::views::step::WholeWorkflow;
 use sessiongraph::core::views::{self, View, ViewOptions};
 
 use crate::helpers::{fixture, load_path};
+use crate::server::{Options, TestServer};
 
 /// Steps worth checking in a workflow of `len` nodes: the first ones, a spread, the last
 /// ones and past the end.
@@ -72,4 +77,120 @@ fn d3_a_body_cut_at_a_step_is_the_whole_body_shared_and_equals_a_fresh_render() 
         "{fresh} fresh bytes of {} in the body cut at {half}",
         cut.len()
     );
+}
+
+/// The sample's id, served from `fixtures/commugraph-sample`.
+pub const SAMPLE: &str = "ab51623b-c26d-45f5-b98e-f9d0cfa17018";
+
+/// Sends `GET path` through the server's router in this process, without reading the
+/// body: a body holding part of the render budget keeps it as long as it is not dropped.
+pub async fn get_unread(server: &TestServer, path: &str) -> axum::response::Response {
+    use tower::ServiceExt;
+    let request = axum::http::Request::get(path)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    sessiongraph::app(server.state.clone())
+        .oneshot(request)
+        .await
+        .unwrap()
+}
+
+/// A refusal for lack of render budget: 503, `Retry-After` in seconds, the JSON error body.
+fn assert_busy(status: u16, retry_after: Option<&str>, body: &[u8], what: &str) {
+    assert_eq!(status, 503, "{what}");
+    let secs: u64 = retry_after
+        .unwrap_or_else(|| panic!("{what}: a 503 without Retry-After"))
+        .parse()
+        .expect("Retry-After in seconds");
+    assert!(secs >= 1, "{what}");
+    let json: Value = serde_json::from_slice(body).expect("a JSON error body");
+    assert_eq!(json["error"], "Service Unavailable", "{what}");
+    assert!(json["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}");
+    assert_eq!(json.as_object().map(|o| o.len()), Some(2), "{what}: {json}");
+}
+
+/// Issue 15 D3: renders not served from the cache are bounded by a budget in bytes. With a
+/// budget smaller than one render, concurrent requests for distinct steps get 200s and
+/// 503s (with `Retry-After` and a JSON body), at least one 503 while a body holds the
+/// budget; the budget comes back when bodies are sent or dropped, and requests succeed
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d3_step_renders_past_the_render_budget_are_503_and_the_budget_comes_back() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        render_budget_bytes: 1024,
+        ..Options::default()
+    })
+    .await;
+    let budget = || server.state.store.render_budget();
+    let whole = server.get(&format!("/api/graph/{SAMPLE}/workflow")).await;
+    assert_eq!(whole.status, StatusCode::OK);
+    assert_eq!(budget().available_bytes(), budget().total_bytes());
+
+    // In this process, bodies are held until dropped: the first render keeps the budget and
+    // the others find no room.
+    let paths: Vec<String> = (1..=6)
+        .map(|step| format!("/api/graph/{SAMPLE}/workflow?step={}", step * 50))
+        .collect();
+    let responses = futures_util::future::join_all(paths.iter().map(|p| get_unread(&server, p))).await;
+    let mut refused = 0;
+    let mut held = Vec::new();
+    for (i, response) in responses.into_iter().enumerate() {
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if status == 200 {
+            held.push(response);
+            continue;
+        }
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_busy(status, retry_after.as_deref(), &body, &format!("request {i}"));
+        refused += 1;
+    }
+    assert!(
+        refused >= 1,
+        "a budget below one render refuses concurrent renders"
+    );
+    assert!(!held.is_empty(), "one render fits");
+    assert!(budget().available_bytes() < budget().total_bytes());
+    drop(held);
+    assert_eq!(budget().available_bytes(), budget().total_bytes());
+
+    // Over HTTP: every answer is a 200 (the body cut at its step) or a well-formed 503.
+    let paths: Vec<String> = (0..16)
+        .map(|i| format!("/api/graph/{SAMPLE}/workflow?step={}", 3 + 37 * i))
+        .collect();
+    let replies = futures_util::future::join_all(paths.iter().map(|p| server.get(p))).await;
+    for (i, reply) in replies.iter().enumerate() {
+        if reply.status == StatusCode::OK {
+            assert_eq!(reply.json["workflow"]["currentStep"], 3 + 37 * i as u64);
+        } else {
+            let retry_after = reply.headers.get("retry-after").and_then(|v| v.to_str().ok());
+            assert_busy(
+                reply.status.as_u16(),
+                retry_after,
+                &reply.bytes,
+                &format!("step {i}"),
+            );
+        }
+    }
+    // Each body gives its share back once sent (the server may finish a moment after the
+    // client has read the last byte).
+    for _ in 0..200 {
+        if budget().available_bytes() == budget().total_bytes() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(budget().available_bytes(), budget().total_bytes());
+    for step in [7, 70, 700] {
+        let reply = server
+            .get(&format!("/api/graph/{SAMPLE}/workflow?step={step}"))
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "step {step} after the storm");
+    }
+    server.stop().await;
 }

@@ -22,6 +22,8 @@ pub struct Options {
     pub max_upload_bytes: usize,
     /// Cache budget.
     pub cache_bytes: usize,
+    /// Render budget.
+    pub render_budget_bytes: usize,
     /// API keys (none: open).
     pub api_keys: Vec<String>,
     /// Refuse uploads and deletions.
@@ -41,6 +43,7 @@ impl Default for Options {
             sessions_dirs: Vec::new(),
             max_upload_bytes: 64 << 20,
             cache_bytes: 1 << 30,
+            render_budget_bytes: 512 << 20,
             api_keys: Vec::new(),
             read_only: false,
             cors_origins: Vec::new(),
@@ -105,6 +108,7 @@ impl TestServer {
             data_dir: Some(data_dir.clone()),
             sessions_dirs: options.sessions_dirs,
             cache_bytes: options.cache_bytes,
+            render_budget_bytes: options.render_budget_bytes,
         })
         .expect("store opens");
         let state = AppState {
@@ -162,14 +166,16 @@ impl TestServer {
 
     /// GET `path`.
     pub async fn get(&self, path: &str) -> Reply {
-        Reply::read(
-            self.client
-                .get(format!("{}{path}", self.url))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await
+        self.get_with(path, &[]).await
+    }
+
+    /// GET `path` with request `headers`.
+    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        let mut request = self.client.get(format!("{}{path}", self.url));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        Reply::read(request.send().await.unwrap()).await
     }
 
     /// DELETE `path`.
