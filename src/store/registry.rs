@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
 use sha2::{Digest, Sha256};
@@ -218,6 +218,8 @@ pub struct Loaded {
     /// Changes whenever the session's content does (the ETag's base).
     pub version: String,
     stamps: Vec<FileStamp>,
+    /// When the last freshness check started, and what it found.
+    last_check: tokio::sync::Mutex<Option<(Instant, bool)>>,
     pub(super) input_bytes: usize,
     pub(super) bodies: BodyCache,
 }
@@ -253,6 +255,7 @@ impl Loaded {
             session,
             version,
             stamps,
+            last_check: tokio::sync::Mutex::new(None),
             input_bytes,
             bodies: BodyCache::default(),
         }
@@ -267,6 +270,30 @@ impl Loaded {
     /// True when none of the files it was read from changed since.
     fn is_fresh(&self) -> bool {
         self.stamps.iter().all(|s| FileStamp::of(&s.path) == *s)
+    }
+
+    /// True when none of the files it was read from changed since the request asked.
+    /// Requests arriving together share a check: one that started after a request arrived
+    /// answers it, so a burst of requests stats the files a few times, not once each.
+    async fn still_fresh(self: &Arc<Self>) -> Result<bool, StoreError> {
+        let asked = Instant::now();
+        let mut last = self.last_check.lock().await;
+        if let Some((started, fresh)) = *last {
+            if started >= asked {
+                return Ok(fresh);
+            }
+        }
+        let started = Instant::now();
+        // A few `stat`s take microseconds: done in place, they spare the request a trip to
+        // the blocking pool. Sessions of many files check there.
+        let fresh = if self.stamps.len() <= INLINE_FRESHNESS_CHECKS {
+            self.is_fresh()
+        } else {
+            let me = self.clone();
+            blocking(move || Ok(me.is_fresh())).await?
+        };
+        *last = Some((started, fresh));
+        Ok(fresh)
     }
 }
 
@@ -450,14 +477,7 @@ impl Store {
         let slot = self.slot(id)?;
         slot.touch();
         if let (Source::Disk(_), Some(loaded)) = (&slot.source, slot.loaded()) {
-            // A few `stat`s take microseconds: done in place, they spare every request a
-            // trip to the blocking pool. Sessions of many files check there.
-            let fresh = if loaded.stamps.len() <= INLINE_FRESHNESS_CHECKS {
-                loaded.is_fresh()
-            } else {
-                blocking(move || Ok(loaded.is_fresh())).await?
-            };
-            if !fresh {
+            if !loaded.still_fresh().await? {
                 tracing::info!(id, "session files changed; reloading");
                 slot.unload();
             }
