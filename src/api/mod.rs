@@ -3,11 +3,13 @@
 //! Middleware, outermost first: catch panics (a generic JSON 500), request ids
 //! (`x-request-id`, generated when absent and echoed back), tracing (one span per request,
 //! named after the matched route, with the request id), JSON error bodies for whatever the
-//! inner layers reject, CORS (an allowlist), compression (gzip, br), a request timeout
-//! (408), and on the upload route a body limit (413, without reading past the limit).
+//! inner layers reject, CORS (an allowlist), compression (gzip, br) of small bodies (view
+//! bodies come compressed from the store, see [`encoding`]), a request timeout (408), and
+//! on the upload route a body limit (413, without reading past the limit).
 
 pub mod auth;
 pub mod body;
+pub mod encoding;
 pub mod error;
 pub mod query;
 pub mod sessions;
@@ -23,6 +25,7 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::routing::{delete, get, post};
 use axum::Router;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::compression::predicate::{DefaultPredicate, Predicate};
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
@@ -134,7 +137,10 @@ pub fn router(state: AppState) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             config.request_timeout,
         ))
-        .layer(CompressionLayer::new())
+        .layer(
+            CompressionLayer::new()
+                .compress_when(DefaultPredicate::new().and(encoding::CompressSmallUnencoded)),
+        )
         .layer(tower::util::option_layer(cors))
         .layer(security_headers())
         .layer(axum::middleware::from_fn(error::json_errors))

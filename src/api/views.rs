@@ -7,11 +7,14 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 
+use super::encoding::{negotiate, Negotiated};
 use super::error::{graph_not_found, session_not_found, ApiError};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::core::session::Branch;
 use crate::core::views::{View, ViewOptions};
+use crate::store::bodies::Served;
+use crate::store::compress::Encoding;
 
 /// How a view route names a missing session, and whether it needs the full Claude Code
 /// pipeline (the reference refuses workflow and annotations for other frameworks).
@@ -113,10 +116,29 @@ async fn serve(
         .get(&id)
         .await
         .map_err(|e| ApiError::from_store(e, route.not_found))?;
-    let etag = format!(
-        "\"{}-{}-{}-{}-{}\"",
-        loaded.version,
-        route.view,
+    let encoding = negotiate(&headers);
+    let base = etag_base(&loaded.version, route.view, options);
+    // The client may hold the body as it is or in the coding it asks for (a body is sent as
+    // it is when there is no room to compress it).
+    let held = [Encoding::Identity, encoding]
+        .map(|e| etag(&base, e))
+        .into_iter()
+        .find(|tag| is_held(&headers, tag));
+    if let Some(tag) = held {
+        return not_modified(&tag);
+    }
+    let served = loaded
+        .body(route.view, options, encoding, state.store.render_budget())
+        .await
+        .map_err(|e| ApiError::from_store(e, route.not_found))?;
+    let tag = etag(&base, served.encoding);
+    view_response(served, Some(&tag))
+}
+
+/// What a body's ETags start with: the session's version and what the request asks for.
+fn etag_base(version: &str, view: View, options: ViewOptions) -> String {
+    format!(
+        "{version}-{view}-{}-{}-{}",
         u8::from(options.include_subagents),
         options.step.map_or("all".to_owned(), |s| s.to_string()),
         if options.branch == Branch::Active {
@@ -124,33 +146,63 @@ async fn serve(
         } else {
             "all"
         },
-    );
-    let etag_value = HeaderValue::from_str(&etag).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let matches = headers
+    )
+}
+
+/// The ETag of a body in `encoding`: each coding is a representation of its own.
+fn etag(base: &str, encoding: Encoding) -> String {
+    match encoding.token() {
+        None => format!("\"{base}\""),
+        Some(token) => format!("\"{base}-{token}\""),
+    }
+}
+
+/// True when `If-None-Match` names `tag` (weakly) or is `*`.
+fn is_held(headers: &HeaderMap, tag: &str) -> bool {
+    headers
         .get_all(header::IF_NONE_MATCH)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .any(|t| {
             let t = t.trim();
-            t == "*" || t.trim_start_matches("W/") == etag
-        });
-    if matches {
-        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag_value)]).into_response());
-    }
-    let body = loaded
-        .body(route.view, options, state.store.render_budget())
-        .await
-        .map_err(|e| ApiError::from_store(e, route.not_found))?;
-    Ok((
+            t == "*" || t.trim_start_matches("W/") == tag
+        })
+}
+
+/// 304 for a client that holds the body tagged `tag`.
+fn not_modified(tag: &str) -> Result<Response, ApiError> {
+    let tag = HeaderValue::from_str(tag).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let mut response = (
+        StatusCode::NOT_MODIFIED,
         [
-            (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
-            (header::ETAG, etag_value),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (header::ETAG, tag),
+            (header::VARY, HeaderValue::from_static("accept-encoding")),
         ],
-        axum::body::Body::from(body),
     )
-        .into_response())
+        .into_response();
+    response.extensions_mut().insert(Negotiated);
+    Ok(response)
+}
+
+/// The response carrying a view body in the coding it was made in (`Vary: Accept-Encoding`:
+/// the coding depends on the request), marked so that the compression layer leaves it.
+fn view_response(served: Served, tag: Option<&str>) -> Result<Response, ApiError> {
+    let mut response = Response::new(axum::body::Body::empty());
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    if let Some(token) = served.encoding.token() {
+        headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(token));
+    }
+    if let Some(tag) = tag {
+        let tag = HeaderValue::from_str(tag).map_err(|e| ApiError::Internal(e.to_string()))?;
+        headers.insert(header::ETAG, tag);
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    }
+    response.extensions_mut().insert(Negotiated);
+    *response.body_mut() = axum::body::Body::from(served);
+    Ok(response)
 }
 
 /// The `GET` route serving `route`'s view.
@@ -205,6 +257,7 @@ pub async fn context(
     State(state): State<AppState>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
     let leaf = query.first("leaf").map(str::to_owned);
@@ -214,22 +267,18 @@ pub async fn context(
         .await
         .map_err(|e| ApiError::from_store(e, session_not_found))?;
     let budget = state.store.render_budget();
-    let body = match leaf {
+    let served = match leaf {
         None => loaded
-            .body(View::Context, ViewOptions::default(), budget)
+            .body(View::Context, ViewOptions::default(), negotiate(&headers), budget)
             .await
             .map_err(|e| ApiError::from_store(e, session_not_found))?,
         Some(leaf) => loaded
-            .context_at(leaf.clone(), budget)
+            .context_at(leaf.clone(), negotiate(&headers), budget)
             .await
             .map_err(|e| ApiError::from_store(e, session_not_found))?
             .ok_or_else(|| ApiError::NotFound(format!("No entry with id '{leaf}' in session '{id}'")))?,
     };
-    Ok((
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        axum::body::Body::from(body),
-    )
-        .into_response())
+    view_response(served, None)
 }
 
 /// `GET /api/graph/{id}/export?format=jsonl|pi-v3`: the session's main log as stored

@@ -1,5 +1,5 @@
-//! Rendering under load (issue 15 D3): bodies cut at a step assembled from the whole body,
-//! and the render budget.
+//! Rendering under load (issue 15 D3, D4): bodies cut at a step assembled from the whole
+//! body, the render budget, and compressed variants of cached bodies.
 
 use http_body_util::BodyExt;
 use reqwest::StatusCode;
@@ -192,5 +192,105 @@ async fn d3_step_renders_past_the_render_budget_are_503_and_the_budget_comes_bac
             .await;
         assert_eq!(reply.status, StatusCode::OK, "step {step} after the storm");
     }
+    server.stop().await;
+}
+
+/// Decodes a `gzip` or `br` body.
+fn decode(encoding: &str, bytes: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    match encoding {
+        "gzip" => flate2::read::GzDecoder::new(bytes).read_to_end(&mut out),
+        "br" => brotli::Decompressor::new(bytes, 4096).read_to_end(&mut out),
+        other => panic!("unexpected coding {other}"),
+    }
+    .expect("the body decodes");
+    out
+}
+
+/// Issue 15 D4: a large kept body is compressed once per coding, on the CPU pool, and the
+/// variant is kept and sent as it is: concurrent `gzip` and `br` requests each get the
+/// same bytes, which decode to exactly the body, with `Content-Encoding`, `Vary` and an
+/// ETag of their own; `/healthz` answers meanwhile; the variants count towards the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d4_concurrent_compressed_requests_share_one_kept_variant_per_coding() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    let path = format!("/api/graph/{SAMPLE}/workflow");
+    let plain = server.get(&path).await;
+    assert_eq!(plain.status, StatusCode::OK);
+    assert!(!plain.headers.contains_key("content-encoding"));
+    assert_eq!(plain.headers["vary"], "accept-encoding");
+    let plain_etag = plain.headers["etag"].to_str().unwrap().to_owned();
+    let (_, loaded) = server.state.store.get(SAMPLE).await.unwrap();
+    let cached_before = loaded.approximate_bytes();
+
+    let requests: Vec<(&str, &str)> = (0..24)
+        .map(|i| ("accept-encoding", if i % 2 == 0 { "gzip" } else { "br" }))
+        .collect();
+    let (replies, health) = tokio::join!(
+        futures_util::future::join_all(
+            requests
+                .iter()
+                .map(|h| server.get_with(&path, std::slice::from_ref(h)))
+        ),
+        server.get("/healthz"),
+    );
+    assert_eq!(health.status, StatusCode::OK);
+    let mut variants: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
+    for ((_, asked), reply) in requests.iter().zip(&replies) {
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.headers["content-encoding"], *asked);
+        assert_eq!(reply.headers["vary"], "accept-encoding");
+        let etag = reply.headers["etag"].to_str().unwrap();
+        assert_eq!(etag, format!("{}-{asked}\"", plain_etag.trim_end_matches('"')));
+        assert!(
+            decode(asked, &reply.bytes) == plain.bytes,
+            "{asked} decodes to the body"
+        );
+        let first = variants
+            .entry(asked.to_string())
+            .or_insert_with(|| reply.bytes.clone());
+        assert!(*first == reply.bytes, "every {asked} request gets the same bytes");
+    }
+    assert_eq!(loaded.compressions(), 2, "one compression per coding");
+    let variant_bytes: usize = variants.values().map(Vec::len).sum();
+    assert!(loaded.approximate_bytes() >= cached_before + variant_bytes);
+
+    // The variant's ETag gives a 304, with Vary.
+    let gzip_etag = replies[0].headers["etag"].to_str().unwrap();
+    let again = server
+        .get_with(
+            &path,
+            &[("accept-encoding", "gzip"), ("if-none-match", gzip_etag)],
+        )
+        .await;
+    assert_eq!(again.status, StatusCode::NOT_MODIFIED);
+    assert_eq!(again.headers["etag"], gzip_etag);
+    assert_eq!(again.headers["vary"], "accept-encoding");
+
+    // A body cut at a step is compressed for its request.
+    let step = format!("/api/graph/{SAMPLE}/workflow?step=300");
+    let plain_step = server.get(&step).await;
+    let gzip_step = server.get_with(&step, &[("accept-encoding", "gzip")]).await;
+    assert_eq!(gzip_step.headers["content-encoding"], "gzip");
+    assert!(decode("gzip", &gzip_step.bytes) == plain_step.bytes);
+    assert_eq!(loaded.compressions(), 2, "a cut body is not kept");
+
+    // A small body is sent as it is, and the compression layer leaves it so.
+    let graph = server
+        .get_with(
+            &format!("/api/graph/{SAMPLE}?step=3"),
+            &[("accept-encoding", "gzip")],
+        )
+        .await;
+    assert_eq!(graph.status, StatusCode::OK);
+    assert!(graph.bytes.len() < 1024);
+    assert!(!graph.headers.contains_key("content-encoding"));
+    assert_eq!(graph.headers["vary"], "accept-encoding");
+    assert!(graph.json["graph"].is_object());
     server.stop().await;
 }
