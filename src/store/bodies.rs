@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
-use super::budget::{BudgetPermit, RenderBudget};
+use super::budget::{Admission, BudgetPermit, RenderBudget};
 use super::compress::{compress, Effort, Encoding, MIN_COMPRESSED_BYTES};
 use super::registry::{lock, Loaded};
 use super::StoreError;
@@ -107,6 +107,7 @@ impl Loaded {
         encoding: Encoding,
         budget: &RenderBudget,
     ) -> Result<Served, StoreError> {
+        let budget = &budget.admission();
         let key = (view, options.include_subagents, options.branch);
         let Some(step) = options.step else {
             let kept = self.kept(key, budget).await?;
@@ -123,7 +124,7 @@ impl Loaded {
     }
 
     /// The kept body of `key` (no step), rendered by the first request that needs it.
-    async fn kept(self: &Arc<Self>, key: BodyKey, budget: &RenderBudget) -> Result<Cached, StoreError> {
+    async fn kept(self: &Arc<Self>, key: BodyKey, budget: &Admission<'_>) -> Result<Cached, StoreError> {
         let (view, include_subagents, branch) = key;
         let cell = self.bodies.cell(key, Encoding::Identity);
         let kept = cell
@@ -158,7 +159,7 @@ impl Loaded {
         key: BodyKey,
         body: &Body,
         encoding: Encoding,
-        budget: &RenderBudget,
+        budget: &Admission<'_>,
     ) -> Served {
         let identity = || Served {
             body: body.clone(),
@@ -198,7 +199,7 @@ impl Loaded {
         self: &Arc<Self>,
         key: BodyKey,
         step: u64,
-        budget: &RenderBudget,
+        budget: &Admission<'_>,
     ) -> Result<Served, StoreError> {
         let (view, include_subagents, branch) = key;
         if view == View::Workflow {
@@ -240,6 +241,7 @@ impl Loaded {
         encoding: Encoding,
         budget: &RenderBudget,
     ) -> Result<Option<Served>, StoreError> {
+        let budget = &budget.admission();
         let permit = budget
             .reserve(self.whole_render_estimate(View::Context, Branch::All))
             .await?;
@@ -274,7 +276,7 @@ impl Loaded {
 
 /// `served` (made for one request) in `encoding`, compressed quickly on the CPU pool; as it
 /// is when it is small or the budget has no room for the compressed copy.
-async fn compressed_for_one_request(served: Served, encoding: Encoding, budget: &RenderBudget) -> Served {
+async fn compressed_for_one_request(served: Served, encoding: Encoding, budget: &Admission<'_>) -> Served {
     if encoding == Encoding::Identity || served.body.len() < MIN_COMPRESSED_BYTES {
         return served;
     }
