@@ -1,6 +1,7 @@
 //! The view routes: `GET /api/graph/{id}` and its `workflow`, `annotations`, `chatlog`,
 //! `metrics` and `diagnostics`. Bodies are rendered once per session version and served as
-//! bytes, with an ETag (`If-None-Match` gives 304).
+//! bytes, in the coding the request accepts best (gzip, br: kept variants, see
+//! [`crate::store::bodies`]), with an ETag per coding (`If-None-Match` gives 304).
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -84,6 +85,7 @@ const DIAGNOSTICS: Route = Route {
     subagents_flag: None,
 };
 
+/// Serves `route`'s view of session `id`.
 async fn serve(
     state: AppState,
     route: &Route,

@@ -174,7 +174,9 @@ impl Loaded {
             .get_or_try_init(|| async {
                 let _permit = budget.reserve(compressed_estimate(body)).await?;
                 let plain = body.clone();
-                let compressed = on_cpu_pool(move || compress(&plain, encoding, Effort::Kept)).await??;
+                let compressed = on_cpu_pool(move || compress(&plain, encoding, Effort::Kept))
+                    .await?
+                    .map_err(compression_failed)?;
                 let variant = Cached::Body(compressed);
                 self.bodies.keep(&variant);
                 self.bodies.compressions.fetch_add(1, Ordering::Relaxed);
@@ -285,7 +287,7 @@ async fn compressed_for_one_request(served: Served, encoding: Encoding, budget: 
     };
     let plain = served.body.clone();
     let compressed = on_cpu_pool(move || compress(&plain, encoding, Effort::OneOff)).await;
-    match compressed.and_then(|c| c.map_err(StoreError::from)) {
+    match compressed.and_then(|c| c.map_err(compression_failed)) {
         Ok(body) => Served {
             body,
             encoding,
@@ -296,6 +298,10 @@ async fn compressed_for_one_request(served: Served, encoding: Encoding, budget: 
             served
         }
     }
+}
+
+fn compression_failed(e: std::io::Error) -> StoreError {
+    StoreError::Task(format!("compression failed: {e}"))
 }
 
 /// What compressing `body` may hold: JSON bodies compress to a fifth or less; half is a
