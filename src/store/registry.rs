@@ -5,7 +5,8 @@
 //! held by the slot: concurrent first requests wait on the same initialisation, so a session
 //! is parsed once. Invalidating (files changed, eviction) swaps in a fresh cell; requests
 //! already holding the old [`Loaded`] finish with it. No lock or map guard is held across an
-//! `.await`, and parsing and rendering run on the blocking pool.
+//! `.await`; parsing runs on the blocking pool, rendering on the CPU pool
+//! ([`super::bodies`]).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -816,7 +817,7 @@ pub fn now_ms() -> i64 {
 }
 
 /// Runs `f` on the blocking pool.
-pub(super) async fn blocking<T: Send + 'static>(
+async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
     tokio::task::spawn_blocking(f)
