@@ -52,6 +52,9 @@ struct Args {
     /// A request taking longer than this counts as an error.
     #[arg(long, default_value_t = 300)]
     timeout_secs: u64,
+    /// `Accept-Encoding` of the `steps` requests (the other modes set their own).
+    #[arg(long)]
+    accept_encoding: Option<String>,
 }
 
 /// What one request got.
@@ -97,10 +100,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// Sends one request and reads its body whole.
-async fn one(http: reqwest::Client, url: String, accept: Option<&'static str>) -> Outcome {
+async fn one(http: reqwest::Client, url: String, accept: Option<String>) -> Outcome {
     let mut request = http.get(url);
-    if let Some(accept) = accept {
-        request = request.header(ACCEPT_ENCODING, HeaderValue::from_static(accept));
+    if let Some(accept) = accept.and_then(|a| HeaderValue::from_str(&a).ok()) {
+        request = request.header(ACCEPT_ENCODING, accept);
     }
     let response = match request.send().await {
         Ok(r) => r,
@@ -198,6 +201,106 @@ async fn total_steps(http: &reqwest::Client, url: &str, id: &str) -> anyhow::Res
         .ok_or_else(|| anyhow::anyhow!("no message_count in {info}"))
 }
 
+/// The URL and `Accept-Encoding` of request `i` of the burst.
+fn request_for(args: &Args, steps: u64, i: usize) -> (String, Option<String>) {
+    let workflow = format!("{}/api/graph/{}/workflow", args.url, args.id);
+    match args.mode {
+        Mode::Steps => {
+            // Spread over the session, distinct even when there are more requests than steps.
+            let n = args.requests as u64;
+            let step = if n <= steps {
+                i as u64 * steps / n
+            } else {
+                i as u64
+            };
+            (format!("{workflow}?step={step}"), args.accept_encoding.clone())
+        }
+        Mode::Gzip => (workflow, Some("gzip".into())),
+        Mode::Br => (workflow, Some("br".into())),
+        Mode::Identity => (workflow, None),
+    }
+}
+
+/// The server's figures during the burst: peak memory, threads, CPU time.
+struct ServerWatch {
+    pid: u32,
+    hwm_before: f64,
+    cpu_before: f64,
+    threads: Arc<std::sync::atomic::AtomicUsize>,
+    sampler: std::thread::JoinHandle<()>,
+}
+
+impl ServerWatch {
+    /// Starts sampling `pid`'s thread count until `done`.
+    fn start(pid: u32, done: Arc<AtomicBool>) -> ServerWatch {
+        let threads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = threads.clone();
+        let sampler = std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                if let Some(n) = status_field(pid, "Threads:") {
+                    seen.fetch_max(n as usize, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        ServerWatch {
+            pid,
+            hwm_before: memory_mib(pid, "VmHWM:").unwrap_or(0.0),
+            cpu_before: cpu_seconds(pid).unwrap_or(0.0),
+            threads,
+            sampler,
+        }
+    }
+
+    fn report(self) {
+        let _ = self.sampler.join();
+        println!(
+            "server VmHWM: before {:.0} MiB, after {:.0} MiB; VmRSS now {:.0} MiB; at most {} threads; CPU {:.1} s",
+            self.hwm_before,
+            memory_mib(self.pid, "VmHWM:").unwrap_or(0.0),
+            memory_mib(self.pid, "VmRSS:").unwrap_or(0.0),
+            self.threads.load(Ordering::Relaxed),
+            cpu_seconds(self.pid).unwrap_or(0.0) - self.cpu_before,
+        );
+    }
+}
+
+/// Prints the outcomes by status and coding.
+fn report_outcomes(outcomes: &[Outcome]) {
+    let mut by_status: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut encodings: BTreeMap<String, usize> = BTreeMap::new();
+    let mut malformed_refusals = 0;
+    for o in outcomes {
+        let entry = by_status.entry(o.status.clone()).or_default();
+        entry.0 += 1;
+        entry.1 += o.bytes;
+        *encodings
+            .entry(o.encoding.clone().unwrap_or_else(|| "identity".into()))
+            .or_default() += 1;
+        if o.status == "503" && !o.well_formed_refusal {
+            malformed_refusals += 1;
+        }
+    }
+    for (status, (n, bytes)) in &by_status {
+        println!("  {status}: {n} (bodies {:.1} MiB)", *bytes as f64 / 1048576.0);
+    }
+    println!("  content encodings: {encodings:?}");
+    println!("  503 without Retry-After or JSON body: {malformed_refusals}");
+}
+
+/// Prints the `/healthz` latencies.
+fn report_health(mut health: Vec<f64>, failures: usize) {
+    health.sort_by(f64::total_cmp);
+    println!(
+        "/healthz: {} probes, {} failed, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        health.len(),
+        failures,
+        percentile(&health, 0.5),
+        percentile(&health, 0.99),
+        percentile(&health, 1.0)
+    );
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -212,52 +315,17 @@ async fn main() -> anyhow::Result<()> {
         .build()?;
     let steps = total_steps(&http, &args.url, &args.id).await?.max(1);
     let done = Arc::new(AtomicBool::new(false));
-    let done_sampling = done.clone();
-    let hwm_before = args.pid.and_then(|p| memory_mib(p, "VmHWM:"));
-    let cpu_before = args.pid.and_then(cpu_seconds);
-    let threads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let thread_sampler = args.pid.map(|pid| {
-        let (threads, done) = (threads.clone(), done_sampling.clone());
-        std::thread::spawn(move || {
-            while !done.load(Ordering::Relaxed) {
-                if let Some(n) = status_field(pid, "Threads:") {
-                    threads.fetch_max(n as usize, Ordering::Relaxed);
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        })
-    });
-
+    let watch = args.pid.map(|pid| ServerWatch::start(pid, done.clone()));
     let probe = spawn_health_probe(args.url.clone(), done.clone());
     tokio::time::sleep(Duration::from_millis(200)).await;
+
     let started = Instant::now();
-    let mut tasks = Vec::with_capacity(args.requests);
-    for i in 0..args.requests {
-        let (url, accept) = match args.mode {
-            Mode::Steps => {
-                // Spread over the session, distinct even when there are more requests than steps.
-                let n = args.requests as u64;
-                let step = if n <= steps {
-                    i as u64 * steps / n
-                } else {
-                    i as u64
-                };
-                (
-                    format!("{}/api/graph/{}/workflow?step={step}", args.url, args.id),
-                    None,
-                )
-            }
-            mode => (
-                format!("{}/api/graph/{}/workflow", args.url, args.id),
-                match mode {
-                    Mode::Gzip => Some("gzip"),
-                    Mode::Br => Some("br"),
-                    _ => None,
-                },
-            ),
-        };
-        tasks.push(tokio::spawn(one(http.clone(), url, accept)));
-    }
+    let tasks: Vec<_> = (0..args.requests)
+        .map(|i| {
+            let (url, accept) = request_for(&args, steps, i);
+            tokio::spawn(one(http.clone(), url, accept))
+        })
+        .collect();
     let mut outcomes = Vec::with_capacity(tasks.len());
     for task in tasks {
         outcomes.push(task.await?);
@@ -265,55 +333,19 @@ async fn main() -> anyhow::Result<()> {
     let elapsed = started.elapsed();
     tokio::time::sleep(Duration::from_millis(200)).await;
     done.store(true, Ordering::Relaxed);
-    let (mut health, health_failures) = probe
+    let (health, health_failures) = probe
         .join()
         .map_err(|_| anyhow::anyhow!("the /healthz probe panicked"))?;
-    health.sort_by(f64::total_cmp);
 
-    let mut by_status: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-    let mut encodings: BTreeMap<String, usize> = BTreeMap::new();
-    let mut malformed_refusals = 0;
-    for o in &outcomes {
-        let entry = by_status.entry(o.status.clone()).or_default();
-        entry.0 += 1;
-        entry.1 += o.bytes;
-        *encodings
-            .entry(o.encoding.clone().unwrap_or_else(|| "identity".into()))
-            .or_default() += 1;
-        if o.status == "503" && !o.well_formed_refusal {
-            malformed_refusals += 1;
-        }
-    }
     println!(
         "{:?}: {} requests at once, {} steps in the session, {}",
         args.mode, args.requests, steps, args.url
     );
     println!("total time {:.2} s", elapsed.as_secs_f64());
-    for (status, (n, bytes)) in &by_status {
-        println!("  {status}: {n} (bodies {:.1} MiB)", *bytes as f64 / 1048576.0);
-    }
-    println!("  content encodings: {encodings:?}");
-    println!("  503 without Retry-After or JSON body: {malformed_refusals}");
-    println!(
-        "/healthz: {} probes, {} failed, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-        health.len(),
-        health_failures,
-        percentile(&health, 0.5),
-        percentile(&health, 0.99),
-        percentile(&health, 1.0)
-    );
-    if let Some(pid) = args.pid {
-        if let Some(sampler) = thread_sampler {
-            let _ = sampler.join();
-        }
-        println!(
-            "server VmHWM: before {:.0} MiB, after {:.0} MiB; VmRSS now {:.0} MiB; at most {} threads; CPU {:.1} s",
-            hwm_before.unwrap_or(0.0),
-            memory_mib(pid, "VmHWM:").unwrap_or(0.0),
-            memory_mib(pid, "VmRSS:").unwrap_or(0.0),
-            threads.load(Ordering::Relaxed),
-            cpu_seconds(pid).unwrap_or(0.0) - cpu_before.unwrap_or(0.0),
-        );
+    report_outcomes(&outcomes);
+    report_health(health, health_failures);
+    if let Some(watch) = watch {
+        watch.report();
     }
     Ok(())
 }
