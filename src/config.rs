@@ -46,6 +46,11 @@ pub struct ServeArgs {
     /// (they reload from disk on their next request).
     #[arg(long, env = "SESSIONGRAPH_CACHE_BYTES", default_value = "4G", value_parser = parse_size)]
     pub cache_bytes: usize,
+    /// Memory budget for renders not served from the cache (bodies cut at a step, first
+    /// renders, contexts at an entry), held until their body is sent; past it a request
+    /// waits briefly, then is answered 503 with Retry-After.
+    #[arg(long, env = "SESSIONGRAPH_RENDER_BUDGET_BYTES", default_value = "512M", value_parser = parse_size)]
+    pub render_budget_bytes: usize,
     /// An origin allowed to call the API from a browser, e.g. http://localhost:3000
     /// (repeatable; comma-separated in the environment variable).
     #[arg(
@@ -137,6 +142,7 @@ impl ServeArgs {
             sessions_dirs: self.effective_sessions_dirs(),
             cache_bytes: self.cache_bytes,
             background_counts: true,
+            render_budget_bytes: self.render_budget_bytes,
         }
     }
 

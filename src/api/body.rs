@@ -1,4 +1,5 @@
-//! Sending a rendered [`Body`] without joining its chunks.
+//! Sending a rendered [`Body`] without joining its chunks, holding its share of the render
+//! budget until it is sent, and taking turns with the other connections.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -9,14 +10,33 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 
 use crate::core::views::Body;
+use crate::store::bodies::Served;
+use crate::store::budget::BudgetPermit;
+
+/// Largest frame handed to the connection at once.
+const MAX_FRAME: usize = 64 * 1024;
+
+/// Bytes a body hands over before it lets other tasks run.
+const BYTES_PER_TURN: usize = 64 * 1024;
 
 /// An HTTP body that yields a rendered body's chunks in order, with its exact length known
 /// up front (so the response carries `Content-Length`).
+///
+/// A connection task writes for as long as its socket takes data and its body has more: on
+/// loopback or a fast network that is megabytes per turn, and with many large bodies in
+/// flight every other request (a `/healthz` probe) waits behind all of them. So the body
+/// hands over at most [`BYTES_PER_TURN`] per turn, then yields (`Pending`, woken at once)
+/// and its task goes to the back of the run queue.
 #[derive(Debug)]
 pub struct ChunkedBody {
     chunks: Arc<[Bytes]>,
     next: usize,
+    /// The unsent rest of the chunk being sent.
+    current: Bytes,
     remaining: u64,
+    sent_this_turn: usize,
+    /// The render budget the body holds: given back when the body is sent or dropped.
+    _permit: Option<BudgetPermit>,
 }
 
 impl From<Body> for ChunkedBody {
@@ -25,7 +45,26 @@ impl From<Body> for ChunkedBody {
             remaining: body.len() as u64,
             chunks: body.into_chunks(),
             next: 0,
+            current: Bytes::new(),
+            sent_this_turn: 0,
+            _permit: None,
         }
+    }
+}
+
+impl ChunkedBody {
+    /// `body`, holding `permit` until it is sent or dropped.
+    pub fn holding(body: Body, permit: Option<BudgetPermit>) -> ChunkedBody {
+        ChunkedBody {
+            _permit: permit,
+            ..ChunkedBody::from(body)
+        }
+    }
+}
+
+impl From<Served> for axum::body::Body {
+    fn from(served: Served) -> axum::body::Body {
+        axum::body::Body::new(ChunkedBody::holding(served.body, served.permit))
     }
 }
 
@@ -33,7 +72,7 @@ impl From<Body> for axum::body::Body {
     fn from(body: Body) -> axum::body::Body {
         match body.chunks() {
             [] => axum::body::Body::empty(),
-            [one] => axum::body::Body::from(one.clone()),
+            [one] if one.len() <= MAX_FRAME => axum::body::Body::from(one.clone()),
             _ => axum::body::Body::new(ChunkedBody::from(body)),
         }
     }
@@ -45,21 +84,80 @@ impl http_body::Body for ChunkedBody {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let Some(chunk) = self.chunks.get(self.next).cloned() else {
-            return Poll::Ready(None);
-        };
-        self.next += 1;
-        self.remaining -= chunk.len() as u64;
-        Poll::Ready(Some(Ok(Frame::data(chunk))))
+        if self.current.is_empty() {
+            let Some(chunk) = self.chunks.get(self.next).cloned() else {
+                return Poll::Ready(None);
+            };
+            self.next += 1;
+            self.current = chunk;
+        }
+        if self.sent_this_turn >= BYTES_PER_TURN {
+            self.sent_this_turn = 0;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let take = self.current.len().min(MAX_FRAME);
+        let frame = self.current.split_to(take);
+        self.sent_this_turn += take;
+        self.remaining -= take as u64;
+        Poll::Ready(Some(Ok(Frame::data(frame))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.next >= self.chunks.len()
+        self.remaining == 0
     }
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact(self.remaining)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Waker;
+
+    /// Polls `body` to its end; returns what it sent and how many times it yielded.
+    fn drain(mut body: ChunkedBody) -> (Vec<u8>, usize) {
+        let mut cx = Context::from_waker(Waker::noop());
+        let (mut sent, mut yields) = (Vec::new(), 0);
+        loop {
+            match http_body::Body::poll_frame(Pin::new(&mut body), &mut cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    let data = frame.into_data().expect("data frames only");
+                    assert!(data.len() <= MAX_FRAME);
+                    sent.extend_from_slice(&data);
+                }
+                Poll::Ready(None) => break,
+                Poll::Pending => yields += 1,
+            }
+        }
+        assert!(http_body::Body::is_end_stream(&body));
+        (sent, yields)
+    }
+
+    #[test]
+    fn a_large_body_is_sent_whole_in_turns() {
+        let mut w = crate::core::views::ChunkWriter::new();
+        let expected: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        std::io::Write::write_all(&mut w, &expected).unwrap();
+        let body = w.finish();
+        let (sent, yields) = drain(ChunkedBody::from(body));
+        assert!(sent == expected);
+        // A turn hands over at least BYTES_PER_TURN, and less than one frame more.
+        assert!(yields < expected.len().div_ceil(BYTES_PER_TURN), "{yields}");
+        assert!(
+            yields >= expected.len() / (BYTES_PER_TURN + MAX_FRAME),
+            "{yields}"
+        );
+    }
+
+    #[test]
+    fn empty_and_small_bodies_are_sent_without_yielding() {
+        assert_eq!(drain(ChunkedBody::from(Body::default())), (Vec::new(), 0));
+        let (sent, yields) = drain(ChunkedBody::from(Body::from(b"{}".to_vec())));
+        assert_eq!((sent.as_slice(), yields), (&b"{}"[..], 0));
     }
 }

@@ -76,6 +76,14 @@ pub enum ApiError {
     /// 500: the cause is logged, never sent.
     #[error("internal error: {0}")]
     Internal(String),
+    /// 503 `Service Unavailable` with `Retry-After`: no room to render now.
+    #[error("{message}")]
+    Unavailable {
+        /// What to tell the client.
+        message: String,
+        /// When to try again.
+        retry_after: std::time::Duration,
+    },
 }
 
 /// What a client hears when the upload storage is full.
@@ -111,6 +119,7 @@ impl ApiError {
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Unreadable(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -146,6 +155,13 @@ impl ApiError {
             }
             StoreError::SessionFile { id, source } => unreadable_session(&id, source),
             StoreError::StorageFull(e) => ApiError::InsufficientStorage(e.to_string()),
+            StoreError::Busy { retry_after } => ApiError::Unavailable {
+                message: format!(
+                    "The server is rendering as much as its memory budget allows; retry in {} s",
+                    retry_after.as_secs()
+                ),
+                retry_after,
+            },
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -226,6 +242,14 @@ impl IntoResponse for ApiError {
         let (message, logged) = match self {
             ApiError::Parse { message, details } => {
                 return named_error_response(status, "Parse Error", &message, Some(&details));
+            }
+            ApiError::Unavailable { message, retry_after } => {
+                let mut r = error_response(status, &message, None);
+                r.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    HeaderValue::from(retry_after.as_secs().max(1)),
+                );
+                return r;
             }
             ApiError::Invalid { message, details } | ApiError::PreconditionFailed { message, details } => {
                 return error_response(status, &message, Some(&details));

@@ -4,8 +4,9 @@
 //! (`x-request-id`, generated when absent and echoed back), tracing (one span per request,
 //! named after the matched route, with the request id), JSON error bodies for whatever the
 //! inner layers reject, security headers, head limits (414, 431: [`limits`]), CORS (an
-//! allowlist), compression (gzip, br), a request timeout (408), and on the upload route a
-//! body limit (413, without reading past the limit).
+//! allowlist), compression (gzip, br) of small bodies (view bodies come compressed from the
+//! store, see [`encoding`]), a request timeout (408), and on the upload route a body limit
+//! (413, without reading past the limit).
 //!
 //! Labels (see [`labels`] and [`crate::labels`]): `PUT` and `DELETE
 //! /api/graph/{id}/labels/{event_id}` write one annotator's set on one unit (refused with
@@ -16,6 +17,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod encoding;
 pub mod error;
 pub mod etag;
 pub mod labels;
@@ -34,6 +36,7 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::routing::{delete, get, post, put};
 use axum::Router;
 use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::compression::predicate::{DefaultPredicate, Predicate};
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
@@ -138,7 +141,7 @@ pub fn router(state: AppState) -> Router {
                 axum::http::header::AUTHORIZATION,
                 axum::http::HeaderName::from_static("x-api-key"),
             ])
-            .expose_headers([axum::http::header::ETAG])
+            .expose_headers([axum::http::header::ETAG, axum::http::header::RETRY_AFTER])
     });
     let trace = TraceLayer::new_for_http().make_span_with(|request: &Request| {
         let route = request
@@ -158,7 +161,10 @@ pub fn router(state: AppState) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             config.request_timeout,
         ))
-        .layer(CompressionLayer::new())
+        .layer(
+            CompressionLayer::new()
+                .compress_when(DefaultPredicate::new().and(encoding::CompressSmallUnencoded)),
+        )
         .layer(tower::util::option_layer(cors))
         .layer(axum::middleware::from_fn(limits::refuse_oversized_heads))
         .layer(security_headers())

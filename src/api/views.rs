@@ -1,19 +1,22 @@
 //! The view routes: `GET /api/graph/{id}` and its `workflow`, `annotations`, `chatlog`,
 //! `metrics` and `diagnostics`. Bodies are rendered once per session version and served as
-//! bytes, with an ETag (`If-None-Match` gives 304).
+//! bytes, in the coding the request accepts best (gzip, br: kept variants, see
+//! [`crate::store::bodies`]), with an ETag per coding (`If-None-Match` gives 304).
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 
+use super::encoding::{negotiate, Negotiated};
 use super::error::{echo, graph_not_found, session_not_found, ApiError};
 use super::etag::none_match;
 use super::query::QueryPairs;
 use super::AppState;
 use crate::core::session::Branch;
-use crate::core::views::branches::context_body;
 use crate::core::views::{View, ViewOptions};
+use crate::store::bodies::Served;
+use crate::store::compress::Encoding;
 
 /// How a view route names a missing session and which query parameters it reads.
 struct Route {
@@ -74,6 +77,7 @@ const DIAGNOSTICS: Route = Route {
     subagents_flag: None,
 };
 
+/// Serves `route`'s view of session `id`.
 async fn serve(
     state: AppState,
     route: &Route,
@@ -101,10 +105,29 @@ async fn serve(
         .get(&id)
         .await
         .map_err(|e| ApiError::from_store(e, route.not_found))?;
-    let etag = format!(
-        "\"{}-{}-{}-{}-{}\"",
-        loaded.version,
-        route.view,
+    let encoding = negotiate(&headers);
+    let base = etag_base(&loaded.version, route.view, options);
+    // The client may hold the body as it is or in the coding it asks for (a body is sent as
+    // it is when there is no room to compress it).
+    let held = [Encoding::Identity, encoding]
+        .map(|e| etag(&base, e))
+        .into_iter()
+        .find(|tag| none_match(&headers, tag));
+    if let Some(tag) = held {
+        return not_modified(&tag);
+    }
+    let served = loaded
+        .body(route.view, options, encoding, state.store.render_budget())
+        .await
+        .map_err(|e| ApiError::from_store(e, route.not_found))?;
+    let tag = etag(&base, served.encoding);
+    view_response(served, Some(&tag))
+}
+
+/// What a body's ETags start with: the session's version and what the request asks for.
+fn etag_base(version: &str, view: View, options: ViewOptions) -> String {
+    format!(
+        "{version}-{view}-{}-{}-{}",
         u8::from(options.include_subagents),
         options.step.map_or("all".to_owned(), |s| s.to_string()),
         if options.branch == Branch::Active {
@@ -112,24 +135,50 @@ async fn serve(
         } else {
             "all"
         },
-    );
-    let etag_value = HeaderValue::from_str(&etag).map_err(|e| ApiError::Internal(e.to_string()))?;
-    if none_match(&headers, &etag) {
-        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag_value)]).into_response());
-    }
-    let body = loaded
-        .body(route.view, options)
-        .await
-        .map_err(|e| ApiError::from_store(e, route.not_found))?;
-    Ok((
-        [
-            (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
-            (header::ETAG, etag_value),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        ],
-        axum::body::Body::from(body),
     )
-        .into_response())
+}
+
+/// The ETag of a body in `encoding`: each coding is a representation of its own.
+fn etag(base: &str, encoding: Encoding) -> String {
+    match encoding.token() {
+        None => format!("\"{base}\""),
+        Some(token) => format!("\"{base}-{token}\""),
+    }
+}
+
+/// 304 for a client that holds the body tagged `tag`.
+fn not_modified(tag: &str) -> Result<Response, ApiError> {
+    let tag = HeaderValue::from_str(tag).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let mut response = (
+        StatusCode::NOT_MODIFIED,
+        [
+            (header::ETAG, tag),
+            (header::VARY, HeaderValue::from_static("accept-encoding")),
+        ],
+    )
+        .into_response();
+    response.extensions_mut().insert(Negotiated);
+    Ok(response)
+}
+
+/// The response carrying a view body in the coding it was made in (`Vary: Accept-Encoding`:
+/// the coding depends on the request), marked so that the compression layer leaves it.
+fn view_response(served: Served, tag: Option<&str>) -> Result<Response, ApiError> {
+    let mut response = Response::new(axum::body::Body::empty());
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    if let Some(token) = served.encoding.token() {
+        headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(token));
+    }
+    if let Some(tag) = tag {
+        let tag = HeaderValue::from_str(tag).map_err(|e| ApiError::Internal(e.to_string()))?;
+        headers.insert(header::ETAG, tag);
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    }
+    response.extensions_mut().insert(Negotiated);
+    *response.body_mut() = axum::body::Body::from(served);
+    Ok(response)
 }
 
 /// The `GET` route serving `route`'s view.
@@ -184,6 +233,7 @@ pub async fn context(
     State(state): State<AppState>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
     let leaf = query.first("leaf").map(str::to_owned);
@@ -192,35 +242,25 @@ pub async fn context(
         .get(&id)
         .await
         .map_err(|e| ApiError::from_store(e, session_not_found))?;
-    let body = match leaf {
+    let budget = state.store.render_budget();
+    let served = match leaf {
         None => loaded
-            .body(View::Context, ViewOptions::default())
+            .body(View::Context, ViewOptions::default(), negotiate(&headers), budget)
             .await
             .map_err(|e| ApiError::from_store(e, session_not_found))?,
-        Some(leaf) => {
-            let wanted = leaf.clone();
-            let rendered = tokio::task::spawn_blocking(move || {
-                context_body(&loaded.session, Some(&wanted))
-                    .map(|b| serde_json::to_vec(&b).unwrap_or_default())
-            })
+        Some(leaf) => loaded
+            .context_at(leaf.clone(), negotiate(&headers), budget)
             .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
-            rendered
-                .map_err(|_| {
-                    ApiError::NotFound(format!(
-                        "No entry with id '{}' in session '{}'",
-                        echo(&leaf),
-                        echo(&id)
-                    ))
-                })?
-                .into()
-        }
+            .map_err(|e| ApiError::from_store(e, session_not_found))?
+            .ok_or_else(|| {
+                ApiError::NotFound(format!(
+                    "No entry with id '{}' in session '{}'",
+                    echo(&leaf),
+                    echo(&id)
+                ))
+            })?,
     };
-    Ok((
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        axum::body::Body::from(body),
-    )
-        .into_response())
+    view_response(served, None)
 }
 
 /// `GET /api/graph/{id}/export?format=jsonl|pi-v3`: the session's main log as stored

@@ -7,8 +7,14 @@
 //! - [`scan`]: finding sessions in the configured directories;
 //! - [`uploads`]: durable storage of uploads under the data directory;
 //! - [`registry`]: the store itself: every known session, parsed once on first use,
-//!   cached under a memory budget, reloaded when its files change.
+//!   cached under a memory budget, reloaded when its files change;
+//! - [`bodies`]: the view bodies of a parsed session, kept or rendered per request;
+//! - [`budget`]: the memory budget of renders not served from the cache;
+//! - [`compress`]: gzip and brotli variants of bodies, made off the async workers.
 
+pub mod bodies;
+pub mod budget;
+pub mod compress;
 pub mod confined;
 pub mod counts;
 pub mod disk;

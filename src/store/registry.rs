@@ -5,28 +5,29 @@
 //! held by the slot: concurrent first requests wait on the same initialisation, so a session
 //! is parsed once. Invalidating (files changed, eviction) swaps in a fresh cell; requests
 //! already holding the old [`Loaded`] finish with it. No lock or map guard is held across an
-//! `.await`, and parsing and rendering run on the blocking pool.
+//! `.await`; parsing runs on the blocking pool, rendering on the CPU pool
+//! ([`super::bodies`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use dashmap::DashMap;
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
+use super::bodies::BodyCache;
+use super::budget::{self, RenderBudget};
 use super::counts::DiskCounts;
 use super::disk::{self, DiskError};
 use super::scan::{scan_dir, FoundSession};
 use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
 use crate::core::heap::HeapSize;
 use crate::core::input::Format;
-use crate::core::session::Branch;
 use crate::core::session::NoConversation;
 use crate::core::views::summary::{counts, Counts};
-use crate::core::views::{self, Body, View, ViewOptions};
 use crate::core::{LoadOptions, Session, SessionError, SessionInput};
 
 /// Why the store could not do something.
@@ -64,6 +65,12 @@ pub enum StoreError {
     /// A blocking task panicked or was cancelled.
     #[error("a background task failed: {0}")]
     Task(String),
+    /// The render budget has no room for the render now; it may have later.
+    #[error("too many renders in progress; retry in {} s", retry_after.as_secs())]
+    Busy {
+        /// When to try again.
+        retry_after: std::time::Duration,
+    },
 }
 
 impl From<std::io::Error> for StoreError {
@@ -157,6 +164,9 @@ pub struct Slot {
     /// The last known counts (from the upload manifest, or the last parse).
     counts: Mutex<Option<StoredCounts>>,
     cell: Mutex<Arc<OnceCell<Arc<Loaded>>>>,
+    /// Set when a deletion of this upload begins: a request that got the slot before and
+    /// then finds its files gone answers that the session is not found.
+    deleted: AtomicBool,
 }
 
 impl Slot {
@@ -173,6 +183,7 @@ impl Slot {
             last_accessed_ms: AtomicI64::new(created_at_ms),
             counts: Mutex::new(counts),
             cell: Mutex::new(Arc::new(OnceCell::new())),
+            deleted: AtomicBool::new(false),
         }
     }
 
@@ -208,10 +219,20 @@ impl Slot {
     pub fn is_upload(&self) -> bool {
         matches!(self.source, Source::Upload(_))
     }
-}
 
-/// What a view request asks for.
-type BodyKey = (View, bool, Branch);
+    /// `e` as the request should see it: a file that vanished because this upload is being
+    /// (or was) deleted means the session is gone, not that storage failed.
+    fn vanished_as_not_found(&self, e: StoreError) -> StoreError {
+        match e {
+            StoreError::Io(io)
+                if io.kind() == std::io::ErrorKind::NotFound && self.deleted.load(Ordering::SeqCst) =>
+            {
+                StoreError::NotFound(self.id.clone())
+            }
+            other => other,
+        }
+    }
+}
 
 /// A parsed session and the view bodies rendered from it.
 #[derive(Debug)]
@@ -224,8 +245,10 @@ pub struct Loaded {
     pub version: String,
     stamps: Vec<FileStamp>,
     session_bytes: usize,
-    bodies_bytes: AtomicUsize,
-    bodies: Mutex<HashMap<BodyKey, Body>>,
+    /// When the last freshness check started, and what it found.
+    last_check: tokio::sync::Mutex<Option<(Instant, bool)>>,
+    pub(super) input_bytes: usize,
+    pub(super) bodies: BodyCache,
 }
 
 /// Main logs up to this size are counted in the background after a start; larger ones when
@@ -258,51 +281,57 @@ impl FileStamp {
 impl Loaded {
     fn new(session: Session, version: String, stamps: Vec<FileStamp>) -> Loaded {
         let session_bytes = std::mem::size_of::<Session>() + session.heap_size();
+        let input_bytes = session.files.iter().map(|f| f.bytes).sum();
         Loaded {
             counts: counts(&session),
             session,
             version,
             stamps,
             session_bytes,
-            bodies_bytes: AtomicUsize::new(0),
-            bodies: Mutex::new(HashMap::new()),
+            last_check: tokio::sync::Mutex::new(None),
+            input_bytes,
+            bodies: BodyCache::default(),
         }
     }
 
     /// The memory it holds: the parsed session, counted structure by structure when it was
     /// loaded (see [`HeapSize`]), plus the rendered bodies kept so far.
     pub fn approximate_bytes(&self) -> usize {
-        self.session_bytes + self.bodies_bytes.load(Ordering::Relaxed)
-    }
-
-    /// The body of `view`. Bodies without a step are rendered once and kept; a body cut at
-    /// a step is rendered for the request. Rendering runs on the blocking pool.
-    pub async fn body(self: &Arc<Self>, view: View, options: ViewOptions) -> Result<Body, StoreError> {
-        let key = (view, options.include_subagents, options.branch);
-        if options.step.is_none() {
-            if let Some(b) = lock(&self.bodies).get(&key) {
-                return Ok(b.clone());
-            }
-        }
-        let me = self.clone();
-        let body = blocking(move || Ok(views::render(&me.session, view, options))).await?;
-        if options.step.is_none() {
-            if let std::collections::hash_map::Entry::Vacant(slot) = lock(&self.bodies).entry(key) {
-                self.bodies_bytes.fetch_add(body.len(), Ordering::Relaxed);
-                slot.insert(body.clone());
-            }
-        }
-        Ok(body)
+        self.session_bytes + self.bodies.bytes()
     }
 
     /// True when none of the files it was read from changed since.
     fn is_fresh(&self) -> bool {
         self.stamps.iter().all(|s| FileStamp::of(&s.path) == *s)
     }
+
+    /// True when none of the files it was read from changed since the request asked.
+    /// Requests arriving together share a check: one that started after a request arrived
+    /// answers it, so a burst of requests stats the files a few times, not once each.
+    async fn still_fresh(self: &Arc<Self>) -> Result<bool, StoreError> {
+        let asked = Instant::now();
+        let mut last = self.last_check.lock().await;
+        if let Some((started, fresh)) = *last {
+            if started >= asked {
+                return Ok(fresh);
+            }
+        }
+        let started = Instant::now();
+        // A few `stat`s take microseconds: done in place, they spare the request a trip to
+        // the blocking pool. Sessions of many files check there.
+        let fresh = if self.stamps.len() <= INLINE_FRESHNESS_CHECKS {
+            self.is_fresh()
+        } else {
+            let me = self.clone();
+            blocking(move || Ok(me.is_fresh())).await?
+        };
+        *last = Some((started, fresh));
+        Ok(fresh)
+    }
 }
 
 /// How the store is set up.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct StoreConfig {
     /// Where uploads are kept; `None` keeps them in memory only (tests of other parts).
     pub data_dir: Option<PathBuf>,
@@ -313,14 +342,30 @@ pub struct StoreConfig {
     /// Count the sessions on disk never opened, in the background after a start (see
     /// [`Store::count_unopened`]).
     pub background_counts: bool,
+    /// Memory budget for renders not served from the cache, in bytes (see
+    /// [`RenderBudget`]).
+    pub render_budget_bytes: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            data_dir: None,
+            sessions_dirs: Vec::new(),
+            cache_bytes: 0,
+            background_counts: false,
+            render_budget_bytes: budget::DEFAULT_BYTES,
+        }
+    }
 }
 
 /// The store.
 #[derive(Debug)]
 pub struct Store {
     slots: DashMap<String, Arc<Slot>>,
-    /// Uploads being accepted, by id: the same content sent twice at once is parsed and
-    /// stored once, the second request waiting for the first.
+    /// Uploads being accepted or deleted, by id: the same content sent twice at once is
+    /// parsed and stored once, the second request waiting for the first, and an upload and
+    /// a deletion of the same id never interleave.
     accepting: DashMap<String, Arc<tokio::sync::Mutex<()>>>,
     uploads: Option<UploadDir>,
     /// Counts of sessions on disk, kept across restarts (with a data directory).
@@ -328,6 +373,7 @@ pub struct Store {
     config: StoreConfig,
     ready: AtomicBool,
     parses: Arc<AtomicUsize>,
+    budget: RenderBudget,
 }
 
 /// One entry of the session list.
@@ -358,6 +404,7 @@ impl Store {
             accepting: DashMap::new(),
             uploads,
             disk_counts: config.data_dir.as_deref().map(DiskCounts::open),
+            budget: RenderBudget::new(config.render_budget_bytes, budget::DEFAULT_WAIT),
             config,
             ready: AtomicBool::new(false),
             parses: Arc::new(AtomicUsize::new(0)),
@@ -432,6 +479,11 @@ impl Store {
         self.ready.load(Ordering::Acquire)
     }
 
+    /// The budget of renders not served from the cache.
+    pub fn render_budget(&self) -> &RenderBudget {
+        &self.budget
+    }
+
     /// How many times a session was parsed (uploads included), since start.
     pub fn parses(&self) -> usize {
         self.parses.load(Ordering::Relaxed)
@@ -484,14 +536,7 @@ impl Store {
         let slot = self.slot(id)?;
         slot.touch();
         if let (Source::Disk(_), Some(loaded)) = (&slot.source, slot.loaded()) {
-            // A few `stat`s take microseconds: done in place, they spare every request a
-            // trip to the blocking pool. Sessions of many files check there.
-            let fresh = if loaded.stamps.len() <= INLINE_FRESHNESS_CHECKS {
-                loaded.is_fresh()
-            } else {
-                blocking(move || Ok(loaded.is_fresh())).await?
-            };
-            if !fresh {
+            if !loaded.still_fresh().await? {
                 tracing::info!(id, "session files changed; reloading");
                 slot.unload();
             }
@@ -511,6 +556,7 @@ impl Store {
                     blocking(move || load(&source, &framework, uploads.as_ref()))
                         .await
                         .map(Arc::new)
+                        .map_err(|e| slot.vanished_as_not_found(e))
                 }
             })
             .await?
@@ -603,15 +649,21 @@ impl Store {
         options: LoadOptions,
     ) -> Result<(Arc<Slot>, Arc<Loaded>, bool), StoreError> {
         let id = upload_id(framework.name(), &input);
-        let gate = self.accepting.entry(id.clone()).or_default().value().clone();
-        let accepted = {
+        self.one_writer_at_a_time(&id, self.accept_upload(id.clone(), framework, input, options))
+            .await
+    }
+
+    /// Runs `write` (an upload or a deletion of `id`) once no other write of `id` runs.
+    async fn one_writer_at_a_time<T>(&self, id: &str, write: impl std::future::Future<Output = T>) -> T {
+        let gate = self.accepting.entry(id.to_owned()).or_default().value().clone();
+        let written = {
             let _one_at_a_time = gate.lock().await;
-            self.accept_upload(id.clone(), framework, input, options).await
+            write.await
         };
         drop(gate);
         self.accepting
-            .remove_if(&id, |_, gate| Arc::strong_count(gate) == 1);
-        accepted
+            .remove_if(id, |_, gate| Arc::strong_count(gate) == 1);
+        written
     }
 
     /// [`Store::add_upload`] once no other request accepts the same content.
@@ -680,7 +732,8 @@ impl Store {
     pub async fn main_file(&self, id: &str) -> Result<(String, Vec<u8>), StoreError> {
         let slot = self.slot(id)?;
         let uploads = self.uploads.clone();
-        blocking(move || match &slot.source {
+        let reading = slot.clone();
+        blocking(move || match &reading.source {
             Source::Upload(manifest) => {
                 let dir = uploads.ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
                 let input = dir.read(manifest)?;
@@ -706,20 +759,29 @@ impl Store {
             }
         })
         .await
+        .map_err(|e| slot.vanished_as_not_found(e))
     }
 
     /// Forgets an upload and removes it from disk. Sessions of a sessions directory are
-    /// never deleted.
+    /// never deleted. Requests that got the session before and still need its files
+    /// answer that it is not found.
     pub async fn delete(&self, id: &str) -> Result<(), StoreError> {
-        let slot = self.slot(id)?;
-        if !slot.is_upload() {
+        if !self.slot(id)?.is_upload() {
             return Err(StoreError::ReadOnly(id.to_owned()));
         }
+        self.one_writer_at_a_time(id, self.delete_upload(id)).await
+    }
+
+    /// [`Store::delete`] once no upload or other deletion of `id` runs.
+    async fn delete_upload(&self, id: &str) -> Result<(), StoreError> {
+        // Looked up again: a deletion that ran meanwhile removed it.
+        let slot = self.slot(id)?;
+        slot.deleted.store(true, Ordering::SeqCst);
         if let Some(dir) = self.uploads.clone() {
             let id = id.to_owned();
             blocking(move || Ok(dir.delete(&id)?)).await?;
         }
-        self.slots.remove(id);
+        self.slots.remove_if(id, |_, s| Arc::ptr_eq(s, &slot));
         Ok(())
     }
 
@@ -857,7 +919,7 @@ async fn blocking<T: Send + 'static>(
 
 /// Locks a mutex, recovering the data if a panicking thread poisoned it (every critical
 /// section here leaves the data consistent).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -910,7 +972,7 @@ mod tests {
                 data_dir: Some(data.path().to_owned()),
                 sessions_dirs: Vec::new(),
                 cache_bytes: budget,
-                background_counts: false,
+                ..StoreConfig::default()
             })
             .unwrap(),
         );
@@ -946,7 +1008,7 @@ mod tests {
                 data_dir: Some(data.path().to_owned()),
                 sessions_dirs: Vec::new(),
                 cache_bytes: 1 << 30,
-                background_counts: false,
+                ..StoreConfig::default()
             })
             .unwrap(),
         );

@@ -154,3 +154,105 @@ async fn parallel_uploads_and_reads_parse_each_session_once_and_never_mix_them_u
         .stop()
         .await;
 }
+
+/// Issue 15 D7: a session deleted while a request is using it is a 404 (or the body the
+/// request started with), never a 500. Readers of views and `/export`, deleters and
+/// re-uploaders of the same sessions run at once over a store whose cache holds almost
+/// nothing, so that sessions are unloaded and read back from the data directory all the
+/// time, some of them after their directory was removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn d7_reads_during_deletes_and_reuploads_never_answer_5xx() {
+    let server = Arc::new(
+        TestServer::start(Options {
+            cache_bytes: 1024,
+            ..Options::default()
+        })
+        .await,
+    );
+    let sessions = Arc::new(
+        ["edge_cases", "multi_block", "subagents", "duplicate_lines"]
+            .iter()
+            .map(|d| fixture_files(&fixture(&format!("synthetic/{d}"))))
+            .collect::<Vec<_>>(),
+    );
+    let mut ids = Vec::new();
+    for files in sessions.iter() {
+        let reply = server
+            .upload_multipart(&[("framework", "claudecode")], "file", files)
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.json);
+        ids.push(reply.json["graph_id"].as_str().unwrap().to_owned());
+    }
+    let ids = Arc::new(ids);
+    const ROUNDS: usize = 40;
+    let paths = [
+        "workflow",
+        "annotations",
+        "chatlog",
+        "export?format=jsonl",
+        "info",
+        "",
+    ];
+    let mut tasks = Vec::new();
+    for reader in 0..16usize {
+        let (server, ids) = (server.clone(), ids.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for round in 0..ROUNDS {
+                let id = &ids[(reader + round) % ids.len()];
+                let path = paths[(reader * 7 + round) % paths.len()];
+                let url = format!("/api/graph/{id}/{path}");
+                let got = server.get(url.trim_end_matches('/')).await;
+                seen.push((url, got.status, got.bytes));
+            }
+            seen
+        }));
+    }
+    for deleter in 0..4usize {
+        let (server, ids) = (server.clone(), ids.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for round in 0..ROUNDS {
+                let url = format!("/api/session/{}", ids[(deleter + round) % ids.len()]);
+                let got = server.delete(&url).await;
+                seen.push((url, got.status, got.bytes));
+            }
+            seen
+        }));
+    }
+    for uploader in 0..3usize {
+        let (server, sessions) = (server.clone(), sessions.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for round in 0..ROUNDS {
+                let files = &sessions[(uploader + round) % sessions.len()];
+                let got = server
+                    .upload_multipart(&[("framework", "claudecode")], "file", files)
+                    .await;
+                seen.push(("upload".to_owned(), got.status, got.bytes));
+            }
+            seen
+        }));
+    }
+    let mut failures = Vec::new();
+    let mut answered = 0;
+    for task in tasks {
+        for (what, status, bytes) in task.await.expect("a client failed") {
+            answered += 1;
+            if status.is_server_error() {
+                failures.push(format!("{what}: {status} {}", String::from_utf8_lossy(&bytes)));
+            }
+        }
+    }
+    assert_eq!(answered, (16 + 4 + 3) * ROUNDS);
+    assert!(
+        failures.is_empty(),
+        "{} 5xx answers: {failures:#?}",
+        failures.len()
+    );
+    Arc::try_unwrap(server)
+        .ok()
+        .expect("no client holds the server")
+        .stop()
+        .await;
+}

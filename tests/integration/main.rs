@@ -16,6 +16,7 @@ mod properties;
 mod reference_errors;
 mod references;
 mod regressions;
+mod render;
 #[path = "../support/scaled.rs"]
 mod scaled;
 mod security;

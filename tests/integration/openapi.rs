@@ -395,6 +395,54 @@ async fn every_documented_response_validates_against_openapi_yaml() {
             c.check("post", "/api/upload", &reply);
         }
     }
+    // A render budget held by a body not yet sent: renders of another session are refused.
+    let busy = TestServer::start(Options {
+        sessions_dirs: vec![fixture("synthetic")],
+        render_budget_bytes: 1024,
+        ..Options::default()
+    })
+    .await;
+    let listed = busy.get("/api/sessions").await.json;
+    let id_in = |project: &str| {
+        listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["project"] == project)
+            .and_then(|s| s["id"].as_str())
+            .unwrap()
+            .to_owned()
+    };
+    let busy_ids = [id_in("subagents"), id_in("edge_cases")];
+    let holding =
+        crate::render::get_unread(&busy, &format!("/api/graph/{}/workflow?step=1", busy_ids[0])).await;
+    assert_eq!(holding.status(), 200);
+    let refused = [
+        ("/api/graph/{id}", ""),
+        ("/api/graph/{id}/workflow", "/workflow"),
+        ("/api/graph/{id}/annotations", "/annotations"),
+        ("/api/graph/{id}/chatlog", "/chatlog"),
+        ("/api/graph/{id}/metrics", "/metrics"),
+        ("/api/graph/{id}/diagnostics", "/diagnostics"),
+        ("/api/graph/{id}/branches", "/branches"),
+        ("/api/graph/{id}/context", "/context"),
+    ];
+    let paths: Vec<String> = refused
+        .iter()
+        .map(|(_, suffix)| format!("/api/graph/{}{suffix}", busy_ids[1]))
+        .collect();
+    let replies = futures_util::future::join_all(paths.iter().map(|p| busy.get(p))).await;
+    for ((template, _), reply) in refused.iter().zip(&replies) {
+        assert_eq!(
+            reply.status,
+            reqwest::StatusCode::SERVICE_UNAVAILABLE,
+            "{template}"
+        );
+        assert!(reply.headers.contains_key("retry-after"), "{template}");
+        c.check("get", template, reply);
+    }
+    drop(holding);
+    busy.stop().await;
 
     let missing: Vec<_> = c.documented().difference(&c.seen).cloned().collect();
     assert!(missing.is_empty(), "documented but never exercised: {missing:?}");

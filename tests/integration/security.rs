@@ -115,7 +115,10 @@ async fn cors_answers_only_the_allowed_origins() {
         allowed.headers["access-control-allow-origin"],
         "http://localhost:3000"
     );
-    assert_eq!(allowed.headers["access-control-expose-headers"], "etag");
+    assert_eq!(
+        allowed.headers["access-control-expose-headers"],
+        "etag,retry-after"
+    );
 
     let other = get_with(&server, "/api/sessions", ("origin", "http://evil.example")).await;
     assert!(!other.headers.contains_key("access-control-allow-origin"));

@@ -22,6 +22,8 @@ pub struct Options {
     pub max_upload_bytes: usize,
     /// Cache budget.
     pub cache_bytes: usize,
+    /// Render budget.
+    pub render_budget_bytes: usize,
     /// API keys (none: open).
     pub api_keys: Vec<String>,
     /// Refuse uploads and deletions.
@@ -50,6 +52,7 @@ impl Default for Options {
             sessions_dirs: Vec::new(),
             max_upload_bytes: 64 << 20,
             cache_bytes: 1 << 30,
+            render_budget_bytes: 512 << 20,
             api_keys: Vec::new(),
             read_only: false,
             cors_origins: Vec::new(),
@@ -119,6 +122,7 @@ impl TestServer {
             sessions_dirs: options.sessions_dirs,
             cache_bytes: options.cache_bytes,
             background_counts: options.background_counts,
+            render_budget_bytes: options.render_budget_bytes,
         })
         .expect("store opens");
         let codebook = Arc::new(match options.codebook {
@@ -191,14 +195,16 @@ impl TestServer {
 
     /// GET `path`.
     pub async fn get(&self, path: &str) -> Reply {
-        Reply::read(
-            self.client
-                .get(format!("{}{path}", self.url))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await
+        self.get_with(path, &[]).await
+    }
+
+    /// GET `path` with request `headers`.
+    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
+        let mut request = self.client.get(format!("{}{path}", self.url));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        Reply::read(request.send().await.unwrap()).await
     }
 
     /// GET `path` with `If-None-Match: etag` (the reply's body is not read as JSON).

@@ -44,6 +44,17 @@ impl Body {
         self.len == 0
     }
 
+    /// The bytes of `range`, as slices of the chunks that hold them (nothing is copied).
+    pub fn slices(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = Bytes> + '_ {
+        let mut start_of_chunk = 0;
+        self.chunks.iter().filter_map(move |chunk| {
+            let (from, to) = (start_of_chunk, start_of_chunk + chunk.len());
+            start_of_chunk = to;
+            let (a, b) = (range.start.max(from), range.end.min(to));
+            (a < b).then(|| chunk.slice(a - from..b - from))
+        })
+    }
+
     /// The body as one contiguous buffer (copies unless it is a single chunk).
     pub fn to_bytes(&self) -> Bytes {
         match &*self.chunks {
@@ -94,18 +105,50 @@ impl ChunkWriter {
         ChunkWriter::default()
     }
 
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Appends a rendered body after what was written, without copying it.
     pub fn append(&mut self, body: Body) {
         if body.is_empty() {
             return;
         }
-        if !self.current.is_empty() {
-            let next = Vec::with_capacity(FIRST_CHUNK);
-            self.done
-                .push(Bytes::from(std::mem::replace(&mut self.current, next)));
-        }
+        self.seal_current();
         self.len += body.len();
         self.done.extend(body.chunks().iter().cloned());
+    }
+
+    /// Appends the bytes of `range` of `body` after what was written, without copying them
+    /// (the chunks are shared).
+    pub fn append_range(&mut self, body: &Body, range: std::ops::Range<usize>) {
+        if range.is_empty() {
+            return;
+        }
+        self.seal_current();
+        for slice in body.slices(range) {
+            self.len += slice.len();
+            self.done.push(slice);
+        }
+    }
+
+    /// Ends the current chunk (giving back its spare capacity when it holds less than half
+    /// of it), so that shared chunks can follow it.
+    fn seal_current(&mut self) {
+        if self.current.is_empty() {
+            return;
+        }
+        let mut full = std::mem::replace(&mut self.current, Vec::with_capacity(FIRST_CHUNK));
+        if full.len() < full.capacity() / 2 {
+            full.shrink_to_fit();
+        }
+        self.done.push(Bytes::from(full));
     }
 
     /// The body written so far. The last chunk gives back its spare capacity when it holds
@@ -179,33 +222,46 @@ where
     T: serde::Serialize,
     F: Fn(usize) -> Option<T> + Sync,
 {
+    write_elements_indexed(out, count, item);
+}
+
+/// [`write_elements`], returning where each written element ends in `out` (an offset from
+/// the start of `out`; the `None`s have no entry). An element starts right after the end of
+/// the one before and its comma.
+pub fn write_elements_indexed<T, F>(out: &mut ChunkWriter, count: usize, item: F) -> Vec<usize>
+where
+    T: serde::Serialize,
+    F: Fn(usize) -> Option<T> + Sync,
+{
     use rayon::prelude::*;
 
-    let segments: Vec<Body> = (0..count.div_ceil(ITEMS_PER_SEGMENT))
+    let segments: Vec<(Body, Vec<usize>)> = (0..count.div_ceil(ITEMS_PER_SEGMENT))
         .into_par_iter()
         .map(|s| {
             let mut w = ChunkWriter::new();
+            let mut ends = Vec::new();
             let end = ((s + 1) * ITEMS_PER_SEGMENT).min(count);
-            let mut first = true;
             for value in (s * ITEMS_PER_SEGMENT..end).filter_map(&item) {
-                if !first {
+                if !ends.is_empty() {
                     io::Write::write_all(&mut w, b",").expect("writing into memory cannot fail");
                 }
-                first = false;
                 // Writing into memory cannot fail; the views' types always serialise.
                 let _ = serde_json::to_writer(&mut w, &value);
+                ends.push(w.len());
             }
-            w.finish()
+            (w.finish(), ends)
         })
         .collect();
-    let mut wrote = false;
-    for segment in segments.into_iter().filter(|s| !s.is_empty()) {
-        if wrote {
+    let mut all_ends = Vec::new();
+    for (segment, ends) in segments.into_iter().filter(|(s, _)| !s.is_empty()) {
+        if !all_ends.is_empty() {
             io::Write::write_all(out, b",").expect("writing into memory cannot fail");
         }
+        let base = out.len();
         out.append(segment);
-        wrote = true;
+        all_ends.extend(ends.into_iter().map(|e| base + e));
     }
+    all_ends
 }
 
 /// A writer that passes on the members of one serialised JSON object, dropping its opening
@@ -287,6 +343,36 @@ mod tests {
                 "{count} items"
             );
         }
+    }
+
+    #[test]
+    fn element_ends_mark_each_element_and_ranges_slice_without_copying() {
+        let count = 3 * ITEMS_PER_SEGMENT + 7;
+        let keep = |i: usize| (i % 5 != 2).then(|| format!("item {i}"));
+        let mut w = ChunkWriter::new();
+        w.write_all(b"[").unwrap();
+        let ends = write_elements_indexed(&mut w, count, keep);
+        w.write_all(b"]").unwrap();
+        let body = w.finish();
+        let all = body.to_bytes();
+        let expected: Vec<String> = (0..count).filter_map(keep).collect();
+        assert_eq!(ends.len(), expected.len());
+        let mut start = 1;
+        for (end, value) in ends.iter().zip(&expected) {
+            assert_eq!(&all[start..*end], serde_json::to_vec(value).unwrap());
+            start = end + 1;
+        }
+        // A range across segments and chunks, appended after fresh bytes.
+        let (a, b) = (ends[10] + 1, ends[expected.len() - 3]);
+        let mut out = ChunkWriter::new();
+        out.write_all(b"<").unwrap();
+        out.append_range(&body, a..b);
+        out.write_all(b">").unwrap();
+        let cut = out.finish();
+        assert_eq!(&cut.to_bytes()[1..cut.len() - 1], &all[a..b]);
+        assert_eq!(cut.len(), b - a + 2);
+        let shared = cut.chunks()[1].as_ptr();
+        assert!(body.chunks().iter().any(|c| c.as_ptr_range().contains(&shared)));
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod branches;
 pub mod chatlog;
 pub mod diagnostics;
 pub mod graph;
+pub mod step;
 pub mod summary;
 pub mod workflow;
 
@@ -115,7 +116,7 @@ pub fn render(session: &Session, view: View, options: ViewOptions) -> Body {
     let _ = match view {
         View::Workflow => {
             let w = session.workflow_for(options.branch);
-            workflow::write_parallel(&workflow::workflow(session, &w, options.step), &mut out)
+            workflow::write_parallel(&workflow::workflow(session, &w, options.step), &mut out).map(|_| ())
         }
         View::Chatlog => {
             let w = session.workflow_for(options.branch);

@@ -13,7 +13,8 @@ use crate::core::records::{Record, RecordKind};
 use crate::core::session::{ItemKind, Session};
 use crate::core::subagents::{tool_use_at, Agent};
 use crate::core::time::iso_millis;
-use crate::core::views::body::{write_elements, ChunkWriter, ObjectMembers};
+use crate::core::views::body::{write_elements_indexed, ChunkWriter, ObjectMembers};
+use crate::core::views::step::WorkflowLayout;
 use crate::core::workflow::{preview, result_preview, Node, NodeType, Workflow};
 
 /// `{"workflow": ...}`.
@@ -35,10 +36,18 @@ pub struct Snapshot<'a> {
 
 /// The members of a [`Snapshot`] after its nodes.
 #[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct SnapshotRest<'a> {
     /// Edges between kept nodes.
     pub edges: Vec<EdgeJson<'a>>,
+    /// Everything after the edges.
+    #[serde(flatten)]
+    pub tail: SnapshotTail<'a>,
+}
+
+/// The members of a [`Snapshot`] after its edges.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotTail<'a> {
     /// Lanes with at least one kept node (all lanes when not cut).
     pub lanes: Vec<LaneJson<'a>>,
     /// The session's id.
@@ -291,9 +300,9 @@ pub fn lane_id(session: &Session, lane: usize) -> &str {
 /// never all built at once).
 #[derive(Debug)]
 pub struct NodesJson<'a> {
-    session: &'a Session,
-    w: &'a Workflow,
-    step: Option<u64>,
+    pub(super) session: &'a Session,
+    pub(super) w: &'a Workflow,
+    pub(super) step: Option<u64>,
 }
 
 impl<'a> NodesJson<'a> {
@@ -303,7 +312,7 @@ impl<'a> NodesJson<'a> {
     }
 
     /// The agent each Task call spawned (one that returned a result), by `tool_use` id.
-    fn spawned(&self) -> HashMap<&'a str, &'a Agent> {
+    pub(super) fn spawned(&self) -> HashMap<&'a str, &'a Agent> {
         self.session
             .agents
             .iter()
@@ -314,7 +323,7 @@ impl<'a> NodesJson<'a> {
     }
 
     /// Node `n` on the wire, or `None` when it is cut.
-    fn node(&self, n: usize, spawned: &HashMap<&'a str, &'a Agent>) -> Option<NodeJson<'a>> {
+    pub(super) fn node(&self, n: usize, spawned: &HashMap<&'a str, &'a Agent>) -> Option<NodeJson<'a>> {
         let keep = |m: usize| self.keep(m);
         self.keep(n)
             .then(|| node_json(self.session, self.w, n, &keep, spawned))
@@ -328,18 +337,44 @@ impl Serialize for NodesJson<'_> {
     }
 }
 
+/// What a workflow body starts with, up to its first node.
+pub(super) const NODES_OPEN: &[u8] = br#"{"workflow":{"nodes":["#;
+
+/// What comes between a workflow body's last node and its first edge.
+pub(super) const EDGES_OPEN: &[u8] = br#"],"edges":["#;
+
 /// Writes `body` as serialising it would, with the nodes rendered in parallel (they are
-/// most of a workflow's bytes).
-pub fn write_parallel(body: &WorkflowBody<'_>, out: &mut ChunkWriter) -> std::io::Result<()> {
+/// most of a workflow's bytes), into an empty `out`. Returns where its nodes and edges are,
+/// for bodies cut at a step to share them (see [`crate::core::views::step`]).
+pub fn write_parallel(body: &WorkflowBody<'_>, out: &mut ChunkWriter) -> std::io::Result<WorkflowLayout> {
     use std::io::Write;
 
     let nodes = &body.workflow.nodes;
     let spawned = nodes.spawned();
-    out.write_all(br#"{"workflow":{"nodes":["#)?;
-    write_elements(out, nodes.w.nodes.len(), |n| nodes.node(n, &spawned));
+    out.write_all(NODES_OPEN)?;
+    let nodes_start = out.len();
+    let node_ends = write_elements_indexed(out, nodes.w.nodes.len(), |n| nodes.node(n, &spawned));
+    out.write_all(EDGES_OPEN)?;
+    let edges_start = out.len();
+    let mut edge_ends = Vec::with_capacity(body.workflow.rest.edges.len());
+    for edge in &body.workflow.rest.edges {
+        if !edge_ends.is_empty() {
+            out.write_all(b",")?;
+        }
+        serde_json::to_writer(&mut *out, edge)?;
+        edge_ends.push(out.len());
+    }
     out.write_all(b"],")?;
-    serde_json::to_writer(ObjectMembers::new(out), &body.workflow.rest)?;
-    out.write_all(b"}")
+    let tail_start = out.len();
+    serde_json::to_writer(ObjectMembers::new(out), &body.workflow.rest.tail)?;
+    out.write_all(b"}")?;
+    Ok(WorkflowLayout {
+        nodes_start,
+        node_ends,
+        edges_start,
+        edge_ends,
+        tail_len: out.len() - tail_start,
+    })
 }
 
 /// Builds the body; with `step`, cut at that step (CONTRACT 3.7: the node lists of the kept
@@ -351,24 +386,41 @@ pub fn workflow<'a>(session: &'a Session, w: &'a Workflow, step: Option<u64>) ->
         .edges
         .iter()
         .filter(|e| keep(e.source) && keep(e.target))
-        .map(|e| {
-            let (s, t) = (&w.nodes[e.source], &w.nodes[e.target]);
-            let duration = match (s.time, t.time) {
-                (Some(a), Some(b)) => (b - a).max(0),
-                _ => 0,
-            };
-            EdgeJson {
-                id: format!("{}->{}", s.id, t.id),
-                source: &s.id,
-                target: &t.id,
-                duration_ms: duration,
-                duration_class: duration_class(duration),
-                is_parallel: e.parallel,
-                is_cross_lane: e.cross_lane,
-                step_index: t.step,
-            }
-        })
+        .map(|e| edge_json(w, e))
         .collect();
+    WorkflowBody {
+        workflow: Snapshot {
+            nodes,
+            rest: SnapshotRest {
+                edges,
+                tail: snapshot_tail(session, w, step),
+            },
+        },
+    }
+}
+
+/// An edge on the wire.
+fn edge_json<'a>(w: &'a Workflow, e: &crate::core::workflow::Edge) -> EdgeJson<'a> {
+    let (s, t) = (&w.nodes[e.source], &w.nodes[e.target]);
+    let duration = match (s.time, t.time) {
+        (Some(a), Some(b)) => (b - a).max(0),
+        _ => 0,
+    };
+    EdgeJson {
+        id: format!("{}->{}", s.id, t.id),
+        source: &s.id,
+        target: &t.id,
+        duration_ms: duration,
+        duration_class: duration_class(duration),
+        is_parallel: e.parallel,
+        is_cross_lane: e.cross_lane,
+        step_index: t.step,
+    }
+}
+
+/// The members after the edges: lanes of kept nodes, and the session's totals.
+pub(super) fn snapshot_tail<'a>(session: &'a Session, w: &Workflow, step: Option<u64>) -> SnapshotTail<'a> {
+    let keep = |n: usize| step.is_none_or(|s| (w.nodes[n].step as u64) <= s);
     let mut lane_used = vec![step.is_none(); session.lanes.len()];
     for n in w.nodes.iter().filter(|n| keep(n.step)) {
         lane_used[n.lane] = true;
@@ -391,31 +443,25 @@ pub fn workflow<'a>(session: &'a Session, w: &'a Workflow, step: Option<u64>) ->
             _ => {}
         }
     }
-    WorkflowBody {
-        workflow: Snapshot {
-            nodes,
-            rest: SnapshotRest {
-                edges,
-                lanes,
-                session_id: session.session_id.as_deref().unwrap_or("unknown"),
-                current_step: step,
-                total_steps: w.nodes.len(),
-                start_time: start.map(iso_millis),
-                end_time: end.map(iso_millis),
-                total_duration_ms: start.zip(end).map(|(a, b)| b - a),
-                total_tokens: w.total_tokens,
-                total_tool_calls: w
-                    .nodes
-                    .iter()
-                    .filter(|n| n.node_type == NodeType::ToolCall)
-                    .count(),
-                tool_success_rate: JsNumber(if ok + failed == 0 {
-                    1.0
-                } else {
-                    ok as f64 / (ok + failed) as f64
-                }),
-            },
-        },
+    SnapshotTail {
+        lanes,
+        session_id: session.session_id.as_deref().unwrap_or("unknown"),
+        current_step: step,
+        total_steps: w.nodes.len(),
+        start_time: start.map(iso_millis),
+        end_time: end.map(iso_millis),
+        total_duration_ms: start.zip(end).map(|(a, b)| b - a),
+        total_tokens: w.total_tokens,
+        total_tool_calls: w
+            .nodes
+            .iter()
+            .filter(|n| n.node_type == NodeType::ToolCall)
+            .count(),
+        tool_success_rate: JsNumber(if ok + failed == 0 {
+            1.0
+        } else {
+            ok as f64 / (ok + failed) as f64
+        }),
     }
 }
 

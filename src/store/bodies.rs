@@ -1,0 +1,331 @@
+//! The view bodies a loaded session serves.
+//!
+//! A body without a step is rendered once per session version (concurrent first requests
+//! wait for the same render) and kept, and so is each of its compressed variants, made
+//! once per encoding on first request. A workflow body cut at a step is assembled from the
+//! kept whole body, sharing its bytes ([`crate::core::views::step`]); other bodies cut at a
+//! step are rendered for the request, and compressed for it if asked. Everything kept
+//! counts towards the cache.
+//!
+//! Every render or compression that is not served from the cache first reserves an
+//! estimate of its memory in the [`RenderBudget`]; a body made for one request keeps its
+//! reservation until it is sent. Renders and compressions run on the CPU pool, never on
+//! the async workers.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::OnceCell;
+
+use super::budget::{Admission, BudgetPermit, RenderBudget};
+use super::compress::{compress, Effort, Encoding, MIN_COMPRESSED_BYTES};
+use super::registry::{lock, Loaded};
+use super::StoreError;
+use crate::core::session::Branch;
+use crate::core::views::branches::context_body;
+use crate::core::views::step::WholeWorkflow;
+use crate::core::views::{self, Body, View, ViewOptions};
+
+/// What a view request asks for, besides a step: the view, sub-agents, the branch.
+type BodyKey = (View, bool, Branch);
+
+/// A kept body, or the render of it in progress.
+type Cell = Arc<OnceCell<Cached>>;
+
+/// Fixed part of every render's estimate: small bodies, buffers, the last chunk.
+const RENDER_OVERHEAD: usize = 1 << 20;
+
+/// A kept body.
+#[derive(Debug, Clone)]
+enum Cached {
+    /// A view body, or a compressed variant of one.
+    Body(Body),
+    /// The whole workflow, with what bodies cut at a step share with it.
+    Workflow(Arc<WholeWorkflow>),
+}
+
+impl Cached {
+    fn body(&self) -> &Body {
+        match self {
+            Cached::Body(b) => b,
+            Cached::Workflow(w) => &w.body,
+        }
+    }
+
+    /// The memory it holds.
+    fn bytes(&self) -> usize {
+        match self {
+            Cached::Body(b) => b.len(),
+            Cached::Workflow(w) => w.body.len() + w.extra_bytes(),
+        }
+    }
+}
+
+/// The bodies kept for one loaded session, and their compressed variants.
+#[derive(Debug, Default)]
+pub struct BodyCache {
+    cells: Mutex<HashMap<(BodyKey, Encoding), Cell>>,
+    bytes: AtomicUsize,
+    compressions: AtomicUsize,
+}
+
+impl BodyCache {
+    /// The memory the kept bodies and variants hold.
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    fn cell(&self, key: BodyKey, encoding: Encoding) -> Cell {
+        lock(&self.cells).entry((key, encoding)).or_default().clone()
+    }
+
+    fn keep(&self, kept: &Cached) {
+        self.bytes.fetch_add(kept.bytes(), Ordering::Relaxed);
+    }
+}
+
+/// A body to send, and the part of the render budget it holds until it is sent (dropped).
+#[derive(Debug)]
+pub struct Served {
+    /// The body.
+    pub body: Body,
+    /// Its content coding.
+    pub encoding: Encoding,
+    /// What it holds of the render budget (a body made for this request).
+    pub permit: Option<BudgetPermit>,
+}
+
+impl Loaded {
+    /// The body of `view` with `options`, in `encoding` when that is worth it (small bodies,
+    /// and bodies whose compression finds no room in the budget, are sent as they are).
+    /// What is not kept is rendered or compressed on the CPU pool within `budget`.
+    pub async fn body(
+        self: &Arc<Self>,
+        view: View,
+        options: ViewOptions,
+        encoding: Encoding,
+        budget: &RenderBudget,
+    ) -> Result<Served, StoreError> {
+        let budget = &budget.admission();
+        let key = (view, options.include_subagents, options.branch);
+        let Some(step) = options.step else {
+            let kept = self.kept(key, budget).await?;
+            return Ok(self.kept_variant(key, kept.body(), encoding, budget).await);
+        };
+        let cut = self.cut(key, step, budget).await?;
+        Ok(compressed_for_one_request(cut, encoding, budget).await)
+    }
+
+    /// How many compressed variants of kept bodies were made (each once per body and
+    /// encoding).
+    pub fn compressions(&self) -> usize {
+        self.bodies.compressions.load(Ordering::Relaxed)
+    }
+
+    /// The kept body of `key` (no step), rendered by the first request that needs it.
+    async fn kept(self: &Arc<Self>, key: BodyKey, budget: &Admission<'_>) -> Result<Cached, StoreError> {
+        let (view, include_subagents, branch) = key;
+        let cell = self.bodies.cell(key, Encoding::Identity);
+        let kept = cell
+            .get_or_try_init(|| async {
+                let _permit = budget.reserve(self.whole_render_estimate(view, branch)).await?;
+                let me = self.clone();
+                let rendered = on_cpu_pool(move || {
+                    if view == View::Workflow {
+                        Cached::Workflow(Arc::new(WholeWorkflow::render(&me.session, branch)))
+                    } else {
+                        let options = ViewOptions {
+                            step: None,
+                            include_subagents,
+                            branch,
+                        };
+                        Cached::Body(views::render(&me.session, view, options))
+                    }
+                })
+                .await?;
+                self.bodies.keep(&rendered);
+                Ok::<_, StoreError>(rendered)
+            })
+            .await?;
+        Ok(kept.clone())
+    }
+
+    /// The kept `body` of `key` in `encoding`: its kept variant, made by the first request
+    /// that asks. When the variant cannot be made now (no room in the budget), the body as
+    /// it is.
+    async fn kept_variant(
+        &self,
+        key: BodyKey,
+        body: &Body,
+        encoding: Encoding,
+        budget: &Admission<'_>,
+    ) -> Served {
+        let identity = || Served {
+            body: body.clone(),
+            encoding: Encoding::Identity,
+            permit: None,
+        };
+        if encoding == Encoding::Identity || body.len() < MIN_COMPRESSED_BYTES {
+            return identity();
+        }
+        let cell = self.bodies.cell(key, encoding);
+        let variant = cell
+            .get_or_try_init(|| async {
+                let _permit = budget.reserve(compressed_estimate(body)).await?;
+                let plain = body.clone();
+                let compressed = on_cpu_pool(move || compress(&plain, encoding, Effort::Kept))
+                    .await?
+                    .map_err(compression_failed)?;
+                let variant = Cached::Body(compressed);
+                self.bodies.keep(&variant);
+                self.bodies.compressions.fetch_add(1, Ordering::Relaxed);
+                Ok::<_, StoreError>(variant)
+            })
+            .await;
+        match variant {
+            Ok(variant) => Served {
+                body: variant.body().clone(),
+                encoding,
+                permit: None,
+            },
+            Err(e) => {
+                tracing::debug!(error = %e, ?encoding, "sending a body uncompressed");
+                identity()
+            }
+        }
+    }
+
+    /// The body of `key` cut at `step`, made for the request within `budget`.
+    async fn cut(
+        self: &Arc<Self>,
+        key: BodyKey,
+        step: u64,
+        budget: &Admission<'_>,
+    ) -> Result<Served, StoreError> {
+        let (view, include_subagents, branch) = key;
+        if view == View::Workflow {
+            let Cached::Workflow(whole) = self.kept(key, budget).await? else {
+                return Err(StoreError::Task("the kept workflow has no layout".into()));
+            };
+            let permit = budget.reserve(whole.cut_fresh_bytes(&self.session, step)).await?;
+            let me = self.clone();
+            let body = on_cpu_pool(move || whole.cut(&me.session, step)).await?;
+            return Ok(Served {
+                body,
+                encoding: Encoding::Identity,
+                permit: Some(permit),
+            });
+        }
+        // The graph cut at a step: small, but the senders of every node are tallied.
+        let permit = budget
+            .reserve(RENDER_OVERHEAD + 64 * self.session.workflow.nodes.len())
+            .await?;
+        let me = self.clone();
+        let options = ViewOptions {
+            step: Some(step),
+            include_subagents,
+            branch,
+        };
+        let body = on_cpu_pool(move || views::render(&me.session, view, options)).await?;
+        Ok(Served {
+            body,
+            encoding: Encoding::Identity,
+            permit: Some(permit),
+        })
+    }
+
+    /// The context at the entry `leaf` (`None` when the session has no such entry) in
+    /// `encoding` when that is worth it, rendered within `budget`.
+    pub async fn context_at(
+        self: &Arc<Self>,
+        leaf: String,
+        encoding: Encoding,
+        budget: &RenderBudget,
+    ) -> Result<Option<Served>, StoreError> {
+        let budget = &budget.admission();
+        let permit = budget
+            .reserve(self.whole_render_estimate(View::Context, Branch::All))
+            .await?;
+        let me = self.clone();
+        let rendered = on_cpu_pool(move || {
+            context_body(&me.session, Some(&leaf))
+                .ok()
+                .map(|b| Body::from(serde_json::to_vec(&b).unwrap_or_default()))
+        })
+        .await?;
+        let Some(body) = rendered else {
+            return Ok(None);
+        };
+        let served = Served {
+            body,
+            encoding: Encoding::Identity,
+            permit: Some(permit),
+        };
+        Ok(Some(compressed_for_one_request(served, encoding, budget).await))
+    }
+
+    /// What rendering a whole body may hold: bodies are about as large as the input, and
+    /// the active branch's workflow is built for it.
+    fn whole_render_estimate(&self, view: View, branch: Branch) -> usize {
+        let branch_workflow = match (view, branch) {
+            (View::Workflow | View::Chatlog, Branch::Active) => 512 * self.session.workflow.nodes.len(),
+            _ => 0,
+        };
+        RENDER_OVERHEAD + self.input_bytes + branch_workflow
+    }
+}
+
+/// `served` (made for one request) in `encoding`, compressed quickly on the CPU pool; as it
+/// is when it is small or the budget has no room for the compressed copy.
+async fn compressed_for_one_request(served: Served, encoding: Encoding, budget: &Admission<'_>) -> Served {
+    if encoding == Encoding::Identity || served.body.len() < MIN_COMPRESSED_BYTES {
+        return served;
+    }
+    let Ok(permit) = budget.reserve(compressed_estimate(&served.body)).await else {
+        return served;
+    };
+    let plain = served.body.clone();
+    let compressed = on_cpu_pool(move || compress(&plain, encoding, Effort::OneOff)).await;
+    match compressed.and_then(|c| c.map_err(compression_failed)) {
+        Ok(body) => Served {
+            body,
+            encoding,
+            permit: Some(permit),
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, ?encoding, "compression failed; sending the body as it is");
+            served
+        }
+    }
+}
+
+fn compression_failed(e: std::io::Error) -> StoreError {
+    StoreError::Task(format!("compression failed: {e}"))
+}
+
+/// What compressing `body` may hold: JSON bodies compress to a fifth or less; half is a
+/// margin.
+fn compressed_estimate(body: &Body) -> usize {
+    RENDER_OVERHEAD + body.len() / 2
+}
+
+/// Runs `render` on the CPU pool (rayon's threads, one per core), where the renders' own
+/// parallel parts run too. Unlike the blocking pool, which starts a thread for every task
+/// waiting, it never runs more renders at once than there are cores: a burst of cheap
+/// renders queues instead of starting hundreds of threads, each with its own allocator
+/// heap, that then compete with the async workers for the CPU.
+async fn on_cpu_pool<T: Send + 'static>(
+    render: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, StoreError> {
+    let (done, result) = tokio::sync::oneshot::channel();
+    rayon::spawn(move || {
+        // Nobody waits any more when the request went away.
+        let _ = done.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(render)));
+    });
+    match result.await {
+        Ok(Ok(rendered)) => Ok(rendered),
+        Ok(Err(_)) => Err(StoreError::Task("a render panicked".into())),
+        Err(_) => Err(StoreError::Task("a render was dropped".into())),
+    }
+}
