@@ -10,8 +10,7 @@ use serde_json::{json, Value};
 use sessiongraph::labels::store::Backend;
 use sqlx::{Connection, Executor};
 
-use crate::helpers::fixture;
-use crate::server::{fixture_files, Options, Reply, TestServer};
+use crate::server::{Options, Reply, TestServer};
 
 /// A label database for one scenario.
 pub struct TestDb {
@@ -93,15 +92,7 @@ impl TestDb {
 /// text; sub-agent units included).
 pub async fn sample_server(options: Options) -> (TestServer, String, Vec<(String, String, bool)>) {
     let server = TestServer::start(options).await;
-    let up = server
-        .upload_multipart(
-            &[("framework", "claudecode")],
-            "file",
-            &fixture_files(&fixture("commugraph-sample")),
-        )
-        .await;
-    assert!(up.status.is_success(), "{}", up.json);
-    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let id = server.upload_sample().await;
     let units = units(&server, &id).await;
     (server, id, units)
 }

@@ -31,14 +31,7 @@ fn assert_adapted(case: &str, got: &Reply, status: StatusCode, body: Value, why:
 
 async fn with_sample() -> (TestServer, String) {
     let server = TestServer::start(Options::default()).await;
-    let up = server
-        .upload_multipart(
-            &[("framework", "claudecode")],
-            "file",
-            &fixture_files(&fixture("commugraph-sample")),
-        )
-        .await;
-    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let id = server.upload_sample().await;
     (server, id)
 }
 

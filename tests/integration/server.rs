@@ -207,6 +207,19 @@ impl TestServer {
         Reply::read(request.send().await.unwrap()).await
     }
 
+    /// Uploads the CommuGraph sample (main log and its four sub-agents) and returns its id.
+    pub async fn upload_sample(&self) -> String {
+        let up = self
+            .upload_multipart(
+                &[("framework", "claudecode")],
+                "file",
+                &fixture_files(&crate::helpers::fixture("commugraph-sample")),
+            )
+            .await;
+        assert!(up.status.is_success(), "{}", up.json);
+        up.json["graph_id"].as_str().unwrap().to_owned()
+    }
+
     /// GET `path` with `If-None-Match: etag` (the reply's body is not read as JSON).
     pub async fn get_if_none_match(&self, path: &str, etag: &str) -> Reply {
         let r = self
