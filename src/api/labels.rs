@@ -16,8 +16,6 @@ use super::error::{echo, session_not_found, ApiError};
 use super::etag::none_match;
 use super::query::QueryPairs;
 use super::AppState;
-use crate::core::session::Branch;
-use crate::core::views::annotations::annotations;
 use crate::labels::validate::check_annotator;
 use crate::labels::{LabelError, LabelSet, Precondition, SetFilter, SetKey, Status};
 
@@ -166,15 +164,9 @@ async fn unit_text(state: &AppState, id: &str, event_id: &str) -> Result<String,
         .await
         .map_err(|e| ApiError::from_store(e, session_not_found))?;
     let wanted = event_id.to_owned();
-    let text = tokio::task::spawn_blocking(move || {
-        annotations(&loaded.session, true, Branch::All)
-            .annotations
-            .iter()
-            .find(|u| u.event_id() == wanted)
-            .map(|u| u.text().to_owned())
-    })
-    .await
-    .map_err(|e| ApiError::Internal(format!("finding a unit: {e}")))?;
+    let text = tokio::task::spawn_blocking(move || loaded.unit_text(&wanted).map(str::to_owned))
+        .await
+        .map_err(|e| ApiError::Internal(format!("finding a unit: {e}")))?;
     text.ok_or_else(|| {
         ApiError::NotFound(format!(
             "Unit '{}' not found in session '{}'",
