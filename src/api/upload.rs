@@ -15,8 +15,8 @@ use crate::core::input::Format;
 use crate::core::{LoadOptions, SessionInput, SourceFile};
 use crate::store::Framework;
 
-/// The frameworks uploads accept.
-pub const FRAMEWORKS: [&str; 2] = ["claudecode", "pi"];
+/// The frameworks uploads accept, by name.
+pub const FRAMEWORKS: [&str; 2] = [Framework::ALL[0].name(), Framework::ALL[1].name()];
 
 /// The upload response (the reference's keys, in its order, then `diagnostics`).
 #[derive(Debug, Serialize)]

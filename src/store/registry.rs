@@ -106,8 +106,11 @@ pub enum Framework {
 }
 
 impl Framework {
+    /// Every framework read here, in the order `/api/frameworks` lists them.
+    pub const ALL: [Framework; 2] = [Framework::ClaudeCode, Framework::Pi];
+
     /// Its name, as listed by `/api/frameworks` and stored.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Framework::ClaudeCode => "claudecode",
             Framework::Pi => "pi",
@@ -118,11 +121,9 @@ impl Framework {
     /// stores such a name as sent and then refuses the session's views); `None` for one
     /// not read here.
     pub fn from_name(name: &str) -> Option<Framework> {
-        match name.to_ascii_lowercase().as_str() {
-            "claudecode" => Some(Framework::ClaudeCode),
-            "pi" => Some(Framework::Pi),
-            _ => None,
-        }
+        Framework::ALL
+            .into_iter()
+            .find(|f| f.name().eq_ignore_ascii_case(name))
     }
 
     /// The framework of a log format.
