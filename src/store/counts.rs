@@ -7,8 +7,8 @@
 //!
 //! An entry holds while the main log keeps the size and modification time it had when it
 //! was counted; a log that changed is counted again when it is next parsed. The file is a
-//! cache: it is rewritten whole (temporary file, then rename) after each new count, and one
-//! that cannot be read is ignored.
+//! cache: it is rewritten whole (temporary file, then rename) after a request's parse finds
+//! new counts and once after the background count, and one that cannot be read is ignored.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -67,18 +67,21 @@ impl DiskCounts {
     }
 
     /// Keeps the counts of the session whose main log is `main` (of `len` bytes, modified at
-    /// `modified`), and writes the file when they are new.
-    pub fn record(&self, main: &Path, len: u64, modified: SystemTime, counts: Counts) {
+    /// `modified`) in memory; true when they are new. [`DiskCounts::save`] writes them.
+    pub fn record(&self, main: &Path, len: u64, modified: SystemTime, counts: Counts) -> bool {
         let entry = Entry {
             len,
             modified_ns: nanos(modified),
             counts,
         };
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.insert(key(main), entry) != Some(entry)
+    }
+
+    /// Writes every count kept to the file (temporary file, then rename).
+    pub fn save(&self) {
         let json = {
-            let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            if entries.insert(key(main), entry) == Some(entry) {
-                return;
-            }
+            let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             serde_json::to_vec(&*entries).unwrap_or_default()
         };
         let tmp = self.file.with_extension("json.tmp");
@@ -112,7 +115,13 @@ mod tests {
             node_count: 3,
             edge_count: 0,
         };
-        DiskCounts::open(dir.path()).record(main, 100, when, counts);
+        let kept = DiskCounts::open(dir.path());
+        assert!(kept.record(main, 100, when, counts));
+        assert!(
+            !kept.record(main, 100, when, counts),
+            "the same counts are not new"
+        );
+        kept.save();
         let reopened = DiskCounts::open(dir.path());
         assert_eq!(reopened.get(main, 100, when), Some(counts));
         assert_eq!(reopened.get(main, 101, when), None, "grown since");

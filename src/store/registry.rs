@@ -392,7 +392,7 @@ pub struct Store {
     accepting: DashMap<String, Arc<tokio::sync::Mutex<()>>>,
     uploads: Option<UploadDir>,
     /// Counts of sessions on disk, kept across restarts (with a data directory).
-    disk_counts: Option<DiskCounts>,
+    disk_counts: Option<Arc<DiskCounts>>,
     config: StoreConfig,
     ready: AtomicBool,
     parses: Arc<AtomicUsize>,
@@ -426,7 +426,10 @@ impl Store {
             slots: DashMap::new(),
             accepting: DashMap::new(),
             uploads,
-            disk_counts: config.data_dir.as_deref().map(DiskCounts::open),
+            disk_counts: config
+                .data_dir
+                .as_deref()
+                .map(|dir| Arc::new(DiskCounts::open(dir))),
             budget: RenderBudget::new(config.render_budget_bytes, budget::DEFAULT_WAIT),
             config,
             ready: AtomicBool::new(false),
@@ -585,23 +588,32 @@ impl Store {
             .await?
             .clone();
         if loaded_now {
-            self.keep_counts(&slot, &loaded);
+            if let (true, Some(kept)) = (self.keep_counts(&slot, &loaded), self.disk_counts.clone()) {
+                // A file write, off the async workers; rare (a parse that found new counts).
+                let _ = tokio::task::spawn_blocking(move || kept.save()).await;
+            }
             self.enforce_budget(&slot.id);
         }
         Ok((slot, loaded))
     }
 
     /// Keeps what a parse of `slot` counted: in the slot, and for a session on disk in the
-    /// data directory too (so that a restart lists it with its counts).
-    fn keep_counts(&self, slot: &Slot, loaded: &Loaded) {
+    /// data directory too (so that a restart lists it with its counts). True when the data
+    /// directory's counts changed and are not saved yet.
+    fn keep_counts(&self, slot: &Slot, loaded: &Loaded) -> bool {
         let counts = stored_counts(&loaded.counts);
         *lock(&slot.counts) = Some(counts);
-        if let (Source::Disk(found), Some(kept), Some(main)) =
-            (&slot.source, &self.disk_counts, loaded.stamps.first())
-        {
-            if let Some(modified) = main.modified {
-                kept.record(&found.main, main.len, modified, counts);
-            }
+        match (&slot.source, &self.disk_counts, loaded.stamps.first()) {
+            (
+                Source::Disk(found),
+                Some(kept),
+                Some(FileStamp {
+                    len,
+                    modified: Some(modified),
+                    ..
+                }),
+            ) => kept.record(&found.main, *len, *modified, counts),
+            _ => false,
         }
     }
 
@@ -636,6 +648,10 @@ impl Store {
                 }
                 Err(e) => tracing::debug!(id = %slot.id, error = %e, "could not count a session"),
             }
+        }
+        // Written once for the whole pass, not once per session.
+        if let (true, Some(kept)) = (counted > 0, &self.disk_counts) {
+            kept.save();
         }
         tracing::info!(
             counted,
