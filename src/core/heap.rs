@@ -59,12 +59,6 @@ impl HeapSize for String {
     }
 }
 
-impl HeapSize for &'static str {
-    fn heap_size(&self) -> usize {
-        0
-    }
-}
-
 impl HeapSize for Box<RawValue> {
     fn heap_size(&self) -> usize {
         self.get().len()

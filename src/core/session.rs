@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use super::classify::{self, NoticeKind, UserClass};
 use super::dedup::{dedup_records, Dedup, DropReason};
-use super::diagnostics::{Diagnostics, FileSummary, LineIssue, RecordIssue, Samples, TypeCounts};
+use super::diagnostics::{Diagnostics, FileSummary, LineIssue, RecordIssue, TypeCounts};
 use super::group::{group_turns, Turn};
 use super::input::{agent_id_from_name, FileRole, Format, SessionInput, SourceFile};
 use super::order::{order_units, OrderUnit, Ordering, ParentLink, ParentSlot, SortKey};
@@ -587,7 +587,7 @@ fn read_files(
     let mut file_stats = Vec::with_capacity(sources.len());
     let mut pi_header = None;
     for (f, parsed) in sources.iter().zip(parsed_files) {
-        let Some((parsed, header)) = parsed else {
+        let Some((mut parsed, header)) = parsed else {
             file_stats.push(FileStats::default());
             continue;
         };
@@ -601,7 +601,7 @@ fn read_files(
                 reason: bad.error.to_string(),
             });
         }
-        record_line_issues(&f.name, &parsed, diagnostics);
+        record_line_issues(&f.name, &mut parsed, diagnostics);
         file_stats.push(FileStats {
             lines: parsed.lines,
             records: parsed.records_read,
@@ -621,37 +621,27 @@ fn read_files(
 
 /// Records a file's bad and repaired lines in the diagnostics (counts, and examples while
 /// there is room).
-fn record_line_issues(file: &str, parsed: &ParsedFile, diagnostics: &mut Diagnostics) {
-    let bad = parsed.bad_lines.samples.iter().map(|bad| {
-        let mut reason = bad.error.to_string();
-        if bad.unterminated {
-            reason.push_str(" (last line, no newline: the file may still be being written)");
-        }
-        LineIssue {
+fn record_line_issues(file: &str, parsed: &mut ParsedFile, diagnostics: &mut Diagnostics) {
+    diagnostics
+        .bad_lines
+        .absorb(std::mem::take(&mut parsed.bad_lines), |bad| {
+            let mut reason = bad.error.to_string();
+            if bad.unterminated {
+                reason.push_str(" (last line, no newline: the file may still be being written)");
+            }
+            LineIssue {
+                file: file.to_owned(),
+                line: bad.line,
+                reason,
+            }
+        });
+    diagnostics
+        .repaired_lines
+        .absorb(std::mem::take(&mut parsed.repaired), |fixed| LineIssue {
             file: file.to_owned(),
-            line: bad.line,
-            reason,
-        }
-    });
-    diagnostics.bad_lines.absorb(
-        Samples {
-            count: parsed.bad_lines.count,
-            samples: bad.collect(),
-        },
-        |issue| issue,
-    );
-    let repaired = parsed.repaired.samples.iter().map(|fixed| LineIssue {
-        file: file.to_owned(),
-        line: fixed.line,
-        reason: fixed.repair.to_owned(),
-    });
-    diagnostics.repaired_lines.absorb(
-        Samples {
-            count: parsed.repaired.count,
-            samples: repaired.collect(),
-        },
-        |issue| issue,
-    );
+            line: fixed.line,
+            reason: fixed.repair.to_owned(),
+        });
 }
 
 /// The lanes (main, then one per agent) and each record's lane: a sub-agent log's records
