@@ -282,7 +282,14 @@ impl IntoResponse for ApiError {
 pub async fn json_errors(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        // The rest of the body is never read, so the connection cannot carry another
+        // request: say so, or a client may send its next request on it and lose it.
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     if let Some(InternalCause(cause)) = response.extensions().get::<InternalCause>() {
         tracing::error!(%cause, "request failed");
     }
