@@ -10,6 +10,8 @@ pub mod store;
 pub mod validate;
 
 pub use codebook::{Codebook, CodebookError};
-pub use model::{HistoryEntry, LabelSet, Precondition, SetFilter, Status};
+pub use model::{
+    ExportedUnit, HistoryEntry, ImportItem, ImportKind, LabelSet, Precondition, SetFilter, Status, Suggestion,
+};
 pub use store::{LabelError, LabelStore, OpenError, SetKey};
 pub use validate::Invalid;

@@ -219,6 +219,82 @@ impl Precondition {
     }
 }
 
+/// A model's suggested labels on a unit: shown apart from human sets, never counted in
+/// agreement (Argilla's suggestions, Label Studio's predictions).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Suggestion {
+    /// The unit.
+    pub event_id: String,
+    /// The model (or agent) that suggested them, with its version if it has one.
+    pub model: String,
+    /// The model's score for the whole suggestion, if it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+    /// The suggested labels (checked like a set's).
+    pub labels: Vec<LabelRecord>,
+    /// When it was last imported (RFC 3339, UTC).
+    pub updated_at: String,
+}
+
+/// One line of the JSONL export: a unit, as its annotations body shows it, with every
+/// annotator's set, the suggestions and the adjudicated set.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExportedUnit {
+    /// The session.
+    pub session_id: String,
+    /// The unit.
+    pub event_id: String,
+    /// `user_turn`, `assistant_turn` or `system_turn` (`None`: the unit is orphaned).
+    #[serde(default)]
+    pub unit_type: Option<String>,
+    /// The unit's text, as evidence quotes are grounded in (empty when orphaned).
+    #[serde(default)]
+    pub text: String,
+    /// The unit as `GET /api/graph/{id}/annotations` gives it (`null`: orphaned).
+    #[serde(default)]
+    pub unit: Option<Box<serde_json::value::RawValue>>,
+    /// True when the session no longer has the unit (its labels are kept).
+    #[serde(default)]
+    pub orphaned: bool,
+    /// Every annotator's set, whatever its status (adjudicated ones included), by annotator.
+    #[serde(default)]
+    pub annotations: Vec<LabelSet>,
+    /// The models' suggestions, by model.
+    #[serde(default)]
+    pub suggestions: Vec<Suggestion>,
+    /// The adjudicated set in force: the latest one written, if any.
+    #[serde(default)]
+    pub adjudicated: Option<LabelSet>,
+}
+
+/// What one imported record asks for, before validation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ImportKind {
+    /// A human set: a body of the shape `PUT /api/graph/{id}/labels/{event_id}` takes
+    /// (`annotator`, `labels`, `status`, `note`, `lead_time`).
+    Set(Value),
+    /// A model's suggestion.
+    Suggestion {
+        /// The model.
+        model: String,
+        /// Its score, as given (checked to be a number in [0, 1]).
+        score: Option<Value>,
+        /// The labels, as given (checked like a set's).
+        labels: Value,
+    },
+}
+
+/// One record to import, from a JSONL line or a Label Studio task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportItem {
+    /// The session.
+    pub session_id: String,
+    /// The unit.
+    pub event_id: String,
+    /// The set or suggestion.
+    pub kind: ImportKind,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
