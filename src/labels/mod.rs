@@ -1,9 +1,12 @@
 //! Labeling: what a team codes annotation units with, and where their labels live.
 //!
+//! - [`agreement`]: inter-annotator agreement (Krippendorff's alpha, Cohen's and Fleiss'
+//!   kappa) and the label-set agreement report (pure).
 //! - [`codebook`]: the labels, their definitions, rules, cues and typed output fields.
 //! - [`model`]: label records, sets, history entries, `If-Match` preconditions.
 //! - [`validate`]: a set write checked against the codebook and the unit's text (pure).
 //! - [`store`]: the label database (SQLite or PostgreSQL), migrations and transactions.
+pub mod agreement;
 pub mod codebook;
 pub mod model;
 pub mod store;
