@@ -297,6 +297,14 @@ fn short_id(parts: &[&str]) -> String {
 /// full prediction; a quick export's prediction ids are skipped). A task that is not of
 /// the expected shape gives an `Err` naming it (`task 3 (Label Studio id 17): ...`, the
 /// position counted from 0) and what is wrong. Never panics.
+///
+/// A set's annotator is its `choices` items' `meta.annotator`, else the annotation's
+/// `completed_by` (see the module doc); its status is `discarded` when the annotation
+/// `was_cancelled`, else `meta.status`, else `submitted` (`ground_truth` is not read: Label
+/// Studio sets it on annotations of its own). Labels come from `value.choices` (confidence:
+/// the item's `score`; fields, cue, note: its meta) and from evidence spans (the quote: the
+/// span's `value.text`; a span's label nobody chose is added). Result items of other types
+/// are ignored. Values are copied as given: the bodies are checked when imported.
 pub fn parse_export(json: &Value) -> Vec<Result<Vec<ImportItem>, String>> {
     match json {
         Value::Array(tasks) => tasks
