@@ -5,9 +5,12 @@
 //! - [`codebook`]: the labels, their definitions, rules, cues and typed output fields.
 //! - [`model`]: label records, sets, history entries, `If-Match` preconditions.
 //! - [`validate`]: a set write checked against the codebook and the unit's text (pure).
+//! - [`labelstudio`]: the codebook as a Label Studio config, units as Label Studio tasks,
+//!   Label Studio's JSON export back into import items (pure).
 //! - [`store`]: the label database (SQLite or PostgreSQL), migrations and transactions.
 pub mod agreement;
 pub mod codebook;
+pub mod labelstudio;
 pub mod model;
 pub mod store;
 pub mod validate;
