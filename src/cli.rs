@@ -164,3 +164,85 @@ pub fn healthcheck(args: &HealthcheckArgs) -> Result<(), HealthcheckError> {
         Err(HealthcheckError::Status(status_line))
     }
 }
+
+/// Arguments of `sessiongraph labels export`: the server's settings (data directory,
+/// sessions directories, label database, codebook) and what to export.
+#[derive(Debug, Args)]
+pub struct LabelsExportArgs {
+    /// `jsonl` (one unit per line), `label-studio` (Label Studio tasks) or
+    /// `label-studio-config` (the labeling config generated from the codebook).
+    #[arg(long, default_value = "jsonl", value_parser = ["jsonl", "label-studio", "label-studio-config"])]
+    pub format: String,
+    /// Only this session.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Every unit of the sessions, labeled or not (default: units with labels or suggestions).
+    #[arg(long)]
+    pub all_units: bool,
+    /// The server's settings: where sessions and labels are.
+    #[command(flatten)]
+    pub serve: crate::config::ServeArgs,
+}
+
+/// Why a label export failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LabelsExportError {
+    /// The data directory could not be opened.
+    #[error("cannot open the data directory: {0}")]
+    Store(#[from] crate::store::StoreError),
+    /// The codebook could not be read.
+    #[error(transparent)]
+    Codebook(#[from] crate::labels::CodebookError),
+    /// The label database could not be opened.
+    #[error(transparent)]
+    Open(#[from] crate::labels::OpenError),
+    /// The label database failed part way.
+    #[error(transparent)]
+    Labels(#[from] crate::labels::LabelError),
+    /// The output could not be written.
+    #[error("failed to write the output: {0}")]
+    Output(#[from] std::io::Error),
+}
+
+/// Runs `labels export`: the same stream as `GET /api/labels/export`, written to `out`.
+pub async fn labels_export(args: &LabelsExportArgs, out: &mut impl Write) -> Result<(), LabelsExportError> {
+    use crate::labels::export::{ExportScope, Format};
+    let codebook = std::sync::Arc::new(args.serve.codebook()?);
+    if args.format == "label-studio-config" {
+        out.write_all(crate::labels::labelstudio::label_config(&codebook).as_bytes())?;
+        out.write_all(b"\n")?;
+        return Ok(out.flush()?);
+    }
+    let format = Format::parse(&args.format).unwrap_or(Format::Jsonl);
+    let store = crate::store::Store::new(crate::store::StoreConfig {
+        background_counts: false,
+        ..args.serve.store_config()
+    })?;
+    let store = tokio::task::spawn_blocking(move || store.restore().map(|()| store))
+        .await
+        .map_err(|e| std::io::Error::other(format!("restoring the store: {e}")))??;
+    let labels =
+        crate::labels::LabelStore::open(&args.serve.database_url()?, codebook, args.serve.label_policy())
+            .await?;
+    let scope = ExportScope {
+        session_id: args.session.clone(),
+        all_units: args.all_units,
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+    let export = labels.export(&store, format, &scope, tx);
+    let write = async {
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+        while let Some(chunk) = rx.recv().await {
+            out.write_all(&chunk?)?;
+        }
+        if format == Format::Jsonl {
+            return out.flush();
+        }
+        out.write_all(b"\n")?;
+        out.flush()
+    };
+    let (exported, written) = tokio::join!(export, write);
+    labels.close().await;
+    exported?;
+    Ok(written?)
+}

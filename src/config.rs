@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 
 use crate::api::auth::ApiKeys;
 use crate::api::ApiConfig;
-use crate::labels::{Codebook, CodebookError};
+use crate::labels::{Codebook, CodebookError, LabelPolicy};
 use crate::store::StoreConfig;
 
 /// How logs are written.
@@ -101,6 +101,13 @@ pub struct ServeArgs {
     /// environment variable).
     #[arg(long = "reviewer", env = "SESSIONGRAPH_REVIEWERS", value_delimiter = ',')]
     pub reviewers: Vec<String>,
+    /// Blind labeling: an annotator (a named API key, or `?annotator=`) sees only their own
+    /// labels on a unit until they have submitted it; reviewers see all.
+    #[arg(long, env = "SESSIONGRAPH_BLIND_LABELS")]
+    pub blind_labels: bool,
+    /// Seconds a unit handed out by the labeling queue stays reserved for its annotator.
+    #[arg(long, env = "SESSIONGRAPH_RESERVATION_SECS", default_value_t = 600)]
+    pub reservation_secs: u64,
 }
 
 /// Why the settings are unusable.
@@ -168,13 +175,19 @@ impl ServeArgs {
         }
     }
 
-    /// The reviewers named, blanks left out.
-    pub fn reviewers(&self) -> Vec<String> {
-        self.reviewers
-            .iter()
-            .map(|r| r.trim().to_owned())
-            .filter(|r| !r.is_empty())
-            .collect()
+    /// The labeling policy: the reviewers named (blanks left out), blind mode, the queue's
+    /// reservation time.
+    pub fn label_policy(&self) -> LabelPolicy {
+        LabelPolicy {
+            reviewers: self
+                .reviewers
+                .iter()
+                .map(|r| r.trim().to_owned())
+                .filter(|r| !r.is_empty())
+                .collect(),
+            blind: self.blind_labels,
+            reservation: Duration::from_secs(self.reservation_secs.max(1)),
+        }
     }
 
     /// The HTTP layer's settings.

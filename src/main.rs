@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use sessiongraph::cli::{self, ExportArgs, HealthcheckArgs};
+use sessiongraph::cli::{self, ExportArgs, HealthcheckArgs, LabelsExportArgs};
 use sessiongraph::config::{LogFormat, ServeArgs};
 use sessiongraph::labels::LabelStore;
 use sessiongraph::store::Store;
@@ -34,6 +34,17 @@ enum Command {
     Export(ExportArgs),
     /// Probe a running server's /healthz (for container health checks); exit 0 when healthy.
     Healthcheck(HealthcheckArgs),
+    /// Labels: export them (as `GET /api/labels/export` does) without running a server.
+    #[command(subcommand)]
+    Labels(LabelsCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum LabelsCommand {
+    /// Print every unit with labels (or all units) with every annotator's labels, the
+    /// suggestions and the adjudicated set: JSONL, Label Studio tasks, or Label Studio's
+    /// labeling config.
+    Export(LabelsExportArgs),
 }
 
 /// `serve`'s settings when no subcommand is given: defaults and environment.
@@ -49,6 +60,7 @@ fn main() -> ExitCode {
         Some(Command::Export(args)) => cli::export(&args, &mut std::io::stdout().lock()).map_err(Into::into),
         Some(Command::Serve(args)) => serve(args),
         Some(Command::Healthcheck(args)) => cli::healthcheck(&args).map_err(Into::into),
+        Some(Command::Labels(LabelsCommand::Export(args))) => labels_export(&args),
         None => serve(DefaultServe::parse_from(["sessiongraph"]).args),
     };
     match result {
@@ -80,6 +92,13 @@ fn error_chain(e: &anyhow::Error) -> String {
     out
 }
 
+/// `labels export` on a runtime of its own.
+fn labels_export(args: &LabelsExportArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
+    runtime.block_on(cli::labels_export(args, &mut std::io::stdout().lock()))?;
+    Ok(())
+}
+
 /// True when the error comes from writing to a pipe whose reader has gone.
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain()
@@ -96,7 +115,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let store_config = args.store_config();
     let database_url = args.database_url()?;
-    let reviewers = args.reviewers();
+    let policy = args.label_policy();
     tracing::info!(
         listen = %args.listen,
         data_dir = %args.data_dir.display(),
@@ -105,7 +124,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         read_only = api.read_only,
         codebook = %codebook.file,
         labels_database = %sessiongraph::labels::store::redact(&database_url),
-        reviewers = reviewers.len(),
+        reviewers = policy.reviewers.len(),
+        blind_labels = policy.blind,
         labels = codebook.labels.len(),
         "starting"
     );
@@ -118,7 +138,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let store = Store::new(store_config).context("failed to open the data directory")?;
         let codebook = Arc::new(codebook);
-        let labels = LabelStore::open(&database_url, codebook.clone(), reviewers).await?;
+        let labels = LabelStore::open(&database_url, codebook.clone(), policy).await?;
         tracing::info!(backend = labels.backend().name(), "label database ready");
         let labels = Arc::new(labels);
         let state = AppState {

@@ -1,5 +1,11 @@
 //! Access control for a shared deployment: optional API keys and a read-only mode.
 //!
+//! A key may be named: an entry `NAME:KEY`, where NAME is a valid annotator name (ASCII
+//! letters, digits, `.`, `_`, `-`, `@`), makes NAME the annotator of every request that
+//! presents KEY (see [`Identity`]): label writes for another annotator are then refused
+//! (403) unless NAME is a reviewer, and blind mode shows NAME's view. An entry without a
+//! colon, or whose part before the first colon is not a valid name, is an unnamed key.
+//!
 //! With keys configured, every route but `/healthz` and `/readyz` (probes) and CORS
 //! preflights wants one, as `Authorization: Bearer <key>` or `X-API-Key: <key>`. Keys are
 //! compared in constant time: each presented key is hashed and its digest compared with
@@ -11,16 +17,24 @@ use axum::http::{header, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 use super::AppState;
+use crate::labels::validate::check_annotator;
 
-/// The allowed API keys, kept as SHA-256 digests. Empty: no key is needed.
+/// The allowed API keys, kept as SHA-256 digests, with their names. Empty: no key is
+/// needed.
 #[derive(Clone, Default)]
 pub struct ApiKeys {
     digests: Vec<[u8; 32]>,
+    names: Vec<Option<String>>,
 }
+
+/// The annotator a request is made as: the name of the API key it presents (inserted into
+/// the request's extensions by [`require_api_key`]; absent for an unnamed key or an open
+/// API).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity(pub String);
 
 impl std::fmt::Debug for ApiKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -30,16 +44,24 @@ impl std::fmt::Debug for ApiKeys {
 }
 
 impl ApiKeys {
-    /// The keys `keys` (blank entries are ignored).
+    /// The keys `keys`, each `KEY` or `NAME:KEY` (blank entries are ignored).
     pub fn new<S: AsRef<str>>(keys: impl IntoIterator<Item = S>) -> ApiKeys {
-        ApiKeys {
-            digests: keys
-                .into_iter()
-                .map(|k| k.as_ref().trim().to_owned())
-                .filter(|k| !k.is_empty())
-                .map(|k| Sha256::digest(k.as_bytes()).into())
-                .collect(),
+        let mut all = ApiKeys::default();
+        for entry in keys {
+            let entry = entry.as_ref().trim();
+            let (name, key) = match entry.split_once(':') {
+                Some((name, key)) if check_annotator("key", name).is_ok() && !key.trim().is_empty() => {
+                    (Some(name.to_owned()), key.trim())
+                }
+                _ => (None, entry),
+            };
+            if key.is_empty() {
+                continue;
+            }
+            all.digests.push(Sha256::digest(key.as_bytes()).into());
+            all.names.push(name);
         }
+        all
     }
 
     /// Number of keys configured.
@@ -52,17 +74,25 @@ impl ApiKeys {
         self.digests.is_empty()
     }
 
-    /// True when `presented` is one of the keys. Takes the same time whichever key matches,
-    /// or none.
+    /// True when `presented` is one of the keys.
     pub fn allows(&self, presented: &str) -> bool {
+        self.identify(presented).is_some()
+    }
+
+    /// `Some(name)` when `presented` is one of the keys (`name`: the key's, if it has one),
+    /// `None` otherwise. Takes the same time whichever key matches, or none: every digest is
+    /// compared, and the match's position is selected without branching.
+    pub fn identify(&self, presented: &str) -> Option<Option<&str>> {
+        use subtle::{ConditionallySelectable, ConstantTimeEq};
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        let matched = self
-            .digests
-            .iter()
-            .fold(subtle::Choice::from(0), |found, allowed| {
-                found | allowed.ct_eq(&digest)
-            });
-        matched.into()
+        let mut found = subtle::Choice::from(0);
+        let mut position = 0u32;
+        for (i, allowed) in self.digests.iter().enumerate() {
+            let this = allowed.ct_eq(&digest);
+            position.conditional_assign(&(i as u32), this);
+            found |= this;
+        }
+        bool::from(found).then(|| self.names[position as usize].as_deref())
     }
 }
 
@@ -97,9 +127,16 @@ pub async fn require_api_key(State(state): State<AppState>, request: Request, ne
     if open {
         return next.run(request).await;
     }
-    let refusal = match presented_key(&request) {
-        Some(key) if keys.allows(key) => return next.run(request).await,
-        Some(_) => unauthorized("The API key is not valid"),
+    let refusal = match presented_key(&request).map(|key| keys.identify(key)) {
+        Some(Some(name)) => {
+            let identity = name.map(|n| Identity(n.to_owned()));
+            let mut request = request;
+            if let Some(identity) = identity {
+                request.extensions_mut().insert(identity);
+            }
+            return next.run(request).await;
+        }
+        Some(None) => unauthorized("The API key is not valid"),
         None => unauthorized("An API key is required: send Authorization: Bearer <key> or X-API-Key"),
     };
     refuse(request, refusal).await
@@ -173,6 +210,17 @@ mod tests {
         assert!(!keys.allows("alpha-ke"));
         assert!(!keys.allows("alpha-key2"));
         assert!(!keys.allows(""));
+    }
+
+    #[test]
+    fn a_named_key_names_its_annotator() {
+        let keys = ApiKeys::new(["alice:k-alice", "bob:k-bob", "plain", "not a name:k-x"]);
+        assert_eq!(keys.identify("k-alice"), Some(Some("alice")));
+        assert_eq!(keys.identify("k-bob"), Some(Some("bob")));
+        assert_eq!(keys.identify("plain"), Some(None));
+        assert_eq!(keys.identify("not a name:k-x"), Some(None));
+        assert_eq!(keys.identify("alice:k-alice"), None);
+        assert_eq!(keys.identify("k-x"), None);
     }
 
     #[test]

@@ -5,17 +5,25 @@
 //! - `DELETE /api/graph/{id}/labels/{event_id}?annotator=NAME`: removes it (`If-Match`).
 //! - `GET /api/graph/{id}/labels`: the session's sets (`annotator`, `status`, `label`).
 //! - `GET /api/graph/{id}/labels/{event_id}/history`: every change (`annotator`).
+//!
+//! Who asks: the named API key's annotator ([`Identity`]), else `?annotator=` (reads) or
+//! the body's `annotator` (writes). With a named key, writes for another annotator are 403
+//! unless the key's annotator is a reviewer. In blind mode reads show what
+//! [`Viewer::visible`] allows.
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use serde_json::{json, Value};
 
+use super::auth::Identity;
 use super::error::{echo, session_not_found, ApiError};
 use super::etag::none_match;
 use super::query::QueryPairs;
 use super::AppState;
+use crate::labels::consensus::Viewer;
 use crate::labels::validate::check_annotator;
 use crate::labels::{LabelError, LabelSet, Precondition, SetFilter, SetKey, Status};
 
@@ -44,6 +52,7 @@ pub async fn codebook(State(state): State<AppState>, headers: HeaderMap) -> Resp
 pub async fn put_set(
     State(state): State<AppState>,
     Path((id, event_id)): Path<(String, String)>,
+    identity: Option<Extension<Identity>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -55,7 +64,7 @@ pub async fn put_set(
     let precondition = precondition(&headers);
     let (set, created) = match state
         .labels
-        .put(&id, &event_id, &text, &body, &precondition)
+        .put(&id, &event_id, &text, &body, &precondition, writer(&identity))
         .await
     {
         Ok(stored) => stored,
@@ -74,6 +83,7 @@ pub async fn put_set(
 pub async fn delete_set(
     State(state): State<AppState>,
     Path((id, event_id)): Path<(String, String)>,
+    identity: Option<Extension<Identity>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -84,6 +94,14 @@ pub async fn delete_set(
         details: json!({ "field": "annotator" }),
     })?;
     check_annotator("annotator", annotator).map_err(|e| api_error(e.into()))?;
+    if let Some(me) = writer(&identity) {
+        if me != annotator && !state.labels.is_reviewer(me) {
+            return Err(ApiError::Forbidden(format!(
+                "the API key is {me}'s: it may not remove {}'s labels",
+                echo(annotator)
+            )));
+        }
+    }
     let key = SetKey {
         session_id: &id,
         event_id: &event_id,
@@ -96,10 +114,12 @@ pub async fn delete_set(
 }
 
 /// `GET /api/graph/{id}/labels` (`?annotator=`, `?status=`, `?label=`): the session's sets,
-/// by unit then annotator.
+/// by unit then annotator (in blind mode, those the asker may see), the models' suggestions
+/// apart, and the units with labels that the session no longer has (`orphaned`).
 pub async fn list_sets(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    identity: Option<Extension<Identity>>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     known_session(&state, &id)?;
@@ -119,11 +139,73 @@ pub async fn list_sets(
         status,
         label: query.first("label").map(str::to_owned),
     };
-    let sets = state.labels.list(&id, &filter).await.map_err(api_error)?;
+    let viewer = viewer(&state, &identity, &query);
+    let all = state
+        .labels
+        .list(&id, &SetFilter::default())
+        .await
+        .map_err(api_error)?;
+    let sets: Vec<LabelSet> = visible_sets(&state, &viewer, &all)
+        .into_iter()
+        .filter(|s| filter.matches(s))
+        .cloned()
+        .collect();
+    let suggestions = state.labels.suggestions(&id, None).await.map_err(api_error)?;
+    let orphaned = orphaned_units(&state, &id, &all).await?;
     Ok(json_response(
         StatusCode::OK,
-        &json!({ "total": sets.len(), "labels": sets }),
+        &json!({ "total": sets.len(), "labels": sets, "suggestions": suggestions, "orphaned": orphaned }),
     ))
+}
+
+/// The event ids of `sets` that session `id` no longer has, sorted.
+pub(super) async fn orphaned_units(
+    state: &AppState,
+    id: &str,
+    sets: &[LabelSet],
+) -> Result<Vec<String>, ApiError> {
+    if sets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (_, loaded) = state
+        .store
+        .get(id)
+        .await
+        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let mut ids: Vec<String> = sets.iter().map(|s| s.event_id.clone()).collect();
+    ids.dedup();
+    tokio::task::spawn_blocking(move || {
+        let units = loaded.units();
+        ids.retain(|e| units.get(e).is_none());
+        ids
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("finding orphaned labels: {e}")))
+}
+
+/// Who asks: the named key's annotator, else `?annotator=`.
+pub(super) fn viewer(state: &AppState, identity: &Option<Extension<Identity>>, query: &QueryPairs) -> Viewer {
+    let annotator = match identity {
+        Some(Extension(Identity(name))) => Some(name.clone()),
+        None => query.first("annotator").map(str::to_owned),
+    };
+    Viewer {
+        reviewer: annotator.as_deref().is_some_and(|a| state.labels.is_reviewer(a)),
+        annotator,
+    }
+}
+
+/// Of `sets` (sorted by unit), those `viewer` may see in the server's mode.
+pub(super) fn visible_sets<'s>(state: &AppState, viewer: &Viewer, sets: &'s [LabelSet]) -> Vec<&'s LabelSet> {
+    let blind = state.labels.policy().blind;
+    sets.chunk_by(|a, b| a.event_id == b.event_id)
+        .flat_map(|unit| viewer.visible(unit, blind))
+        .collect()
+}
+
+/// The named key's annotator, if the request presented one.
+pub(super) fn writer(identity: &Option<Extension<Identity>>) -> Option<&str> {
+    identity.as_ref().map(|Extension(Identity(name))| name.as_str())
 }
 
 /// `GET /api/graph/{id}/labels/{event_id}/history` (`?annotator=`): every change of the
@@ -131,15 +213,32 @@ pub async fn list_sets(
 pub async fn history(
     State(state): State<AppState>,
     Path((id, event_id)): Path<(String, String)>,
+    identity: Option<Extension<Identity>>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     known_session(&state, &id)?;
     let query = QueryPairs::parse(query.as_deref());
-    let entries = state
+    let mut entries = state
         .labels
         .history(&id, &event_id, query.first("annotator"))
         .await
         .map_err(api_error)?;
+    let viewer = viewer(&state, &identity, &query);
+    if state.labels.policy().blind && !viewer.reviewer {
+        let sets = state
+            .labels
+            .list(&id, &SetFilter::default())
+            .await
+            .map_err(api_error)?;
+        let unit: Vec<LabelSet> = sets.into_iter().filter(|s| s.event_id == event_id).collect();
+        let seen: Vec<&str> = viewer
+            .visible(&unit, true)
+            .iter()
+            .map(|s| s.annotator.as_str())
+            .chain(viewer.annotator.as_deref())
+            .collect();
+        entries.retain(|e| seen.contains(&e.annotator.as_str()));
+    }
     Ok(json_response(
         StatusCode::OK,
         &json!({ "total": entries.len(), "history": entries }),
@@ -147,7 +246,7 @@ pub async fn history(
 }
 
 /// 404 unless the session is known (without loading it).
-fn known_session(state: &AppState, id: &str) -> Result<(), ApiError> {
+pub(super) fn known_session(state: &AppState, id: &str) -> Result<(), ApiError> {
     state
         .store
         .slot(id)
@@ -157,7 +256,7 @@ fn known_session(state: &AppState, id: &str) -> Result<(), ApiError> {
 
 /// The text of unit `event_id` of session `id` (sub-agent units included); 404 when the
 /// session or the unit is unknown.
-async fn unit_text(state: &AppState, id: &str, event_id: &str) -> Result<String, ApiError> {
+pub(super) async fn unit_text(state: &AppState, id: &str, event_id: &str) -> Result<String, ApiError> {
     let (_, loaded) = state
         .store
         .get(id)
@@ -195,7 +294,7 @@ fn set_response(status: StatusCode, set: &LabelSet) -> Response {
     response
 }
 
-fn json_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
+pub(super) fn json_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
     match serde_json::to_vec(body) {
         Ok(bytes) => (
             status,
@@ -225,7 +324,7 @@ fn failure(e: LabelError) -> Response {
 
 /// A label error as the client hears it: 400 naming the field, 403, 404, 412 with the
 /// current set (and its ETag), or the generic 500 (the cause is logged).
-fn api_error(e: LabelError) -> ApiError {
+pub(super) fn api_error(e: LabelError) -> ApiError {
     match e {
         LabelError::Invalid(i) => ApiError::Invalid {
             message: i.to_string(),

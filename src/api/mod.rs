@@ -20,6 +20,7 @@ pub mod body;
 pub mod encoding;
 pub mod error;
 pub mod etag;
+pub mod labeling;
 pub mod labels;
 pub mod limits;
 pub mod query;
@@ -104,6 +105,13 @@ pub fn router(state: AppState) -> Router {
     let label_writes = put(labels::put_set)
         .delete(labels::delete_set)
         .layer(read_only.clone());
+    let import = post(labeling::import).layer((
+        read_only.clone(),
+        DefaultBodyLimit::disable(),
+        RequestBodyLimitLayer::new(labeling::MAX_IMPORT_BYTES),
+    ));
+    let queue_next = post(labeling::queue_next).layer(read_only.clone());
+    let queue_release = post(labeling::queue_release).layer(read_only.clone());
     let api_keys = axum::middleware::from_fn_with_state(state.clone(), auth::require_api_key);
     let api = Router::new()
         .route("/api/upload", upload)
@@ -123,6 +131,12 @@ pub fn router(state: AppState) -> Router {
         .route("/api/graph/{id}/labels", get(labels::list_sets))
         .route("/api/graph/{id}/labels/{event_id}", label_writes)
         .route("/api/graph/{id}/labels/{event_id}/history", get(labels::history))
+        .route("/api/labels/import", import)
+        .route("/api/labels/queue/next", queue_next)
+        .route("/api/labels/queue/release", queue_release)
+        .route("/api/labels/agreement", get(labeling::agreement))
+        .route("/api/labels/progress", get(labeling::progress))
+        .route("/api/labels/export", get(labeling::export))
         .route("/api/session/{id}", delete(sessions::delete).layer(read_only))
         .route("/healthz", get(sessions::healthz))
         .route("/readyz", get(sessions::readyz))
@@ -234,7 +248,7 @@ mod tests {
 
     async fn state() -> AppState {
         let codebook = Arc::new(Codebook::built_in().unwrap());
-        let labels = LabelStore::open("sqlite::memory:", codebook.clone(), Vec::new())
+        let labels = LabelStore::open("sqlite::memory:", codebook.clone(), Default::default())
             .await
             .unwrap();
         AppState {

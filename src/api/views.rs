@@ -8,15 +8,22 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 
+use super::auth::Identity;
 use super::encoding::{negotiate, Negotiated};
 use super::error::{echo, graph_not_found, session_not_found, ApiError};
 use super::etag::none_match;
+use super::labels;
 use super::query::QueryPairs;
 use super::AppState;
 use crate::core::session::Branch;
+use crate::core::views::annotations::UnitLabels;
 use crate::core::views::{View, ViewOptions};
+use crate::labels::consensus::shown_labels;
 use crate::store::bodies::Served;
 use crate::store::compress::Encoding;
+use axum::Extension;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
 
 /// How a view route names a missing session and which query parameters it reads.
 struct Route {
@@ -84,6 +91,7 @@ async fn serve(
     id: String,
     query: Option<String>,
     headers: HeaderMap,
+    identity: Option<Extension<Identity>>,
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
     // The reference checks the id before the step.
@@ -105,8 +113,20 @@ async fn serve(
         .get(&id)
         .await
         .map_err(|e| ApiError::from_store(e, route.not_found))?;
+    if route.view == View::Diagnostics {
+        if let Some(orphans) = orphaned_labels(&state, &id).await? {
+            return diagnostics_with_orphans(&state, &loaded, options, orphans).await;
+        }
+    }
     let encoding = negotiate(&headers);
-    let base = etag_base(&loaded.version, route.view, options);
+    let mut base = etag_base(&loaded.version, route.view, options);
+    let labels = match route.view {
+        View::Annotations => unit_labels(&state, &id, &identity, &query).await?,
+        _ => None,
+    };
+    if let Some((_, digest)) = &labels {
+        base = format!("{base}-labels-{digest}");
+    }
     // The client may hold the body as it is or in the coding it asks for (a body is sent as
     // it is when there is no room to compress it).
     let held = [Encoding::Identity, encoding]
@@ -116,12 +136,119 @@ async fn serve(
     if let Some(tag) = held {
         return not_modified(&tag);
     }
-    let served = loaded
-        .body(route.view, options, encoding, state.store.render_budget())
-        .await
-        .map_err(|e| ApiError::from_store(e, route.not_found))?;
+    let served = match labels {
+        Some((labels, _)) => {
+            loaded
+                .annotations_labeled(options, labels, encoding, state.store.render_budget())
+                .await
+        }
+        None => {
+            loaded
+                .body(route.view, options, encoding, state.store.render_budget())
+                .await
+        }
+    }
+    .map_err(|e| ApiError::from_store(e, route.not_found))?;
     let tag = etag(&base, served.encoding);
     view_response(served, Some(&tag))
+}
+
+/// The labels the annotations body shows on each unit for this request (see
+/// [`crate::labels::consensus`]), with a digest of them for the ETag; `None` when no unit
+/// shows any (the kept body is served).
+async fn unit_labels(
+    state: &AppState,
+    id: &str,
+    identity: &Option<Extension<Identity>>,
+    query: &QueryPairs,
+) -> Result<Option<(Arc<UnitLabels>, String)>, ApiError> {
+    let has_sets = state.labels.has_sets(id).await.map_err(labels::api_error)?;
+    if !has_sets {
+        return Ok(None);
+    }
+    let sets = state
+        .labels
+        .list(id, &Default::default())
+        .await
+        .map_err(labels::api_error)?;
+    let viewer = labels::viewer(state, identity, query);
+    let visible = labels::visible_sets(state, &viewer, &sets);
+    let asked = query.first("annotator");
+    let mut shown = UnitLabels::default();
+    let mut digest = Sha256::new();
+    for unit in visible.chunk_by(|a, b| a.event_id == b.event_id) {
+        let records = shown_labels(unit, asked);
+        if records.is_empty() {
+            continue;
+        }
+        let json =
+            serde_json::value::to_raw_value(&records).map_err(|e| ApiError::Internal(e.to_string()))?;
+        digest.update(unit[0].event_id.as_bytes());
+        digest.update([0]);
+        digest.update(json.get().as_bytes());
+        digest.update([0]);
+        shown.insert(unit[0].event_id.clone(), json);
+    }
+    if shown.is_empty() {
+        return Ok(None);
+    }
+    let digest: [u8; 32] = digest.finalize().into();
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    Ok(Some((Arc::new(shown), hex)))
+}
+
+/// The units of session `id` that have labels but are no longer in the session, each with
+/// the annotators whose sets are on it; `None` when there are none.
+async fn orphaned_labels(state: &AppState, id: &str) -> Result<Option<serde_json::Value>, ApiError> {
+    if !state.labels.has_sets(id).await.map_err(labels::api_error)? {
+        return Ok(None);
+    }
+    let sets = state
+        .labels
+        .list(id, &Default::default())
+        .await
+        .map_err(labels::api_error)?;
+    let orphaned = labels::orphaned_units(state, id, &sets).await?;
+    if orphaned.is_empty() {
+        return Ok(None);
+    }
+    let listed: Vec<serde_json::Value> = orphaned
+        .iter()
+        .map(|event_id| {
+            let annotators: Vec<&str> = sets
+                .iter()
+                .filter(|s| &s.event_id == event_id)
+                .map(|s| s.annotator.as_str())
+                .collect();
+            serde_json::json!({ "event_id": event_id, "annotators": annotators })
+        })
+        .collect();
+    Ok(Some(serde_json::Value::Array(listed)))
+}
+
+/// The diagnostics body with `orphaned_labels` added: labels kept on units the session no
+/// longer has (a live log rewritten, say). Small: rebuilt per request, not kept.
+async fn diagnostics_with_orphans(
+    state: &AppState,
+    loaded: &Arc<crate::store::Loaded>,
+    options: ViewOptions,
+    orphans: serde_json::Value,
+) -> Result<Response, ApiError> {
+    let served = loaded
+        .body(
+            View::Diagnostics,
+            options,
+            Encoding::Identity,
+            state.store.render_budget(),
+        )
+        .await
+        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let mut body: serde_json::Value =
+        serde_json::from_slice(&served.body.to_bytes()).map_err(|e| ApiError::Internal(e.to_string()))?;
+    if let Some(object) = body.as_object_mut() {
+        object.insert("orphaned_labels".into(), orphans);
+    }
+    Ok(labels::json_response(StatusCode::OK, &body))
 }
 
 /// What a body's ETags start with: the session's version and what the request asks for.
@@ -187,7 +314,8 @@ fn route(route: &'static Route) -> MethodRouter<AppState> {
         move |State(state): State<AppState>,
               Path(id): Path<String>,
               RawQuery(query): RawQuery,
-              headers: HeaderMap| { serve(state, route, id, query, headers) },
+              identity: Option<Extension<Identity>>,
+              headers: HeaderMap| { serve(state, route, id, query, headers, identity) },
     )
 }
 

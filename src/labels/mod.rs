@@ -8,10 +8,21 @@
 //! - [`labelstudio`]: the codebook as a Label Studio config, units as Label Studio tasks,
 //!   Label Studio's JSON export back into import items (pure).
 //! - [`store`]: the label database (SQLite or PostgreSQL), migrations and transactions.
+//! - [`import`]: sets and suggestions imported line by line; [`reads`]: reads across sessions.
+//! - [`queue`]: the next unit for an annotator, with reservations and an overlap.
+//! - [`consensus`]: which labels a unit shows, and to whom (blind mode) (pure).
+//! - [`progress`]: units labeled per session and annotator (pure).
+//! - [`export`]: every unit with its labels, streamed as JSONL or Label Studio tasks.
 pub mod agreement;
 pub mod codebook;
+pub mod consensus;
+pub mod export;
+pub mod import;
 pub mod labelstudio;
 pub mod model;
+pub mod progress;
+pub mod queue;
+pub mod reads;
 pub mod store;
 pub mod validate;
 
@@ -19,5 +30,5 @@ pub use codebook::{Codebook, CodebookError};
 pub use model::{
     ExportedUnit, HistoryEntry, ImportItem, ImportKind, LabelSet, Precondition, SetFilter, Status, Suggestion,
 };
-pub use store::{LabelError, LabelStore, OpenError, SetKey};
+pub use store::{LabelError, LabelPolicy, LabelStore, OpenError, SetKey};
 pub use validate::Invalid;

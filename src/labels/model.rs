@@ -169,6 +169,18 @@ pub struct SetFilter {
     pub label: Option<String>,
 }
 
+impl SetFilter {
+    /// True when `set` passes every filter given.
+    pub fn matches(&self, set: &LabelSet) -> bool {
+        self.annotator.as_ref().is_none_or(|a| &set.annotator == a)
+            && self.status.is_none_or(|s| set.status == s)
+            && self
+                .label
+                .as_ref()
+                .is_none_or(|l| set.labels.iter().any(|x| &x.id == l))
+    }
+}
+
 /// A write's `If-Match` precondition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Precondition {

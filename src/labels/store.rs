@@ -52,18 +52,40 @@ impl Backend {
     }
 
     fn migrator(self) -> Migrator {
-        let sql = match self {
-            Backend::Sqlite => include_str!("../../migrations/sqlite/0001_labels.sql"),
-            Backend::Postgres => include_str!("../../migrations/postgres/0001_labels.sql"),
+        let files: [(&str, &str); 2] = match self {
+            Backend::Sqlite => [
+                ("labels", include_str!("../../migrations/sqlite/0001_labels.sql")),
+                (
+                    "suggestions queue",
+                    include_str!("../../migrations/sqlite/0002_suggestions_queue.sql"),
+                ),
+            ],
+            Backend::Postgres => [
+                (
+                    "labels",
+                    include_str!("../../migrations/postgres/0001_labels.sql"),
+                ),
+                (
+                    "suggestions queue",
+                    include_str!("../../migrations/postgres/0002_suggestions_queue.sql"),
+                ),
+            ],
         };
+        let migrations = files
+            .into_iter()
+            .zip(1..)
+            .map(|((name, sql), version)| {
+                Migration::new(
+                    version,
+                    Cow::Borrowed(name),
+                    MigrationType::Simple,
+                    Cow::Borrowed(sql),
+                    false,
+                )
+            })
+            .collect();
         Migrator {
-            migrations: Cow::Owned(vec![Migration::new(
-                1,
-                Cow::Borrowed("labels"),
-                MigrationType::Simple,
-                Cow::Borrowed(sql),
-                false,
-            )]),
+            migrations: Cow::Owned(migrations),
             ..Migrator::DEFAULT
         }
     }
@@ -147,13 +169,35 @@ pub enum LabelError {
     Corrupt(String),
 }
 
-/// The label store: the pool, the codebook sets are checked against, and the reviewers.
+/// How a team labels: who reviews, whether annotators label blind, how long the queue
+/// holds a unit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabelPolicy {
+    /// Annotators allowed to write `adjudicated` sets (and who see every set in blind mode).
+    pub reviewers: Vec<String>,
+    /// Blind mode: an annotator sees only their own sets on a unit until they submitted it.
+    pub blind: bool,
+    /// How long a unit handed out by the queue stays reserved.
+    pub reservation: Duration,
+}
+
+impl Default for LabelPolicy {
+    fn default() -> Self {
+        LabelPolicy {
+            reviewers: Vec::new(),
+            blind: false,
+            reservation: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The label store: the pool, the codebook sets are checked against, and the policy.
 #[derive(Debug)]
 pub struct LabelStore {
-    pool: AnyPool,
+    pub(super) pool: AnyPool,
     backend: Backend,
     codebook: Arc<Codebook>,
-    reviewers: Vec<String>,
+    policy: LabelPolicy,
 }
 
 /// The key of a set.
@@ -167,7 +211,8 @@ pub struct SetKey<'a> {
     pub annotator: &'a str,
 }
 
-const SET_COLUMNS: &str = "event_id, annotator, status, labels, note, lead_time_ms, version, updated_at";
+pub(super) const SET_COLUMNS: &str =
+    "event_id, annotator, status, labels, note, lead_time_ms, version, updated_at";
 const KEY_WHERE: &str = "session_id = $1 AND event_id = $2 AND annotator = $3";
 
 impl LabelStore {
@@ -175,7 +220,7 @@ impl LabelStore {
     pub async fn open(
         url: &str,
         codebook: Arc<Codebook>,
-        reviewers: Vec<String>,
+        policy: LabelPolicy,
     ) -> Result<LabelStore, OpenError> {
         sqlx::any::install_default_drivers();
         let backend = Backend::of_url(url).ok_or_else(|| {
@@ -218,7 +263,7 @@ impl LabelStore {
             pool,
             backend,
             codebook,
-            reviewers,
+            policy,
         })
     }
 
@@ -234,7 +279,12 @@ impl LabelStore {
 
     /// True when `annotator` is a configured reviewer.
     pub fn is_reviewer(&self, annotator: &str) -> bool {
-        self.reviewers.iter().any(|r| r == annotator)
+        self.policy.reviewers.iter().any(|r| r == annotator)
+    }
+
+    /// The labeling policy.
+    pub fn policy(&self) -> &LabelPolicy {
+        &self.policy
     }
 
     /// Closes the pool (waits for connections in use).
@@ -243,8 +293,9 @@ impl LabelStore {
     }
 
     /// Validates `body` (a `PUT` body) against the codebook and `unit_text`, then replaces
-    /// the annotator's set on the unit if `precondition` holds. Returns the stored set and
-    /// whether it is new.
+    /// the annotator's set on the unit if `precondition` holds. `writer`: the named API
+    /// key's annotator the request is made as, if any. Returns the stored set and whether it
+    /// is new.
     pub async fn put(
         &self,
         session_id: &str,
@@ -252,14 +303,10 @@ impl LabelStore {
         unit_text: &str,
         body: &Value,
         precondition: &Precondition,
+        writer: Option<&str>,
     ) -> Result<(LabelSet, bool), LabelError> {
         let new = validate_set(body, &self.codebook, unit_text)?;
-        if new.status == Status::Adjudicated && !self.is_reviewer(&new.annotator) {
-            return Err(LabelError::Forbidden(format!(
-                "only a reviewer may write an adjudicated set; {} is not one",
-                new.annotator
-            )));
-        }
+        self.may_write(writer, &new).map_err(LabelError::Forbidden)?;
         let key = SetKey {
             session_id,
             event_id,
@@ -281,46 +328,11 @@ impl LabelStore {
         precondition: &Precondition,
     ) -> Result<(LabelSet, bool), LabelError> {
         let mut tx = self.pool.begin().await?;
-        let current = lock_and_read(&mut tx, key).await?;
-        if !precondition.holds(current.as_ref().map(|c| c.version)) {
-            return Err(LabelError::Conflict {
-                current: current.map(Box::new),
-            });
-        }
-        let version = next_version(&mut tx, key, current.as_ref()).await?;
-        let after = LabelSet {
-            event_id: key.event_id.to_owned(),
-            annotator: key.annotator.to_owned(),
-            status: new.status,
-            labels: new.labels.clone(),
-            note: new.note.clone(),
-            lead_time: new.lead_time_ms.map(|ms| ms as f64 / 1000.0),
-            version,
-            updated_at: now(),
-        };
-        let labels = serde_json::to_string(&after.labels).map_err(|e| LabelError::Corrupt(e.to_string()))?;
-        let sql = if current.is_some() {
-            "UPDATE label_sets SET status = $4, labels = $5, note = $6, lead_time_ms = $7, version = $8, \
-             updated_at = $9 WHERE session_id = $1 AND event_id = $2 AND annotator = $3"
-        } else {
-            "INSERT INTO label_sets (session_id, event_id, annotator, status, labels, note, lead_time_ms, \
-             version, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-        };
-        sqlx::query(sql)
-            .bind(key.session_id)
-            .bind(key.event_id)
-            .bind(key.annotator)
-            .bind(new.status.as_str())
-            .bind(labels)
-            .bind(new.note.clone())
-            .bind(new.lead_time_ms)
-            .bind(version)
-            .bind(after.updated_at.clone())
-            .execute(&mut *tx)
-            .await?;
-        append_history(&mut tx, key, Action::Put, current.as_ref(), Some(&after)).await?;
+        let written = write_set(&mut tx, key, new, precondition, Unchanged::Write).await?;
         tx.commit().await?;
-        Ok((after, current.is_none()))
+        // A write that is not skipped always stores a set.
+        let written = written.ok_or_else(|| LabelError::Corrupt("a PUT stored nothing".into()))?;
+        Ok((written.set, written.created))
     }
 
     /// Removes the annotator's set on the unit if `precondition` holds; returns it.
@@ -404,12 +416,12 @@ impl LabelStore {
 }
 
 /// True when the database refused a duplicate key.
-fn is_unique_violation(e: &sqlx::Error) -> bool {
+pub(super) fn is_unique_violation(e: &sqlx::Error) -> bool {
     e.as_database_error().is_some_and(|d| d.is_unique_violation())
 }
 
 /// Now, as the store writes times: RFC 3339, UTC, milliseconds.
-fn now() -> String {
+pub(super) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
@@ -424,6 +436,106 @@ async fn lock_and_read(conn: &mut AnyConnection, key: SetKey<'_>) -> Result<Opti
     .execute(&mut *conn)
     .await?;
     read_set(conn, key).await
+}
+
+/// What [`write_set`] does with a write that would change nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unchanged {
+    /// Write it anyway (a `PUT`: a new version, a history row).
+    Write,
+    /// Leave the set as it is (an import: importing the same file twice changes nothing).
+    Skip,
+}
+
+/// A set as [`write_set`] stored it.
+pub(super) struct Written {
+    /// The set after the write.
+    pub set: LabelSet,
+    /// True when there was no set before.
+    pub created: bool,
+}
+
+/// Replaces the set at `key` by `new` inside the caller's transaction if `precondition`
+/// holds, with its history row; a submitted or discarded set ends the annotator's queue
+/// reservation of the unit. `None` when `unchanged` is [`Unchanged::Skip`] and the set
+/// already holds exactly this.
+pub(super) async fn write_set(
+    conn: &mut AnyConnection,
+    key: SetKey<'_>,
+    new: &NewSet,
+    precondition: &Precondition,
+    unchanged: Unchanged,
+) -> Result<Option<Written>, LabelError> {
+    let current = lock_and_read(conn, key).await?;
+    if !precondition.holds(current.as_ref().map(|c| c.version)) {
+        return Err(LabelError::Conflict {
+            current: current.map(Box::new),
+        });
+    }
+    let lead_time = new.lead_time_ms.map(|ms| ms as f64 / 1000.0);
+    if unchanged == Unchanged::Skip
+        && current.as_ref().is_some_and(|c| {
+            c.status == new.status && c.labels == new.labels && c.note == new.note && c.lead_time == lead_time
+        })
+    {
+        return Ok(None);
+    }
+    let version = next_version(conn, key, current.as_ref()).await?;
+    let after = LabelSet {
+        event_id: key.event_id.to_owned(),
+        annotator: key.annotator.to_owned(),
+        status: new.status,
+        labels: new.labels.clone(),
+        note: new.note.clone(),
+        lead_time,
+        version,
+        updated_at: now(),
+    };
+    store_set(conn, key, &after, new, current.is_some()).await?;
+    append_history(conn, key, Action::Put, current.as_ref(), Some(&after)).await?;
+    if matches!(new.status, Status::Submitted | Status::Discarded) {
+        sqlx::query(&format!("DELETE FROM label_reservations WHERE {KEY_WHERE}"))
+            .bind(key.session_id)
+            .bind(key.event_id)
+            .bind(key.annotator)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(Some(Written {
+        set: after,
+        created: current.is_none(),
+    }))
+}
+
+/// Inserts or updates the row of `after`.
+async fn store_set(
+    conn: &mut AnyConnection,
+    key: SetKey<'_>,
+    after: &LabelSet,
+    new: &NewSet,
+    exists: bool,
+) -> Result<(), LabelError> {
+    let labels = serde_json::to_string(&after.labels).map_err(|e| LabelError::Corrupt(e.to_string()))?;
+    let sql = if exists {
+        "UPDATE label_sets SET status = $4, labels = $5, note = $6, lead_time_ms = $7, version = $8, \
+         updated_at = $9 WHERE session_id = $1 AND event_id = $2 AND annotator = $3"
+    } else {
+        "INSERT INTO label_sets (session_id, event_id, annotator, status, labels, note, lead_time_ms, \
+         version, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+    };
+    sqlx::query(sql)
+        .bind(key.session_id)
+        .bind(key.event_id)
+        .bind(key.annotator)
+        .bind(new.status.as_str())
+        .bind(labels)
+        .bind(new.note.clone())
+        .bind(new.lead_time_ms)
+        .bind(after.version)
+        .bind(after.updated_at.clone())
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }
 
 async fn read_set(conn: &mut AnyConnection, key: SetKey<'_>) -> Result<Option<LabelSet>, LabelError> {
@@ -486,7 +598,7 @@ async fn append_history(
     Ok(())
 }
 
-fn set_of_row(row: &AnyRow) -> Result<LabelSet, LabelError> {
+pub(super) fn set_of_row(row: &AnyRow) -> Result<LabelSet, LabelError> {
     let status: String = row.try_get("status")?;
     let labels: String = row.try_get("labels")?;
     let lead_time_ms: Option<i64> = row.try_get("lead_time_ms")?;

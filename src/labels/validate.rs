@@ -33,7 +33,7 @@ pub struct Invalid {
     pub message: String,
 }
 
-fn invalid(field: impl Into<String>, message: impl Into<String>) -> Invalid {
+pub(super) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Invalid {
     Invalid {
         field: field.into(),
         message: message.into(),
@@ -59,6 +59,36 @@ pub fn check_annotator(field: &str, name: &str) -> Result<(), Invalid> {
         ));
     }
     Ok(())
+}
+
+/// Validates the `labels` of a set or a suggestion: an array of at most [`MAX_LABELS`]
+/// codebook records, each id once, every quote in `unit_text`.
+pub fn validate_labels(
+    value: Option<&Value>,
+    codebook: &Codebook,
+    unit_text: &str,
+) -> Result<Vec<LabelRecord>, Invalid> {
+    let items = match value {
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(invalid("labels", "must be an array")),
+        None => return Err(invalid("labels", "is required")),
+    };
+    if items.len() > MAX_LABELS {
+        return Err(invalid("labels", format!("holds at most {MAX_LABELS} labels")));
+    }
+    let mut labels: Vec<LabelRecord> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let field = format!("labels[{i}]");
+        let record = label_record(&field, item, codebook, unit_text)?;
+        if labels.iter().any(|l| l.id == record.id) {
+            return Err(invalid(
+                format!("{field}.id"),
+                format!("label {} appears twice in the set", record.id),
+            ));
+        }
+        labels.push(record);
+    }
+    Ok(labels)
 }
 
 /// Validates a `PUT` body against the codebook and the unit's text.
@@ -87,26 +117,7 @@ pub fn validate_set(body: &Value, codebook: &Codebook, unit_text: &str) -> Resul
         Some(_) => return Err(invalid("status", "must be a string")),
         None => return Err(invalid("status", "is required")),
     };
-    let items = match object.get("labels") {
-        Some(Value::Array(items)) => items,
-        Some(_) => return Err(invalid("labels", "must be an array")),
-        None => return Err(invalid("labels", "is required")),
-    };
-    if items.len() > MAX_LABELS {
-        return Err(invalid("labels", format!("holds at most {MAX_LABELS} labels")));
-    }
-    let mut labels: Vec<LabelRecord> = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let field = format!("labels[{i}]");
-        let record = label_record(&field, item, codebook, unit_text)?;
-        if labels.iter().any(|l| l.id == record.id) {
-            return Err(invalid(
-                format!("{field}.id"),
-                format!("label {} appears twice in the set", record.id),
-            ));
-        }
-        labels.push(record);
-    }
+    let labels = validate_labels(object.get("labels"), codebook, unit_text)?;
     let note = optional_string(object, "note", "note", MAX_NOTE_CHARS)?;
     let lead_time_ms = match object.get("lead_time") {
         None | Some(Value::Null) => None,

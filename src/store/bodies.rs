@@ -23,6 +23,7 @@ use super::compress::{compress, Effort, Encoding, MIN_COMPRESSED_BYTES};
 use super::registry::{lock, Loaded};
 use super::StoreError;
 use crate::core::session::Branch;
+use crate::core::views::annotations::{annotations, UnitLabels};
 use crate::core::views::branches::context_body;
 use crate::core::views::step::WholeWorkflow;
 use crate::core::views::{self, Body, View, ViewOptions};
@@ -263,6 +264,36 @@ impl Loaded {
             permit: Some(permit),
         };
         Ok(Some(compressed_for_one_request(served, encoding, budget).await))
+    }
+
+    /// The annotations body with `options` showing `labels` on its units (never kept: labels
+    /// change without the session changing), in `encoding` when that is worth it, rendered
+    /// within `budget`.
+    pub async fn annotations_labeled(
+        self: &Arc<Self>,
+        options: ViewOptions,
+        labels: Arc<UnitLabels>,
+        encoding: Encoding,
+        budget: &RenderBudget,
+    ) -> Result<Served, StoreError> {
+        let budget = &budget.admission();
+        let permit = budget
+            .reserve(self.whole_render_estimate(View::Annotations, options.branch))
+            .await?;
+        let me = self.clone();
+        let body = on_cpu_pool(move || {
+            let mut body = annotations(&me.session, options.include_subagents, options.branch);
+            body.attach_labels(&labels);
+            // Serialising the body cannot fail: every key is a string.
+            Body::from(serde_json::to_vec(&body).unwrap_or_default())
+        })
+        .await?;
+        let served = Served {
+            body,
+            encoding: Encoding::Identity,
+            permit: Some(permit),
+        };
+        Ok(compressed_for_one_request(served, encoding, budget).await)
     }
 
     /// What rendering a whole body may hold: bodies are about as large as the input, and

@@ -10,7 +10,8 @@
 //!   cached under a memory budget, reloaded when its files change;
 //! - [`bodies`]: the view bodies of a parsed session, kept or rendered per request;
 //! - [`budget`]: the memory budget of renders not served from the cache;
-//! - [`compress`]: gzip and brotli variants of bodies, made off the async workers.
+//! - [`compress`]: gzip and brotli variants of bodies, made off the async workers;
+//! - [`units`]: a session's annotation units as labeling needs them.
 
 pub mod bodies;
 pub mod budget;
@@ -20,6 +21,7 @@ pub mod counts;
 pub mod disk;
 pub mod registry;
 pub mod scan;
+pub mod units;
 pub mod uploads;
 
 pub use registry::{Framework, Loaded, Slot, Store, StoreConfig, StoreError};

@@ -8,7 +8,7 @@
 //! `.await`; parsing runs on the blocking pool, rendering on the CPU pool
 //! ([`super::bodies`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,12 +23,11 @@ use super::budget::{self, RenderBudget};
 use super::counts::DiskCounts;
 use super::disk::{self, DiskError};
 use super::scan::{scan_dir, FoundSession};
+use super::units::UnitIndex;
 use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
 use crate::core::heap::HeapSize;
 use crate::core::input::Format;
-use crate::core::session::Branch;
 use crate::core::session::NoConversation;
-use crate::core::views::annotations::annotations;
 use crate::core::views::summary::{counts, Counts};
 use crate::core::{LoadOptions, Session, SessionError, SessionInput};
 
@@ -252,9 +251,9 @@ pub struct Loaded {
     last_check: tokio::sync::Mutex<Option<(Instant, bool)>>,
     pub(super) input_bytes: usize,
     pub(super) bodies: BodyCache,
-    /// Each annotation unit's text by `event_id` (sub-agent units included), built on first
-    /// use: what label writes ground their evidence quotes in.
-    unit_texts: std::sync::OnceLock<HashMap<String, String>>,
+    /// The annotation units (sub-agent units included), built on first use: what label
+    /// writes ground their evidence quotes in, and what the queue hands out.
+    units: std::sync::OnceLock<UnitIndex>,
 }
 
 /// Main logs up to this size are counted in the background after a start; larger ones when
@@ -297,30 +296,26 @@ impl Loaded {
             last_check: tokio::sync::Mutex::new(None),
             input_bytes,
             bodies: BodyCache::default(),
-            unit_texts: std::sync::OnceLock::new(),
+            units: std::sync::OnceLock::new(),
         }
     }
 
     /// The memory it holds: the parsed session, counted structure by structure when it was
     /// loaded (see [`HeapSize`]), plus the rendered bodies kept so far.
     pub fn approximate_bytes(&self) -> usize {
-        self.session_bytes + self.bodies.bytes() + self.unit_texts.get().map_or(0, HeapSize::heap_size)
+        self.session_bytes + self.bodies.bytes() + self.units.get().map_or(0, HeapSize::heap_size)
     }
 
-    /// The text of the annotation unit `event_id` (sub-agent units included), `None` when the
-    /// session has no such unit. The first call indexes every unit (blocking: call it on the
-    /// blocking pool); later calls look it up.
+    /// The annotation units (sub-agent units included). The first call indexes every unit
+    /// (blocking: call it on the blocking pool); later calls return the index.
+    pub fn units(&self) -> &UnitIndex {
+        self.units.get_or_init(|| UnitIndex::of(&self.session))
+    }
+
+    /// The text of the annotation unit `event_id`, `None` when the session has no such unit
+    /// (see [`Loaded::units`]).
     pub fn unit_text(&self, event_id: &str) -> Option<&str> {
-        self.unit_texts
-            .get_or_init(|| {
-                annotations(&self.session, true, Branch::All)
-                    .annotations
-                    .iter()
-                    .map(|u| (u.event_id().to_owned(), u.text().to_owned()))
-                    .collect()
-            })
-            .get(event_id)
-            .map(String::as_str)
+        self.units().get(event_id).map(|u| u.text.as_str())
     }
 
     /// True when none of the files it was read from changed since.

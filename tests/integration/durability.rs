@@ -317,3 +317,84 @@ async fn a_log_still_being_written_loads_its_complete_lines_then_the_rest() {
     assert_eq!(diagnostics["summary"]["bad_lines"], 0, "{diagnostics}");
     server.kill();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_a_burst_of_label_writes_loses_no_acknowledged_write() {
+    let data = tempfile::tempdir().unwrap();
+    let sessions = tempfile::tempdir().unwrap();
+    let project = sessions.path().join("sample");
+    std::fs::create_dir_all(&project).unwrap();
+    for (name, bytes) in fixture_files(&fixture("commugraph-sample")) {
+        std::fs::write(project.join(name), bytes).unwrap();
+    }
+    let server = Process::start(data.path(), sessions.path()).await;
+    let listed = server.json("/api/sessions").await;
+    let id = listed["sessions"][0]["id"].as_str().unwrap().to_owned();
+    let units: Vec<String> = server.json(&format!("/api/graph/{id}/annotations")).await["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["event_id"].as_str().unwrap().to_owned())
+        .collect();
+    // Eight writers, each rewriting its own sets in a loop, recording every acknowledged
+    // version; the server is killed while they write.
+    let acknowledged: Arc<Mutex<Vec<(String, String, i64)>>> = Arc::default();
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let (client, url, id, units, acked) = (
+            server.client.clone(),
+            server.url.clone(),
+            id.clone(),
+            units.clone(),
+            acknowledged.clone(),
+        );
+        writers.push(tokio::spawn(async move {
+            for round in 0.. {
+                let unit = &units[(w * 7 + round) % units.len()];
+                let annotator = format!("writer{w}");
+                let body = serde_json::json!({"annotator": annotator, "status": "draft",
+                    "labels": [], "note": format!("round {round}")});
+                let sent = client
+                    .put(format!("{url}/api/graph/{id}/labels/{unit}"))
+                    .json(&body)
+                    .send()
+                    .await;
+                let Ok(response) = sent else { return };
+                if !response.status().is_success() {
+                    return;
+                }
+                let Ok(set) = response.json::<Value>().await else {
+                    return;
+                };
+                let version = set["version"].as_i64().unwrap();
+                acked.lock().unwrap().push((unit.clone(), annotator, version));
+            }
+        }));
+    }
+    while acknowledged.lock().unwrap().len() < 200 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.kill();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let acked = acknowledged.lock().unwrap().clone();
+    let again = Process::start(data.path(), sessions.path()).await;
+    let stored = again.json(&format!("/api/graph/{id}/labels")).await;
+    let version_of = |unit: &str, annotator: &str| {
+        stored["labels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["event_id"] == unit && s["annotator"] == annotator)
+            .and_then(|s| s["version"].as_i64())
+    };
+    for (unit, annotator, version) in &acked {
+        let kept = version_of(unit, annotator);
+        assert!(
+            kept.is_some_and(|k| k >= *version),
+            "{annotator} on {unit}: acknowledged version {version}, stored {kept:?}"
+        );
+    }
+    again.kill();
+}

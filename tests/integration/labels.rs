@@ -348,7 +348,10 @@ async fn every_invalid_write_is_refused_naming_the_field() {
 
 async fn validation(db: &TestDb) {
     let (server, id, units) = sample_server(Options {
-        reviewers: vec!["lead".into()],
+        label_policy: sessiongraph::labels::LabelPolicy {
+            reviewers: vec!["lead".into()],
+            ..Default::default()
+        },
         ..db.options()
     })
     .await;

@@ -10,6 +10,7 @@ mod durability;
 mod fuzz;
 mod helpers;
 mod hostile;
+mod labeling;
 mod labels;
 mod openapi;
 mod properties;

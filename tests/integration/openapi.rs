@@ -93,9 +93,10 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     // `/readyz` before the store is restored.
     let store = sessiongraph::store::Store::new(Default::default()).unwrap();
     let codebook = std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap());
-    let labels = sessiongraph::labels::LabelStore::open("sqlite::memory:", codebook.clone(), Vec::new())
-        .await
-        .unwrap();
+    let labels =
+        sessiongraph::labels::LabelStore::open("sqlite::memory:", codebook.clone(), Default::default())
+            .await
+            .unwrap();
     let starting = sessiongraph::AppState {
         store: std::sync::Arc::new(store),
         config: std::sync::Arc::new(Default::default()),

@@ -41,8 +41,8 @@ pub struct Options {
     pub background_counts: bool,
     /// The label database (`None`: SQLite in the data directory).
     pub database_url: Option<String>,
-    /// Annotators who may adjudicate.
-    pub reviewers: Vec<String>,
+    /// Reviewers, blind mode, the queue's reservation time.
+    pub label_policy: sessiongraph::labels::LabelPolicy,
 }
 
 impl Default for Options {
@@ -61,7 +61,7 @@ impl Default for Options {
             codebook: None,
             background_counts: false,
             database_url: None,
-            reviewers: Vec::new(),
+            label_policy: Default::default(),
         }
     }
 }
@@ -134,7 +134,7 @@ impl TestServer {
             None => sessiongraph::labels::store::default_url(&data_dir).unwrap(),
         };
         let labels =
-            sessiongraph::labels::LabelStore::open(&database_url, codebook.clone(), options.reviewers)
+            sessiongraph::labels::LabelStore::open(&database_url, codebook.clone(), options.label_policy)
                 .await
                 .expect("the label database opens");
         let state = AppState {
@@ -180,6 +180,24 @@ impl TestServer {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         panic!("the server did not become ready");
+    }
+
+    /// `POST`s `body` (JSON) to `path`, with `headers`.
+    pub async fn post_json(&self, path: &str, body: &Value, headers: &[(&str, &str)]) -> Reply {
+        let mut request = self.client.post(format!("{}{path}", self.url)).json(body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        Reply::read(request.send().await.unwrap()).await
+    }
+
+    /// `POST`s raw `body` to `path`, with `headers`.
+    pub async fn post_bytes(&self, path: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> Reply {
+        let mut request = self.client.post(format!("{}{path}", self.url)).body(body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        Reply::read(request.send().await.unwrap()).await
     }
 
     /// Stops the server, letting requests in flight finish.

@@ -42,13 +42,30 @@ pub enum Unit<'a> {
     System(SystemTurn<'a>),
 }
 
-impl Unit<'_> {
+impl<'a> Unit<'a> {
     /// The unit's id (what labels are keyed by, with the session's id).
     pub fn event_id(&self) -> &str {
         match self {
             Unit::User(u) => &u.event_id,
             Unit::Assistant(u) => &u.event_id,
             Unit::System(u) => &u.event_id,
+        }
+    }
+
+    /// `user_turn`, `assistant_turn` or `system_turn`.
+    pub fn unit_type(&self) -> &'static str {
+        match self {
+            Unit::User(u) => u.unit_type,
+            Unit::Assistant(u) => u.unit_type,
+            Unit::System(u) => u.unit_type,
+        }
+    }
+
+    fn labels_mut(&mut self) -> &mut ShownLabels<'a> {
+        match self {
+            Unit::User(u) => &mut u.labels,
+            Unit::Assistant(u) => &mut u.labels,
+            Unit::System(u) => &mut u.labels,
         }
     }
 
@@ -59,6 +76,39 @@ impl Unit<'_> {
             Unit::User(u) => &u.text_or_artifact_ref.text,
             Unit::Assistant(u) => u.text_or_artifact_ref.text.as_deref().unwrap_or(""),
             Unit::System(u) => &u.text_or_artifact_ref.text,
+        }
+    }
+}
+
+/// The labels each unit shows, by `event_id`: a JSON array of label records each (see
+/// `crate::labels::consensus` for which).
+pub type UnitLabels = HashMap<String, Box<RawValue>>;
+
+/// A unit's `labels`: `[]`, or the JSON array the labeling side chose.
+#[derive(Debug, Clone, Copy)]
+pub struct ShownLabels<'a>(Option<&'a RawValue>);
+
+impl ShownLabels<'_> {
+    /// No labels (`[]`).
+    pub const NONE: ShownLabels<'static> = ShownLabels(None);
+}
+
+impl Serialize for ShownLabels<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Some(raw) => raw.serialize(serializer),
+            None => serializer.collect_seq(std::iter::empty::<()>()),
+        }
+    }
+}
+
+impl<'a> AnnotationsBody<'a> {
+    /// Shows `labels` on the units they are for (units without any keep `[]`).
+    pub fn attach_labels(&mut self, labels: &'a UnitLabels) {
+        for unit in &mut self.annotations {
+            if let Some(raw) = labels.get(unit.event_id()) {
+                *unit.labels_mut() = ShownLabels(Some(raw));
+            }
         }
     }
 }
@@ -101,7 +151,7 @@ pub struct UserTurn<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     timestamp: Option<&'a str>,
     text_or_artifact_ref: PromptRef<'a>,
-    labels: [(); 0],
+    labels: ShownLabels<'a>,
 }
 
 #[derive(Debug, Serialize)]
@@ -125,7 +175,7 @@ pub struct AssistantTurn<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     timestamp: Option<&'a str>,
     text_or_artifact_ref: ResponseRef<'a>,
-    labels: [(); 0],
+    labels: ShownLabels<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_summary: Option<ToolSummary<'a>>,
 }
@@ -175,7 +225,7 @@ pub struct SystemTurn<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     timestamp: Option<&'a str>,
     text_or_artifact_ref: TextRef<'a>,
-    labels: [(); 0],
+    labels: ShownLabels<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     compact_metadata: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -338,7 +388,7 @@ impl<'a> UnitBuilder<'a> {
                 text: classify::prompt_text(rec),
                 images: classify::images(rec),
             },
-            labels: [],
+            labels: ShownLabels::NONE,
         }
     }
 
@@ -418,7 +468,7 @@ impl<'a> UnitBuilder<'a> {
                         .collect()
                 }),
             },
-            labels: [],
+            labels: ShownLabels::NONE,
             tool_summary,
         }
     }
@@ -444,7 +494,7 @@ impl<'a> UnitBuilder<'a> {
             source,
             timestamp: rec.timestamp.as_deref(),
             text_or_artifact_ref: TextRef { text },
-            labels: [],
+            labels: ShownLabels::NONE,
             compact_metadata: None,
             system_subtype: subtype,
         }
@@ -466,7 +516,7 @@ impl<'a> UnitBuilder<'a> {
             text_or_artifact_ref: TextRef {
                 text: compact_text(&self.session.records, boundary, summary),
             },
-            labels: [],
+            labels: ShownLabels::NONE,
             compact_metadata: rec.compact_metadata.as_deref(),
             system_subtype: None,
         }

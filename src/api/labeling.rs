@@ -1,0 +1,523 @@
+//! The labeling routes across sessions, thin over [`crate::labels`]:
+//!
+//! - `POST /api/labels/import` (`?format=jsonl|label-studio`): sets and suggestions, one
+//!   answer per line (or task), the valid ones stored in one transaction.
+//! - `POST /api/labels/queue/next`, `POST /api/labels/queue/release`: the next unit for an
+//!   annotator, reserved for them; and giving it back.
+//! - `GET /api/labels/agreement`: Krippendorff's alpha, Cohen's and Fleiss' kappa.
+//! - `GET /api/labels/progress`: units labeled per session and annotator.
+//! - `GET /api/labels/export` (`?format=jsonl|label-studio|label-studio-config`): streamed.
+
+use std::collections::HashMap;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use serde_json::{json, Value};
+
+use super::auth::Identity;
+use super::error::{echo, session_not_found, ApiError};
+use super::labels::{api_error, json_response, known_session, writer};
+use super::query::QueryPairs;
+use super::AppState;
+use crate::labels::export::{ExportScope, Format};
+use crate::labels::import::{parse_jsonl_line, LineOutcome, Prepared, MAX_IMPORT_LINES};
+use crate::labels::progress::{session_progress, UnitKind};
+use crate::labels::queue::QueueAsk;
+use crate::labels::validate::{check_annotator, Invalid};
+use crate::labels::ImportItem;
+
+/// Largest import body, in bytes.
+pub const MAX_IMPORT_BYTES: usize = 64 << 20;
+
+/// Largest `overlap` the queue takes.
+pub const MAX_OVERLAP: u64 = 100;
+
+/// `POST /api/labels/import` (`?format=jsonl`, the default, or `label-studio`): imports
+/// human sets and model suggestions. 200 with one result per line (or Label Studio task);
+/// 400 when the body cannot be read at all.
+pub async fn import(
+    State(state): State<AppState>,
+    identity: Option<Extension<Identity>>,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let query = QueryPairs::parse(query.as_deref());
+    let format = query.first("format").unwrap_or("jsonl");
+    let records = match format {
+        "jsonl" => jsonl_records(&body)?,
+        "label-studio" | "labelstudio" => label_studio_records(&body)?,
+        other => {
+            return Err(ApiError::Invalid {
+                message: format!(
+                    "format: unknown import format '{}' (expected jsonl or label-studio)",
+                    echo(other)
+                ),
+                details: json!({ "field": "format" }),
+            })
+        }
+    };
+    let prepared = with_unit_texts(&state, records).await?;
+    let outcomes = state
+        .labels
+        .import(prepared, writer(&identity))
+        .await
+        .map_err(api_error)?;
+    Ok(json_response(StatusCode::OK, &import_summary(&outcomes)))
+}
+
+/// The import's answer: totals, then every line's outcome.
+fn import_summary(outcomes: &[LineOutcome]) -> Value {
+    let ok = outcomes.iter().filter(|o| o.ok).count();
+    json!({
+        "lines": outcomes.len(),
+        "ok": ok,
+        "failed": outcomes.len() - ok,
+        "written": outcomes.iter().map(|o| o.written).sum::<usize>(),
+        "unchanged": outcomes.iter().map(|o| o.unchanged).sum::<usize>(),
+        "results": outcomes,
+    })
+}
+
+type Records = Vec<(usize, Result<Vec<ImportItem>, Invalid>)>;
+
+/// The records of a JSONL body, by line number (blank lines skipped).
+fn jsonl_records(body: &[u8]) -> Result<Records, ApiError> {
+    let text = std::str::from_utf8(body).map_err(|e| ApiError::Invalid {
+        message: format!("body: not UTF-8 ({e})"),
+        details: json!({ "field": "body" }),
+    })?;
+    let lines: Records = text
+        .split('\n')
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| (i + 1, parse_jsonl_line(l.trim_end_matches('\r'))))
+        .collect();
+    too_many(lines.len())?;
+    Ok(lines)
+}
+
+/// The records of a Label Studio JSON export, by task index.
+fn label_studio_records(body: &[u8]) -> Result<Records, ApiError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::Invalid {
+        message: format!("body: not JSON: {e}"),
+        details: json!({ "field": "body" }),
+    })?;
+    if !value.is_array() {
+        return Err(ApiError::Invalid {
+            message: "body: a Label Studio export is a JSON array of tasks".into(),
+            details: json!({ "field": "body" }),
+        });
+    }
+    let tasks = crate::labels::labelstudio::parse_export(&value);
+    too_many(tasks.len())?;
+    Ok(tasks
+        .into_iter()
+        .enumerate()
+        .map(|(i, task)| {
+            let task = task.map_err(|message| Invalid {
+                field: "task".into(),
+                message,
+            });
+            (i, task)
+        })
+        .collect())
+}
+
+fn too_many(lines: usize) -> Result<(), ApiError> {
+    if lines > MAX_IMPORT_LINES {
+        return Err(ApiError::Invalid {
+            message: format!("body: {lines} records, more than the {MAX_IMPORT_LINES} one import takes"),
+            details: json!({ "field": "body" }),
+        });
+    }
+    Ok(())
+}
+
+/// Each record with the text of its unit (`None` when the session or unit is unknown).
+async fn with_unit_texts(
+    state: &AppState,
+    records: Records,
+) -> Result<Vec<(usize, Result<Vec<Prepared>, Invalid>)>, ApiError> {
+    let mut sessions: Vec<String> = records
+        .iter()
+        .filter_map(|(_, r)| r.as_ref().ok())
+        .flatten()
+        .map(|item| item.session_id.clone())
+        .collect();
+    sessions.sort();
+    sessions.dedup();
+    let mut texts: HashMap<(String, String), String> = HashMap::new();
+    for session_id in sessions {
+        let Ok((_, loaded)) = state.store.get(&session_id).await else {
+            continue;
+        };
+        let wanted: Vec<String> = records
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().ok())
+            .flatten()
+            .filter(|item| item.session_id == session_id)
+            .map(|item| item.event_id.clone())
+            .collect();
+        let found = tokio::task::spawn_blocking(move || {
+            let units = loaded.units();
+            wanted
+                .into_iter()
+                .filter_map(|e| units.get(&e).map(|u| (e, u.text.clone())))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| ApiError::Internal(format!("finding units: {e}")))?;
+        texts.extend(found.into_iter().map(|(e, t)| ((session_id.clone(), e), t)));
+    }
+    Ok(records
+        .into_iter()
+        .map(|(line, items)| {
+            let prepared = items.map(|items| {
+                items
+                    .into_iter()
+                    .map(|item| Prepared {
+                        unit_text: texts
+                            .get(&(item.session_id.clone(), item.event_id.clone()))
+                            .cloned(),
+                        item,
+                    })
+                    .collect()
+            });
+            (line, prepared)
+        })
+        .collect())
+}
+
+/// `POST /api/labels/queue/next` with `{"annotator", "session"?, "overlap"?}` (overlap 2 by
+/// default): the next unit for the annotator, reserved for them (see
+/// [`crate::labels::queue`]). `{"done": true}` when no session has one left for them.
+pub async fn queue_next(
+    State(state): State<AppState>,
+    identity: Option<Extension<Identity>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let ask: Value = serde_json::from_slice(&body).map_err(|e| ApiError::Invalid {
+        message: format!("body: not JSON: {e}"),
+        details: json!({ "field": "body" }),
+    })?;
+    let annotator = queue_annotator(&state, &identity, &ask)?;
+    let overlap = match ask.get("overlap") {
+        None | Some(Value::Null) => 2,
+        Some(v) => v
+            .as_u64()
+            .filter(|n| (1..=MAX_OVERLAP).contains(n))
+            .ok_or_else(|| ApiError::Invalid {
+                message: format!("overlap: must be an integer from 1 to {MAX_OVERLAP}"),
+                details: json!({ "field": "overlap" }),
+            })?,
+    };
+    let sessions = match ask.get("session") {
+        None | Some(Value::Null) => state
+            .store
+            .list()
+            .into_iter()
+            .map(|i| i.slot.id.clone())
+            .collect(),
+        Some(Value::String(s)) => {
+            known_session(&state, s)?;
+            vec![s.clone()]
+        }
+        Some(_) => {
+            return Err(ApiError::Invalid {
+                message: "session: must be a string".into(),
+                details: json!({ "field": "session" }),
+            })
+        }
+    };
+    for session_id in sessions {
+        let Some(units) = session_unit_ids(&state, &session_id).await else {
+            continue;
+        };
+        let unit_refs: Vec<&str> = units.iter().map(String::as_str).collect();
+        let ask = QueueAsk {
+            annotator: &annotator,
+            overlap: overlap as usize,
+            reservation_ms: state.labels.policy().reservation.as_millis() as i64,
+            now_ms: crate::store::registry::now_ms(),
+        };
+        if let Some(r) = state
+            .labels
+            .next_unit(&session_id, &unit_refs, ask)
+            .await
+            .map_err(api_error)?
+        {
+            let expires_at = chrono::DateTime::from_timestamp_millis(r.expires_at_ms)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+            return Ok(json_response(
+                StatusCode::OK,
+                &json!({ "done": false, "reservation": r, "expires_at": expires_at }),
+            ));
+        }
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "done": true, "reservation": null }),
+    ))
+}
+
+/// `POST /api/labels/queue/release` with `{"annotator", "session_id", "event_id"}`: gives a
+/// reserved unit back (204; 404 when the annotator held no such reservation).
+pub async fn queue_release(
+    State(state): State<AppState>,
+    identity: Option<Extension<Identity>>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let ask: Value = serde_json::from_slice(&body).map_err(|e| ApiError::Invalid {
+        message: format!("body: not JSON: {e}"),
+        details: json!({ "field": "body" }),
+    })?;
+    let annotator = queue_annotator(&state, &identity, &ask)?;
+    let field = |name: &str| {
+        ask.get(name)
+            .and_then(Value::as_str)
+            .ok_or_else(|| ApiError::Invalid {
+                message: format!("{name}: must be a string"),
+                details: json!({ "field": name }),
+            })
+    };
+    let (session_id, event_id) = (field("session_id")?, field("event_id")?);
+    if state
+        .labels
+        .release(session_id, event_id, &annotator)
+        .await
+        .map_err(api_error)?
+    {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError::NotFound(format!(
+            "{} holds no reservation of unit '{}' in session '{}'",
+            annotator,
+            echo(event_id),
+            echo(session_id)
+        )))
+    }
+}
+
+/// The annotator a queue request is for: the body's, which must be the named key's (unless
+/// that key is a reviewer's); the key's when the body names none.
+fn queue_annotator(
+    state: &AppState,
+    identity: &Option<Extension<Identity>>,
+    ask: &Value,
+) -> Result<String, ApiError> {
+    let me = writer(identity);
+    let annotator = match (ask.get("annotator"), me) {
+        (Some(Value::String(a)), _) => a.clone(),
+        (None | Some(Value::Null), Some(me)) => me.to_owned(),
+        (None | Some(Value::Null), None) => {
+            return Err(ApiError::Invalid {
+                message: "annotator: is required".into(),
+                details: json!({ "field": "annotator" }),
+            })
+        }
+        (Some(_), _) => {
+            return Err(ApiError::Invalid {
+                message: "annotator: must be a string".into(),
+                details: json!({ "field": "annotator" }),
+            })
+        }
+    };
+    check_annotator("annotator", &annotator).map_err(|e| api_error(e.into()))?;
+    if let Some(me) = me {
+        if me != annotator && !state.labels.is_reviewer(me) {
+            return Err(ApiError::Forbidden(format!(
+                "the API key is {me}'s: it may not take units for {annotator}"
+            )));
+        }
+    }
+    Ok(annotator)
+}
+
+/// The `event_id`s of session `id`'s units in order (`None`: it cannot be loaded).
+async fn session_unit_ids(state: &AppState, id: &str) -> Option<Vec<String>> {
+    let (_, loaded) = state.store.get(id).await.ok()?;
+    tokio::task::spawn_blocking(move || {
+        loaded
+            .units()
+            .units()
+            .iter()
+            .map(|u| u.event_id.clone())
+            .collect()
+    })
+    .await
+    .ok()
+}
+
+/// `GET /api/labels/progress` (`?session=ID`; `?all=true` for every session, labeled or
+/// not): per session and annotator, units labeled out of the session's by unit type,
+/// drafts, skips, median lead time, agreement with the adjudicated sets.
+pub async fn progress(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let query = QueryPairs::parse(query.as_deref());
+    let sessions = match query.first("session") {
+        Some(id) => {
+            known_session(&state, id)?;
+            vec![id.to_owned()]
+        }
+        None if query.flag("all") => state
+            .store
+            .list()
+            .into_iter()
+            .map(|i| i.slot.id.clone())
+            .collect(),
+        None => state.labels.labeled_sessions().await.map_err(api_error)?,
+    };
+    let mut out = Vec::with_capacity(sessions.len());
+    for session_id in sessions {
+        let sets: Vec<_> = state
+            .labels
+            .sets_in(Some(&session_id), &[])
+            .await
+            .map_err(api_error)?
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect();
+        let Ok((_, loaded)) = state.store.get(&session_id).await else {
+            continue;
+        };
+        let id = session_id.clone();
+        let progress = tokio::task::spawn_blocking(move || {
+            let units: Vec<UnitKind> = loaded
+                .units()
+                .units()
+                .iter()
+                .map(|u| UnitKind {
+                    event_id: &u.event_id,
+                    unit_type: u.unit_type,
+                })
+                .collect();
+            session_progress(&id, &units, &sets)
+        })
+        .await
+        .map_err(|e| ApiError::Internal(format!("progress: {e}")))?;
+        out.push(progress);
+    }
+    Ok(json_response(StatusCode::OK, &json!({ "sessions": out })))
+}
+
+/// `GET /api/labels/export` (`?format=jsonl`, the default, `label-studio` or
+/// `label-studio-config`; `?session=ID`; `?all_units=true`): the labels with their units,
+/// streamed (see [`crate::labels::export`]).
+pub async fn export(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
+    let query = QueryPairs::parse(query.as_deref());
+    let name = query.first("format").unwrap_or("jsonl");
+    if name == "label-studio-config" {
+        let xml = crate::labels::labelstudio::label_config(&state.codebook);
+        return Ok((
+            [(header::CONTENT_TYPE, HeaderValue::from_static("application/xml"))],
+            xml,
+        )
+            .into_response());
+    }
+    let format = Format::parse(name).ok_or_else(|| ApiError::Invalid {
+        message: format!(
+            "format: unknown export format '{}' (expected jsonl, label-studio or label-studio-config)",
+            echo(name)
+        ),
+        details: json!({ "field": "format" }),
+    })?;
+    let scope = ExportScope {
+        session_id: query.first("session").map(str::to_owned),
+        all_units: query.flag("all_units"),
+    };
+    if let Some(id) = &scope.session_id {
+        state
+            .store
+            .slot(id)
+            .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        let failed = tx.clone();
+        if let Err(e) = state
+            .labels
+            .export(state.store.as_ref(), format, &scope, tx)
+            .await
+        {
+            tracing::error!(error = %e, "the label export failed part way");
+            let _ = failed
+                .send(Err(std::io::Error::other("the label export failed")))
+                .await;
+        }
+    });
+    let mut response = Response::new(Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx)));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
+    );
+    Ok(response)
+}
+
+/// `GET /api/labels/agreement` (`?session=ID`, `?label=ID`, `?annotators=a,b`): agreement of
+/// the submitted sets (drafts, skips, adjudicated sets and suggestions never count), per
+/// label and overall, with the units and annotators behind each figure (see
+/// [`crate::labels::agreement`]).
+pub async fn agreement(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    use crate::labels::agreement::{agreement_report, Coding};
+    let query = QueryPairs::parse(query.as_deref());
+    let session = query.first("session");
+    if let Some(id) = session {
+        known_session(&state, id)?;
+    }
+    let annotators: Option<Vec<String>> = query.first("annotators").map(|a| {
+        a.split(',')
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .collect()
+    });
+    let mut label_ids: Vec<String> = state.codebook.labels.iter().map(|l| l.id.clone()).collect();
+    if let Some(label) = query.first("label") {
+        if state.codebook.label(label).is_none() {
+            return Err(ApiError::Invalid {
+                message: format!("label: '{}' is not a label of the codebook", echo(label)),
+                details: json!({ "field": "label" }),
+            });
+        }
+        label_ids = vec![label.to_owned()];
+    }
+    let sets = state
+        .labels
+        .sets_in(session, &[crate::labels::Status::Submitted])
+        .await
+        .map_err(api_error)?;
+    let report = tokio::task::spawn_blocking(move || {
+        let kept: Vec<(String, String, Vec<String>)> = sets
+            .into_iter()
+            .filter(|(_, s)| annotators.as_ref().is_none_or(|a| a.contains(&s.annotator)))
+            .map(|(session_id, s)| {
+                let ids = s
+                    .labels
+                    .into_iter()
+                    .map(|l| l.id)
+                    .filter(|id| label_ids.contains(id))
+                    .collect();
+                (format!("{session_id}\u{0}{}", s.event_id), s.annotator, ids)
+            })
+            .collect();
+        let codings: Vec<Coding> = kept
+            .iter()
+            .map(|(unit, annotator, labels)| Coding {
+                unit,
+                annotator,
+                labels,
+            })
+            .collect();
+        agreement_report(&codings, &label_ids)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("agreement: {e}")))?;
+    Ok(json_response(StatusCode::OK, &report))
+}

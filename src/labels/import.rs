@@ -1,0 +1,458 @@
+//! Importing labels: human sets and model suggestions, line by line, validated like `PUT`,
+//! the valid lines stored in one transaction.
+//!
+//! A JSONL line is one of:
+//! - a set: `{"session_id", "event_id", "annotator", "labels", "status"?, "note"?,
+//!   "lead_time"?}` (`status` defaults to `submitted`);
+//! - a suggestion: `{"session_id", "event_id", "model", "score"?, "labels"}`;
+//! - a line of our own export (`"annotations"` and `"suggestions"` lists): every set and
+//!   suggestion it carries.
+//!
+//! A line is all or nothing: one invalid record refuses the whole line. A record that would
+//! change nothing (the same set or suggestion is stored) is left alone, so importing the
+//! same file twice changes nothing: no new version, no history row.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sqlx::AnyConnection;
+
+use super::model::{ImportItem, ImportKind, LabelRecord, NewSet, Precondition, Status};
+use super::store::{now, write_set, LabelError, LabelStore, SetKey, Unchanged};
+use super::validate::{invalid, validate_labels, validate_set, Invalid};
+
+/// Most lines (or Label Studio tasks) in one import request.
+pub const MAX_IMPORT_LINES: usize = 100_000;
+
+/// Longest model name, in characters (the annotator name's alphabet, plus `:` and `/`).
+pub const MAX_MODEL_CHARS: usize = 200;
+
+/// Reads one JSONL line into the records it asks to import.
+pub fn parse_jsonl_line(text: &str) -> Result<Vec<ImportItem>, Invalid> {
+    let value: Value = serde_json::from_str(text).map_err(|e| invalid("line", format!("not JSON: {e}")))?;
+    let object = value
+        .as_object()
+        .ok_or_else(|| invalid("line", "must be a JSON object"))?;
+    let session_id = required_string(object, "session_id")?;
+    let event_id = required_string(object, "event_id")?;
+    let item = |kind| ImportItem {
+        session_id: session_id.clone(),
+        event_id: event_id.clone(),
+        kind,
+    };
+    if object.contains_key("annotations") || object.contains_key("suggestions") {
+        return exported_line(object, &item);
+    }
+    if object.contains_key("model") {
+        return Ok(vec![item(suggestion_of(object, "")?)]);
+    }
+    Ok(vec![item(ImportKind::Set(set_body(object)))])
+}
+
+/// The records of a line of our own export.
+fn exported_line(
+    object: &Map<String, Value>,
+    item: &dyn Fn(ImportKind) -> ImportItem,
+) -> Result<Vec<ImportItem>, Invalid> {
+    let list = |key: &str| match object.get(key) {
+        None | Some(Value::Null) => Ok(&[][..]),
+        Some(Value::Array(a)) => Ok(a.as_slice()),
+        Some(_) => Err(invalid(key, "must be an array")),
+    };
+    let mut items = Vec::new();
+    for (i, set) in list("annotations")?.iter().enumerate() {
+        let set = set
+            .as_object()
+            .ok_or_else(|| invalid(format!("annotations[{i}]"), "must be an object"))?;
+        items.push(item(ImportKind::Set(set_body(set))));
+    }
+    for (i, suggestion) in list("suggestions")?.iter().enumerate() {
+        let field = format!("suggestions[{i}]");
+        let suggestion = suggestion
+            .as_object()
+            .ok_or_else(|| invalid(field.as_str(), "must be an object"))?;
+        items.push(item(suggestion_of(suggestion, &format!("{field}."))?));
+    }
+    Ok(items)
+}
+
+/// A `PUT` body from a line or an exported set: the set's fields, `status` defaulting to
+/// `submitted` (other keys, such as an export's `version`, are left out).
+fn set_body(object: &Map<String, Value>) -> Value {
+    let mut body = Map::new();
+    for key in ["annotator", "labels", "status", "note", "lead_time"] {
+        if let Some(v) = object.get(key) {
+            body.insert(key.to_owned(), v.clone());
+        }
+    }
+    body.entry("status")
+        .or_insert_with(|| Value::String(Status::Submitted.as_str().to_owned()));
+    Value::Object(body)
+}
+
+fn suggestion_of(object: &Map<String, Value>, prefix: &str) -> Result<ImportKind, Invalid> {
+    let model = match object.get("model") {
+        Some(Value::String(s)) => s.clone(),
+        _ => return Err(invalid(format!("{prefix}model"), "must be a string")),
+    };
+    Ok(ImportKind::Suggestion {
+        model,
+        score: object.get("score").filter(|s| !s.is_null()).cloned(),
+        labels: object.get("labels").cloned().unwrap_or(Value::Null),
+    })
+}
+
+fn required_string(object: &Map<String, Value>, key: &str) -> Result<String, Invalid> {
+    match object.get(key) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(_) => Err(invalid(key, "must be a non-empty string")),
+        None => Err(invalid(key, "is required")),
+    }
+}
+
+/// A record ready for validation: the unit's text (`None`: the session or the unit is
+/// unknown).
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The record.
+    pub item: ImportItem,
+    /// The text its evidence quotes must occur in.
+    pub unit_text: Option<String>,
+}
+
+/// What happened to one line (or Label Studio task).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LineOutcome {
+    /// The line's number (1-based), or the task's index (0-based) for Label Studio.
+    pub line: usize,
+    /// True when every record of the line is stored (or already was).
+    pub ok: bool,
+    /// Sets and suggestions written.
+    pub written: usize,
+    /// Records that were already stored as given.
+    pub unchanged: usize,
+    /// Why the line was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The field at fault, as a path into the line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+impl LineOutcome {
+    /// A refused line.
+    pub fn refused(line: usize, why: Invalid) -> LineOutcome {
+        LineOutcome {
+            line,
+            ok: false,
+            written: 0,
+            unchanged: 0,
+            error: Some(why.to_string()),
+            field: Some(why.field),
+        }
+    }
+}
+
+/// A validated record.
+enum Valid {
+    Set(NewSet),
+    Suggestion {
+        model: String,
+        score: Option<f64>,
+        labels: Vec<LabelRecord>,
+    },
+}
+
+/// One line's validated records, with the unit each is on.
+struct ValidLine {
+    line: usize,
+    records: Vec<(String, String, Valid)>,
+}
+
+impl LabelStore {
+    /// Validates every line's records (`writer`: the named API key's annotator the request is
+    /// made as, if any) and stores those of the valid lines in one transaction. Returns one
+    /// outcome per line, in order.
+    pub async fn import(
+        &self,
+        lines: Vec<(usize, Result<Vec<Prepared>, Invalid>)>,
+        writer: Option<&str>,
+    ) -> Result<Vec<LineOutcome>, LabelError> {
+        let mut outcomes = Vec::with_capacity(lines.len());
+        let mut valid = Vec::new();
+        for (line, prepared) in lines {
+            match prepared.and_then(|p| self.validate_line(p, writer)) {
+                Ok(records) => valid.push(ValidLine { line, records }),
+                Err(why) => outcomes.push(LineOutcome::refused(line, why)),
+            }
+        }
+        let mut attempt = 0;
+        let stored = loop {
+            match self.store_lines(&valid).await {
+                Err(LabelError::Database(e)) if attempt < 3 && super::store::is_unique_violation(&e) => {
+                    attempt += 1
+                }
+                other => break other?,
+            }
+        };
+        outcomes.extend(stored);
+        outcomes.sort_by_key(|o| o.line);
+        Ok(outcomes)
+    }
+
+    fn validate_line(
+        &self,
+        prepared: Vec<Prepared>,
+        writer: Option<&str>,
+    ) -> Result<Vec<(String, String, Valid)>, Invalid> {
+        prepared
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let text = p.unit_text.as_deref().ok_or_else(|| {
+                    invalid(
+                        "event_id",
+                        format!(
+                            "unit '{}' not found in session '{}'",
+                            crate::api::error::echo(&p.item.event_id),
+                            crate::api::error::echo(&p.item.session_id)
+                        ),
+                    )
+                })?;
+                let valid = self
+                    .validate_record(&p.item.kind, text, writer)
+                    .map_err(|e| at_record(e, i))?;
+                Ok((p.item.session_id, p.item.event_id, valid))
+            })
+            .collect()
+    }
+
+    fn validate_record(&self, kind: &ImportKind, text: &str, writer: Option<&str>) -> Result<Valid, Invalid> {
+        match kind {
+            ImportKind::Set(body) => {
+                let set = validate_set(body, self.codebook(), text)?;
+                self.may_write(writer, &set)
+                    .map_err(|m| invalid("annotator", m))?;
+                Ok(Valid::Set(set))
+            }
+            ImportKind::Suggestion { model, score, labels } => {
+                check_model(model)?;
+                let score = match score {
+                    None => None,
+                    Some(v) => Some(
+                        v.as_f64()
+                            .filter(|s| (0.0..=1.0).contains(s))
+                            .ok_or_else(|| invalid("score", "must be a number from 0 to 1"))?,
+                    ),
+                };
+                let labels = validate_labels(Some(labels), self.codebook(), text)?;
+                Ok(Valid::Suggestion {
+                    model: model.clone(),
+                    score,
+                    labels,
+                })
+            }
+        }
+    }
+
+    /// Refuses a set `writer` may not write: another annotator's (unless `writer` is a
+    /// reviewer), or an adjudicated set of someone who is not a reviewer.
+    pub fn may_write(&self, writer: Option<&str>, set: &NewSet) -> Result<(), String> {
+        if let Some(me) = writer {
+            if me != set.annotator && !self.is_reviewer(me) {
+                return Err(format!(
+                    "the API key is {me}'s: it may not write {}'s labels",
+                    set.annotator
+                ));
+            }
+        }
+        if set.status == Status::Adjudicated && !self.is_reviewer(&set.annotator) {
+            return Err(format!(
+                "only a reviewer may write an adjudicated set; {} is not one",
+                set.annotator
+            ));
+        }
+        Ok(())
+    }
+
+    async fn store_lines(&self, lines: &[ValidLine]) -> Result<Vec<LineOutcome>, LabelError> {
+        let mut tx = self.pool.begin().await?;
+        let mut outcomes = Vec::with_capacity(lines.len());
+        for line in lines {
+            let mut outcome = LineOutcome {
+                line: line.line,
+                ok: true,
+                written: 0,
+                unchanged: 0,
+                error: None,
+                field: None,
+            };
+            for (session_id, event_id, record) in &line.records {
+                if store_record(&mut tx, session_id, event_id, record).await? {
+                    outcome.written += 1;
+                } else {
+                    outcome.unchanged += 1;
+                }
+            }
+            outcomes.push(outcome);
+        }
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+}
+
+/// Stores one record; false when it was already stored as given.
+async fn store_record(
+    conn: &mut AnyConnection,
+    session_id: &str,
+    event_id: &str,
+    record: &Valid,
+) -> Result<bool, LabelError> {
+    match record {
+        Valid::Set(set) => {
+            let key = SetKey {
+                session_id,
+                event_id,
+                annotator: &set.annotator,
+            };
+            let written = write_set(conn, key, set, &Precondition::None, Unchanged::Skip).await?;
+            Ok(written.is_some())
+        }
+        Valid::Suggestion { model, score, labels } => {
+            store_suggestion(conn, session_id, event_id, model, *score, labels).await
+        }
+    }
+}
+
+async fn store_suggestion(
+    conn: &mut AnyConnection,
+    session_id: &str,
+    event_id: &str,
+    model: &str,
+    score: Option<f64>,
+    labels: &[LabelRecord],
+) -> Result<bool, LabelError> {
+    let labels = serde_json::to_string(labels).map_err(|e| LabelError::Corrupt(e.to_string()))?;
+    let current = sqlx::query(
+        "SELECT score, labels FROM label_suggestions WHERE session_id = $1 AND event_id = $2 AND model = $3",
+    )
+    .bind(session_id)
+    .bind(event_id)
+    .bind(model)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(row) = current {
+        use sqlx::Row;
+        let stored_score: Option<f64> = row.try_get("score")?;
+        let stored_labels: String = row.try_get("labels")?;
+        if stored_score == score && stored_labels == labels {
+            return Ok(false);
+        }
+    }
+    sqlx::query(
+        "INSERT INTO label_suggestions (session_id, event_id, model, score, labels, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (session_id, event_id, model) DO UPDATE SET \
+         score = excluded.score, labels = excluded.labels, updated_at = excluded.updated_at",
+    )
+    .bind(session_id)
+    .bind(event_id)
+    .bind(model)
+    .bind(score)
+    .bind(labels)
+    .bind(now())
+    .execute(&mut *conn)
+    .await?;
+    Ok(true)
+}
+
+/// Checks a model name: 1 to [`MAX_MODEL_CHARS`] of the annotator alphabet plus `:` and `/`.
+fn check_model(model: &str) -> Result<(), Invalid> {
+    if model.is_empty() || model.len() > MAX_MODEL_CHARS {
+        return Err(invalid(
+            "model",
+            format!("must be 1 to {MAX_MODEL_CHARS} characters"),
+        ));
+    }
+    if !model
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'@' | b':' | b'/'))
+    {
+        return Err(invalid(
+            "model",
+            "may hold only ASCII letters, digits, '.', '_', '-', '@', ':' and '/'",
+        ));
+    }
+    Ok(())
+}
+
+/// `why` for the `i`-th record of a line of several (an export line's).
+fn at_record(why: Invalid, i: usize) -> Invalid {
+    if i == 0 {
+        return why;
+    }
+    Invalid {
+        message: format!("{} (record {})", why.message, i + 1),
+        field: why.field,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_line_is_a_set_a_suggestion_or_an_export_line() {
+        let set =
+            parse_jsonl_line(r#"{"session_id":"s","event_id":"U:1","annotator":"a","labels":[]}"#).unwrap();
+        assert_eq!(
+            set[0].kind,
+            ImportKind::Set(json!({"annotator":"a","labels":[],"status":"submitted"}))
+        );
+        let suggestion =
+            parse_jsonl_line(r#"{"session_id":"s","event_id":"U:1","model":"m","score":0.5,"labels":[]}"#)
+                .unwrap();
+        assert_eq!(
+            suggestion[0].kind,
+            ImportKind::Suggestion {
+                model: "m".into(),
+                score: Some(json!(0.5)),
+                labels: json!([])
+            }
+        );
+        let exported = parse_jsonl_line(
+            r#"{"session_id":"s","event_id":"U:1","unit":null,"annotations":[{"annotator":"a","status":"draft","labels":[],"version":3}],"suggestions":[{"model":"m","labels":[]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(exported.len(), 2);
+        assert_eq!(
+            exported[0].kind,
+            ImportKind::Set(json!({"annotator":"a","labels":[],"status":"draft"}))
+        );
+    }
+
+    #[test]
+    fn unreadable_lines_name_the_field() {
+        for (line, field) in [
+            ("{", "line"),
+            ("[]", "line"),
+            (r#"{"event_id":"U:1"}"#, "session_id"),
+            (r#"{"session_id":"s","event_id":7}"#, "event_id"),
+            (
+                r#"{"session_id":"s","event_id":"e","annotations":{}}"#,
+                "annotations",
+            ),
+            (r#"{"session_id":"s","event_id":"e","model":1}"#, "model"),
+        ] {
+            assert_eq!(parse_jsonl_line(line).unwrap_err().field, field, "{line}");
+        }
+    }
+
+    #[test]
+    fn model_names_take_versions() {
+        assert!(check_model("gpt-4o:2024-08-06").is_ok());
+        assert!(check_model("org/model").is_ok());
+        assert!(check_model("").is_err());
+        assert!(check_model("a b").is_err());
+        assert!(check_model(&"m".repeat(201)).is_err());
+    }
+}

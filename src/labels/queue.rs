@@ -1,0 +1,237 @@
+//! The labeling queue: hands each annotator the next unit to label, so that no unit is
+//! taken by more annotators than the overlap asks for.
+//!
+//! A unit is *held* by an annotator who submitted a set on it or holds a live reservation
+//! of it. The next unit for annotator A, in session order, is the first that A has not
+//! submitted, discarded or adjudicated, that A does not hold, and that fewer than `overlap`
+//! annotators hold; it is reserved for A until the reservation expires, A submits or
+//! discards a set on it, or A releases it. An annotator who asks again while holding a live
+//! reservation in the session gets the same unit back (with a new expiry), so a reload does
+//! not take a second one. A draft does not complete a unit: it comes back.
+//!
+//! Asking is serialised per session: the transaction first bumps the session's row in
+//! `label_queue_turns`, which takes SQLite's write lock or the row's lock in PostgreSQL, so
+//! two annotators asking at once are answered one after the other, each seeing the other's
+//! reservation.
+
+use foldhash::{HashMap, HashMapExt, HashSet};
+use serde::Serialize;
+use sqlx::Row;
+
+use super::store::{LabelError, LabelStore};
+
+/// A unit handed out by the queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reservation {
+    /// The session.
+    pub session_id: String,
+    /// The unit.
+    pub event_id: String,
+    /// Who holds it.
+    pub annotator: String,
+    /// When the reservation ends unless the unit is submitted (Unix milliseconds).
+    pub expires_at_ms: i64,
+    /// Units of the session the annotator could still be handed after this one.
+    pub remaining: usize,
+}
+
+/// What the queue is asked.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueAsk<'a> {
+    /// Who asks.
+    pub annotator: &'a str,
+    /// How many annotators each unit should get.
+    pub overlap: usize,
+    /// How long a reservation lasts, in milliseconds.
+    pub reservation_ms: i64,
+    /// Now, in Unix milliseconds.
+    pub now_ms: i64,
+}
+
+impl LabelStore {
+    /// The next unit of `session_id` (whose units, in session order, are `units`) for
+    /// `ask.annotator`, reserved for them; `None` when the session has none left for them.
+    pub async fn next_unit(
+        &self,
+        session_id: &str,
+        units: &[&str],
+        ask: QueueAsk<'_>,
+    ) -> Result<Option<Reservation>, LabelError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO label_queue_turns (session_id, turns) VALUES ($1, 0) \
+             ON CONFLICT (session_id) DO NOTHING",
+        )
+        .bind(session_id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE label_queue_turns SET turns = turns + 1 WHERE session_id = $1")
+            .bind(session_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM label_reservations WHERE session_id = $1 AND expires_at <= $2")
+            .bind(session_id)
+            .bind(ask.now_ms)
+            .execute(&mut *tx)
+            .await?;
+        let holds = Holds::read(&mut tx, session_id, ask.annotator).await?;
+        let Some((event_id, remaining)) = holds.pick(units, ask) else {
+            tx.commit().await?;
+            return Ok(None);
+        };
+        let expires_at_ms = ask.now_ms + ask.reservation_ms;
+        sqlx::query(
+            "INSERT INTO label_reservations (session_id, event_id, annotator, expires_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (session_id, event_id, annotator) \
+             DO UPDATE SET expires_at = excluded.expires_at",
+        )
+        .bind(session_id)
+        .bind(&event_id)
+        .bind(ask.annotator)
+        .bind(expires_at_ms)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(Reservation {
+            session_id: session_id.to_owned(),
+            event_id,
+            annotator: ask.annotator.to_owned(),
+            expires_at_ms,
+            remaining,
+        }))
+    }
+
+    /// Ends `annotator`'s reservation of the unit; false when they held none.
+    pub async fn release(
+        &self,
+        session_id: &str,
+        event_id: &str,
+        annotator: &str,
+    ) -> Result<bool, LabelError> {
+        let done = sqlx::query(
+            "DELETE FROM label_reservations WHERE session_id = $1 AND event_id = $2 AND annotator = $3",
+        )
+        .bind(session_id)
+        .bind(event_id)
+        .bind(annotator)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+}
+
+/// Who holds which unit of a session, as the queue sees it.
+struct Holds {
+    /// Per unit, the annotators holding it (submitted or live reservation).
+    holders: HashMap<String, HashSet<String>>,
+    /// Units the asking annotator has completed (submitted, discarded, adjudicated).
+    done: HashSet<String>,
+    /// The unit the asking annotator holds a live reservation of, if any.
+    reserved: Option<String>,
+}
+
+impl Holds {
+    async fn read(
+        conn: &mut sqlx::AnyConnection,
+        session_id: &str,
+        annotator: &str,
+    ) -> Result<Holds, LabelError> {
+        let mut holds = Holds {
+            holders: HashMap::new(),
+            done: HashSet::default(),
+            reserved: None,
+        };
+        // One statement, so one snapshot: a submit commits its set and ends its
+        // reservation together, and a read in two statements (PostgreSQL's read committed
+        // takes a snapshot per statement) could see neither and hand the unit out again.
+        let rows = sqlx::query(
+            "SELECT event_id, annotator, status FROM label_sets WHERE session_id = $1 AND status <> 'draft' \
+             UNION ALL SELECT event_id, annotator, 'reserved' FROM label_reservations WHERE session_id = $1",
+        )
+        .bind(session_id)
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut reserved = Vec::new();
+        for row in &rows {
+            let (event_id, who, status): (String, String, String) =
+                (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+            match status.as_str() {
+                "reserved" => reserved.push((event_id, who)),
+                "submitted" => {
+                    if who == annotator {
+                        holds.done.insert(event_id.clone());
+                    }
+                    holds.holders.entry(event_id).or_default().insert(who);
+                }
+                _ if who == annotator => {
+                    holds.done.insert(event_id);
+                }
+                _ => {}
+            }
+        }
+        for (event_id, who) in reserved {
+            if who == annotator && !holds.done.contains(&event_id) {
+                holds.reserved = Some(event_id.clone());
+            }
+            holds.holders.entry(event_id).or_default().insert(who);
+        }
+        Ok(holds)
+    }
+
+    /// The unit to hand out and how many more could follow it.
+    fn pick(&self, units: &[&str], ask: QueueAsk<'_>) -> Option<(String, usize)> {
+        let open = |unit: &str| {
+            let held = self.holders.get(unit);
+            !self.done.contains(unit)
+                && held.is_none_or(|h| !h.contains(ask.annotator) && h.len() < ask.overlap)
+        };
+        let chosen = match &self.reserved {
+            Some(unit) if units.contains(&unit.as_str()) => unit.clone(),
+            _ => (*units.iter().find(|u| open(u))?).to_owned(),
+        };
+        let remaining = units.iter().filter(|u| open(u) && **u != chosen).count();
+        Some((chosen, remaining))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holds(holders: &[(&str, &[&str])], done: &[&str], reserved: Option<&str>) -> Holds {
+        Holds {
+            holders: holders
+                .iter()
+                .map(|(u, who)| (u.to_string(), who.iter().map(|w| w.to_string()).collect()))
+                .collect(),
+            done: done.iter().map(|d| d.to_string()).collect(),
+            reserved: reserved.map(str::to_owned),
+        }
+    }
+
+    const ASK: QueueAsk = QueueAsk {
+        annotator: "me",
+        overlap: 2,
+        reservation_ms: 1000,
+        now_ms: 0,
+    };
+
+    #[test]
+    fn the_first_open_unit_in_order_is_picked() {
+        let units = ["u1", "u2", "u3", "u4"];
+        let h = holds(
+            &[("u1", &["a", "b"]), ("u2", &["me"]), ("u3", &["a"])],
+            &["u4"],
+            None,
+        );
+        assert_eq!(h.pick(&units, ASK), Some(("u3".into(), 0)));
+        assert_eq!(h.pick(&units, QueueAsk { overlap: 1, ..ASK }), None);
+    }
+
+    #[test]
+    fn a_live_reservation_comes_back() {
+        let units = ["u1", "u2", "u3"];
+        let h = holds(&[("u2", &["me"])], &[], Some("u2"));
+        assert_eq!(h.pick(&units, ASK), Some(("u2".into(), 2)));
+    }
+}

@@ -1,0 +1,710 @@
+//! Labeling across units on a real server, on SQLite and (with `DATABASE_URL`) PostgreSQL:
+//! import with good and bad lines, the labels the annotations body shows, the queue under
+//! 32 concurrent annotators, blind mode and named keys, export round trips, progress and
+//! agreement, orphaned labels.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use sessiongraph::labels::LabelPolicy;
+
+use crate::labels::{put, quote_of, sample_server, TestDb};
+use crate::server::{Options, Reply, TestServer};
+
+/// Imports `lines` (JSONL) as `format`.
+async fn import(server: &TestServer, lines: &[Value], headers: &[(&str, &str)]) -> Reply {
+    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    server
+        .post_bytes("/api/labels/import", body.into_bytes(), headers)
+        .await
+}
+
+fn set(annotator: &str, status: &str, ids: &[&str]) -> Value {
+    let labels: Vec<Value> = ids.iter().map(|id| json!({ "id": id })).collect();
+    json!({ "annotator": annotator, "status": status, "labels": labels })
+}
+
+/// The units with text (`event_id`, text), main chain first.
+fn texty_units(units: &[(String, String, bool)], n: usize) -> Vec<(String, String)> {
+    units
+        .iter()
+        .filter(|(_, t, _)| t.chars().count() >= 20)
+        .take(n)
+        .map(|(e, t, _)| (e.clone(), t.clone()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_answers_per_line_stores_the_valid_ones_and_twice_changes_nothing() {
+    for backend in TestDb::backends() {
+        let db = TestDb::fresh(backend).await;
+        import_lines(&db).await;
+        db.cleanup().await;
+    }
+}
+
+async fn import_lines(db: &TestDb) {
+    let (server, id, units) = sample_server(db.options()).await;
+    let picked = texty_units(&units, 2);
+    let (e1, t1) = &picked[0];
+    let (e2, _) = &picked[1];
+    let good_set = json!({"session_id": id, "event_id": e1, "annotator": "ann.a", "labels": [
+        {"id": "EXEC_COGNITIVE", "confidence": 0.8, "evidence": {"quote": quote_of(t1)}}]});
+    let good_suggestion = json!({"session_id": id, "event_id": e1, "model": "gpt-4o:2024-08-06",
+        "score": 0.7, "labels": [{"id": "EXEC_COGNITIVE"}]});
+    let lines = [
+        good_set.clone(),
+        good_suggestion.clone(),
+        json!({"session_id": id, "event_id": e2, "annotator": "ann.b", "labels": [{"id": "NOT_A_LABEL"}]}),
+        json!({"session_id": id, "event_id": e2, "annotator": "ann.b", "labels": [
+            {"id": "EXEC_COGNITIVE", "evidence": {"quote": "words that are nowhere in the unit"}}]}),
+        json!({"session_id": id, "event_id": "U:nowhere", "annotator": "ann.b", "labels": []}),
+        json!({"session_id": "no-such-session", "event_id": e2, "annotator": "ann.b", "labels": []}),
+        json!({"session_id": id, "event_id": e2, "model": "m", "score": 2, "labels": []}),
+    ];
+    let mut body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    body.push_str("\n{not json\n");
+    let first = server
+        .post_bytes("/api/labels/import", body.clone().into_bytes(), &[])
+        .await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.json);
+    assert_eq!(first.json["lines"], 8);
+    assert_eq!(first.json["ok"], 2);
+    assert_eq!(first.json["written"], 2);
+    let results = first.json["results"].as_array().unwrap();
+    let field = |line: u64| {
+        results
+            .iter()
+            .find(|r| r["line"] == line)
+            .map(|r| (r["ok"].clone(), r["field"].clone()))
+            .unwrap()
+    };
+    assert_eq!(field(1), (json!(true), Value::Null));
+    assert_eq!(field(3), (json!(false), json!("labels[0].id")));
+    assert_eq!(field(4), (json!(false), json!("labels[0].evidence.quote")));
+    assert_eq!(field(5), (json!(false), json!("event_id")));
+    assert_eq!(field(6), (json!(false), json!("event_id")));
+    assert_eq!(field(7), (json!(false), json!("score")));
+    assert_eq!(
+        field(9),
+        (json!(false), json!("line")),
+        "a blank line is skipped, not answered"
+    );
+
+    let listed = server.get(&format!("/api/graph/{id}/labels")).await;
+    assert_eq!(listed.json["total"], 1);
+    assert_eq!(listed.json["labels"][0]["annotator"], "ann.a");
+    assert_eq!(listed.json["suggestions"][0]["model"], "gpt-4o:2024-08-06");
+    assert_eq!(listed.json["suggestions"][0]["score"], 0.7);
+
+    let again = server
+        .post_bytes("/api/labels/import", body.into_bytes(), &[])
+        .await;
+    assert_eq!(again.json["written"], 0, "{}", again.json);
+    assert_eq!(again.json["unchanged"], 2);
+    let history = server.get(&format!("/api/graph/{id}/labels/{e1}/history")).await;
+    assert_eq!(history.json["total"], 1, "the second import wrote no history");
+    assert_eq!(
+        server.get(&format!("/api/graph/{id}/labels")).await.json,
+        listed.json
+    );
+
+    let bad_format = server
+        .post_bytes("/api/labels/import?format=csv", b"x".to_vec(), &[])
+        .await;
+    assert_eq!(bad_format.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad_format.json["details"]["field"], "format");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_annotations_body_shows_the_adjudicated_set_else_the_majority() {
+    let (server, id, units) = sample_server(Options {
+        label_policy: LabelPolicy {
+            reviewers: vec!["lead".into()],
+            ..Default::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let plain = server
+        .get(&format!("/api/graph/{id}/annotations?include_sidechains=true"))
+        .await;
+    let picked = texty_units(&units, 2);
+    let (unit, _) = &picked[0];
+    let path = format!("/api/graph/{id}/labels/{unit}");
+    for (who, ids) in [
+        ("ann.a", &["EXEC_COGNITIVE", "EXEC_DIGITAL"][..]),
+        ("ann.b", &["EXEC_COGNITIVE"][..]),
+        ("ann.c", &["EXEC_COGNITIVE", "EXEC_DIGITAL"][..]),
+    ] {
+        let written = put(&server, &path, &set(who, "submitted", ids), None).await;
+        assert_eq!(written.status, StatusCode::CREATED, "{}", written.json);
+    }
+    put(
+        &server,
+        &path,
+        &set("ann.d", "draft", &["TASK_DECOMPOSITION"]),
+        None,
+    )
+    .await;
+    let labeled = server
+        .get(&format!("/api/graph/{id}/annotations?include_sidechains=true"))
+        .await;
+    let labels_of = |body: &Value| {
+        body["annotations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["event_id"] == unit.as_str())
+            .unwrap()["labels"]
+            .clone()
+    };
+    assert_eq!(
+        labels_of(&labeled.json),
+        json!([{"id": "EXEC_COGNITIVE", "confidence": 1.0}, {"id": "EXEC_DIGITAL", "confidence": 2.0 / 3.0}])
+    );
+    assert_ne!(labeled.headers["etag"], plain.headers["etag"]);
+    assert_eq!(
+        strip_labels(&labeled.json),
+        strip_labels(&plain.json),
+        "labels are the only difference"
+    );
+
+    let one = server
+        .get(&format!(
+            "/api/graph/{id}/annotations?include_sidechains=true&annotator=ann.b"
+        ))
+        .await;
+    assert_eq!(labels_of(&one.json), json!([{"id": "EXEC_COGNITIVE"}]));
+    let drafted = server
+        .get(&format!(
+            "/api/graph/{id}/annotations?include_sidechains=true&annotator=ann.d"
+        ))
+        .await;
+    assert_eq!(labels_of(&drafted.json), json!([]), "a draft is not shown");
+
+    let adjudicated = put(
+        &server,
+        &path,
+        &set("lead", "adjudicated", &["TASK_DECOMPOSITION"]),
+        None,
+    )
+    .await;
+    assert_eq!(adjudicated.status, StatusCode::CREATED);
+    let after = server
+        .get(&format!("/api/graph/{id}/annotations?include_sidechains=true"))
+        .await;
+    assert_eq!(labels_of(&after.json), json!([{"id": "TASK_DECOMPOSITION"}]));
+    assert_ne!(after.headers["etag"], labeled.headers["etag"]);
+    let etag = after.headers["etag"].to_str().unwrap().to_owned();
+    let cached = server
+        .get_if_none_match(
+            &format!("/api/graph/{id}/annotations?include_sidechains=true"),
+            &etag,
+        )
+        .await;
+    assert_eq!(cached.status, StatusCode::NOT_MODIFIED);
+    server.stop().await;
+}
+
+/// The body with every unit's `labels` emptied.
+fn strip_labels(body: &Value) -> Value {
+    let mut body = body.clone();
+    for unit in body["annotations"].as_array_mut().unwrap() {
+        unit["labels"] = json!([]);
+    }
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_never_gives_a_unit_to_more_annotators_than_the_overlap() {
+    for backend in TestDb::backends() {
+        let db = TestDb::fresh(backend).await;
+        queue_under_load(&db).await;
+        db.cleanup().await;
+    }
+}
+
+async fn queue_under_load(db: &TestDb) {
+    let (server, id, units) = sample_server(db.options()).await;
+    let server = Arc::new(server);
+    let mut tasks = Vec::new();
+    for n in 0..32 {
+        let server = server.clone();
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            let me = format!("ann{n:02}");
+            let mut taken = Vec::new();
+            loop {
+                let next = server
+                    .post_json(
+                        "/api/labels/queue/next",
+                        &json!({"annotator": me, "session": id, "overlap": 2}),
+                        &[],
+                    )
+                    .await;
+                assert_eq!(next.status, StatusCode::OK, "{}", next.json);
+                if next.json["done"] == true {
+                    return taken;
+                }
+                let unit = next.json["reservation"]["event_id"].as_str().unwrap().to_owned();
+                let path = format!("/api/graph/{id}/labels/{unit}");
+                let written = put(&server, &path, &set(&me, "submitted", &[]), None).await;
+                assert!(written.status.is_success(), "{}", written.json);
+                taken.push(unit);
+            }
+        }));
+    }
+    let mut per_unit: BTreeMap<String, usize> = BTreeMap::new();
+    for task in tasks {
+        let taken = task.await.unwrap();
+        let distinct: HashSet<&String> = taken.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            taken.len(),
+            "an annotator never gets a unit twice"
+        );
+        for unit in taken {
+            *per_unit.entry(unit).or_default() += 1;
+        }
+    }
+    assert_eq!(per_unit.len(), units.len(), "every unit was handed out");
+    assert!(per_unit.values().all(|&n| n == 2), "{per_unit:?}");
+    let server = Arc::try_unwrap(server).ok().unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_comes_back_on_asking_again_and_ends_on_release_or_expiry() {
+    let (server, id, _) = sample_server(Options {
+        label_policy: LabelPolicy {
+            reservation: std::time::Duration::from_secs(1),
+            ..Default::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let ask = |who: &str| json!({"annotator": who, "session": id, "overlap": 1});
+    let a = server.post_json("/api/labels/queue/next", &ask("a"), &[]).await;
+    let first = a.json["reservation"]["event_id"].clone();
+    let again = server.post_json("/api/labels/queue/next", &ask("a"), &[]).await;
+    assert_eq!(
+        again.json["reservation"]["event_id"], first,
+        "a reload keeps the unit"
+    );
+    let b = server.post_json("/api/labels/queue/next", &ask("b"), &[]).await;
+    assert_ne!(
+        b.json["reservation"]["event_id"], first,
+        "overlap 1: b gets another unit"
+    );
+    let release = json!({"annotator": "a", "session_id": id, "event_id": first});
+    let released = server.post_json("/api/labels/queue/release", &release, &[]).await;
+    assert_eq!(released.status, StatusCode::NO_CONTENT);
+    let twice = server.post_json("/api/labels/queue/release", &release, &[]).await;
+    assert_eq!(twice.status, StatusCode::NOT_FOUND);
+    let c = server.post_json("/api/labels/queue/next", &ask("c"), &[]).await;
+    assert_eq!(
+        c.json["reservation"]["event_id"], first,
+        "a released unit is handed out again"
+    );
+    // c's reservation expires (one second): d gets the unit.
+    tokio::time::sleep(std::time::Duration::from_millis(1_300)).await;
+    let d = server.post_json("/api/labels/queue/next", &ask("d"), &[]).await;
+    assert_eq!(
+        d.json["reservation"]["event_id"], first,
+        "an expired reservation returns the unit"
+    );
+    let bad = server
+        .post_json(
+            "/api/labels/queue/next",
+            &json!({"annotator": "a", "overlap": 0}),
+            &[],
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad.json["details"]["field"], "overlap");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_keys_are_annotators_and_blind_mode_hides_others_until_submitted() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![crate::helpers::fixture("commugraph-sample")],
+        api_keys: vec!["alice:k-alice".into(), "bob:k-bob".into(), "lead:k-lead".into()],
+        label_policy: LabelPolicy {
+            reviewers: vec!["lead".into()],
+            blind: true,
+            ..Default::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let key = [("x-api-key", "k-lead")];
+    let id = server.get_with("/api/sessions", &key).await.json["sessions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let body = server
+        .get_with(&format!("/api/graph/{id}/annotations"), &key)
+        .await;
+    let units: Vec<(String, String, bool)> = body.json["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            let text = u["text_or_artifact_ref"]["text"].as_str().unwrap_or("");
+            (u["event_id"].as_str().unwrap().to_owned(), text.to_owned(), false)
+        })
+        .collect();
+    let (unit, _) = texty_units(&units, 1).remove(0);
+    let path = format!("/api/graph/{id}/labels/{unit}");
+    let as_key = |key: &'static str| [("authorization", format!("Bearer {key}"))];
+    let put_as = |key: &'static str, body: Value| {
+        let request = server
+            .client
+            .put(format!("{}{path}", server.url))
+            .header("authorization", format!("Bearer {key}"))
+            .json(&body);
+        async move { Reply::read(request.send().await.unwrap()).await }
+    };
+    let forged = put_as("k-alice", set("bob", "submitted", &["EXEC_COGNITIVE"])).await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.json);
+    assert_eq!(
+        put_as("k-alice", set("alice", "submitted", &["EXEC_COGNITIVE"]))
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        put_as("k-bob", set("bob", "draft", &["TASK_DECOMPOSITION"]))
+            .await
+            .status,
+        StatusCode::CREATED
+    );
+    let listed = |key: &'static str| {
+        let headers = as_key(key);
+        let server = &server;
+        let id = id.clone();
+        async move {
+            let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            let r = server
+                .get_with(&format!("/api/graph/{id}/labels"), &headers)
+                .await;
+            r.json["labels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["annotator"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        listed("k-bob").await,
+        ["bob"],
+        "bob has not submitted: he sees only his own"
+    );
+    assert_eq!(
+        listed("k-alice").await,
+        ["alice", "bob"],
+        "alice submitted: she sees all"
+    );
+    assert_eq!(listed("k-lead").await, ["alice", "bob"], "reviewers see all");
+    // `?annotator=` does not let bob look as alice: the key decides.
+    let headers = as_key("k-bob");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let peek = server
+        .get_with(&format!("/api/graph/{id}/labels?annotator=alice"), &headers)
+        .await;
+    assert_eq!(peek.json["total"], 0);
+    let body = server
+        .get_with(&format!("/api/graph/{id}/annotations?annotator=alice"), &headers)
+        .await;
+    let shown: Vec<&Value> = body.json["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["labels"] != json!([]))
+        .collect();
+    assert!(
+        shown.is_empty(),
+        "bob sees no labels of others in the annotations body"
+    );
+    let lead = server
+        .client
+        .put(format!("{}{path}", server.url))
+        .header("authorization", "Bearer k-lead")
+        .json(&set("alice", "submitted", &["TASK_DECOMPOSITION"]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        lead.status(),
+        StatusCode::OK,
+        "a reviewer may correct another's set"
+    );
+    server.stop().await;
+}
+
+/// What a round trip must keep of an export line: the unit, and each set's annotator,
+/// status, labels, note and lead time, and each suggestion.
+fn essence(line: &Value, keep_drafts: bool) -> Value {
+    let sets: Vec<Value> = line["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| keep_drafts || s["status"] != "draft")
+        .map(|s| {
+            json!([
+                s["annotator"],
+                s["status"],
+                s["labels"],
+                s["note"],
+                s["lead_time"]
+            ])
+        })
+        .collect();
+    let suggestions: Vec<Value> = line["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| json!([s["model"], s["score"], s["labels"]]))
+        .collect();
+    json!([
+        line["session_id"],
+        line["event_id"],
+        line["unit"],
+        sets,
+        suggestions
+    ])
+}
+
+async fn export_lines(server: &TestServer) -> Vec<Value> {
+    let exported = server.get("/api/labels/export?format=jsonl").await;
+    assert_eq!(exported.status, StatusCode::OK);
+    assert_eq!(exported.headers["content-type"], "application/x-ndjson");
+    String::from_utf8(exported.bytes)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_imported_into_a_fresh_store_exports_the_same() {
+    for backend in TestDb::backends() {
+        let db = TestDb::fresh(backend.clone()).await;
+        let fresh = TestDb::fresh(backend).await;
+        export_round_trip(&db, &fresh).await;
+        db.cleanup().await;
+        fresh.cleanup().await;
+    }
+}
+
+async fn export_round_trip(db: &TestDb, fresh: &TestDb) {
+    let policy = LabelPolicy {
+        reviewers: vec!["lead".into()],
+        ..Default::default()
+    };
+    let (server, id, units) = sample_server(Options {
+        label_policy: policy.clone(),
+        ..db.options()
+    })
+    .await;
+    let picked = texty_units(&units, 3);
+    for (i, (unit, text)) in picked.iter().enumerate() {
+        let path = format!("/api/graph/{id}/labels/{unit}");
+        let body = json!({"annotator": "ann.a", "status": "submitted", "note": format!("n{i}"), "lead_time": 12.5,
+            "labels": [{"id": "EXEC_COGNITIVE", "confidence": 0.75, "evidence": {"quote": quote_of(text)}}]});
+        assert!(put(&server, &path, &body, None).await.status.is_success());
+        put(
+            &server,
+            &path,
+            &set(
+                "ann.b",
+                if i == 2 { "draft" } else { "submitted" },
+                &["EXEC_DIGITAL"],
+            ),
+            None,
+        )
+        .await;
+    }
+    let (unit, _) = &picked[0];
+    put(
+        &server,
+        &format!("/api/graph/{id}/labels/{unit}"),
+        &set("lead", "adjudicated", &["EXEC_COGNITIVE"]),
+        None,
+    )
+    .await;
+    put(
+        &server,
+        &format!("/api/graph/{id}/labels/{}", picked[1].0),
+        &set("ann.c", "discarded", &[]),
+        None,
+    )
+    .await;
+    let suggestion = json!({"session_id": id, "event_id": unit, "model": "m1", "score": 0.5, "labels": [{"id": "TASK_DECOMPOSITION"}]});
+    assert_eq!(import(&server, &[suggestion], &[]).await.json["written"], 1);
+
+    let lines = export_lines(&server).await;
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["adjudicated"]["annotator"], "lead");
+    assert_eq!(lines[0]["unit"]["event_id"], unit.as_str());
+
+    let (copy, copy_id, _) = sample_server(Options {
+        label_policy: policy.clone(),
+        ..fresh.options()
+    })
+    .await;
+    assert_eq!(copy_id, id);
+    let imported = import(&copy, &lines, &[]).await;
+    assert_eq!(imported.json["failed"], 0, "{}", imported.json);
+    let again = export_lines(&copy).await;
+    let essences = |ls: &[Value], drafts| ls.iter().map(|l| essence(l, drafts)).collect::<Vec<_>>();
+    assert_eq!(essences(&again, true), essences(&lines, true));
+
+    // Label Studio: tasks out, and the same tasks read back as Label Studio exports them
+    // (drafts stay behind: Label Studio keeps none).
+    let tasks = server.get("/api/labels/export?format=label-studio").await;
+    assert_eq!(tasks.status, StatusCode::OK);
+    let config = server.get("/api/labels/export?format=label-studio-config").await;
+    assert!(String::from_utf8_lossy(&config.bytes).contains("EXEC_COGNITIVE"));
+    copy.stop().await;
+    let second = TestDb::fresh(fresh.url.as_ref().map(|_| std::env::var("DATABASE_URL").unwrap())).await;
+    let (ls_copy, _, _) = sample_server(Options {
+        label_policy: policy,
+        ..second.options()
+    })
+    .await;
+    let read_back = ls_copy
+        .post_bytes("/api/labels/import?format=label-studio", tasks.bytes, &[])
+        .await;
+    assert_eq!(read_back.json["failed"], 0, "{}", read_back.json);
+    let from_ls = export_lines(&ls_copy).await;
+    assert_eq!(essences(&from_ls, false), essences(&lines, false));
+    ls_copy.stop().await;
+    second.cleanup().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_and_agreement_report_the_submitted_sets() {
+    let (server, id, units) = sample_server(Options {
+        label_policy: LabelPolicy {
+            reviewers: vec!["lead".into()],
+            ..Default::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let picked = texty_units(&units, 4);
+    // a and b agree on three units and disagree on the fourth.
+    for (i, (unit, _)) in picked.iter().enumerate() {
+        let path = format!("/api/graph/{id}/labels/{unit}");
+        let mut a = set("a", "submitted", &["EXEC_COGNITIVE"]);
+        a["lead_time"] = json!(10 * (i + 1));
+        put(&server, &path, &a, None).await;
+        let b = if i == 3 {
+            &["TASK_DECOMPOSITION"][..]
+        } else {
+            &["EXEC_COGNITIVE"][..]
+        };
+        put(&server, &path, &set("b", "submitted", b), None).await;
+    }
+    put(
+        &server,
+        &format!("/api/graph/{id}/labels/{}", picked[3].0),
+        &set("lead", "adjudicated", &["TASK_DECOMPOSITION"]),
+        None,
+    )
+    .await;
+
+    let progress = server.get(&format!("/api/labels/progress?session={id}")).await;
+    assert_eq!(progress.status, StatusCode::OK, "{}", progress.json);
+    let session = &progress.json["sessions"][0];
+    assert_eq!(session["units"]["total"], units.len());
+    assert_eq!(session["units"]["labeled"], 4);
+    assert_eq!(session["adjudicated"], 1);
+    let a = &session["annotators"][0];
+    assert_eq!(a["annotator"], "a");
+    assert_eq!(a["units"]["labeled"], 4);
+    assert_eq!(a["median_lead_time"], 25.0);
+    assert_eq!(a["agreement_with_adjudicated"], 0.0);
+    assert_eq!(session["annotators"][1]["exact_with_adjudicated"], 1.0);
+
+    let agreement = server.get(&format!("/api/labels/agreement?session={id}")).await;
+    assert_eq!(agreement.status, StatusCode::OK, "{}", agreement.json);
+    assert_eq!(agreement.json["units"], 4);
+    assert_eq!(agreement.json["annotators"], json!(["a", "b"]));
+    let pair = &agreement.json["pairs"][0];
+    assert_eq!(pair["annotators"], json!(["a", "b"]));
+    assert_eq!(pair["units"], 4);
+    let label = agreement.json["labels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["label"] == "EXEC_COGNITIVE")
+        .unwrap();
+    assert!(label["krippendorff_alpha"].as_f64().unwrap() < 1.0);
+    let filtered = server
+        .get(&format!("/api/labels/agreement?session={id}&annotators=a"))
+        .await;
+    assert_eq!(
+        filtered.json["units"], 0,
+        "one annotator alone agrees with nobody"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_on_a_unit_that_disappears_are_kept_and_reported_orphaned() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("proj");
+    std::fs::create_dir_all(&session).unwrap();
+    let file = session.join("s.jsonl");
+    let first = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"Please refactor the parser module"}}"#;
+    let second = r#"{"type":"user","uuid":"u2","parentUuid":"u1","sessionId":"s","timestamp":"2026-01-01T00:01:00Z","message":{"role":"user","content":"And then write the tests for it"}}"#;
+    std::fs::write(&file, format!("{first}\n{second}\n")).unwrap();
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![dir.path().to_owned()],
+        ..Options::default()
+    })
+    .await;
+    let listed = server.get("/api/sessions").await;
+    let id = listed.json["sessions"][0]["id"].as_str().unwrap().to_owned();
+    let annotations = server.get(&format!("/api/graph/{id}/annotations")).await;
+    let last = annotations.json["annotations"][1]["event_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/api/graph/{id}/labels/{last}");
+    assert_eq!(
+        put(
+            &server,
+            &path,
+            &set("a", "submitted", &["TASK_DECOMPOSITION"]),
+            None
+        )
+        .await
+        .status,
+        StatusCode::CREATED
+    );
+    // The log is rewritten without its second prompt.
+    std::fs::write(&file, format!("{first}\n")).unwrap();
+    let labels = server.get(&format!("/api/graph/{id}/labels")).await;
+    assert_eq!(labels.json["total"], 1, "the set is kept");
+    assert_eq!(labels.json["orphaned"], json!([last]));
+    let diagnostics = server.get(&format!("/api/graph/{id}/diagnostics")).await;
+    assert_eq!(
+        diagnostics.json["orphaned_labels"][0]["event_id"],
+        last.as_str(),
+        "{}",
+        diagnostics.json
+    );
+    let exported = export_lines(&server).await;
+    assert_eq!(exported[0]["orphaned"], true);
+    server.stop().await;
+}
