@@ -269,3 +269,58 @@ fn an_unusable_label_database_stops_the_server() {
         assert!(!err.contains("secret"), "{err}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_export_prints_what_the_export_route_serves() {
+    use crate::server::{Options, TestServer};
+    let data = tempfile::tempdir().unwrap();
+    let sessions = crate::helpers::fixture("commugraph-sample");
+    let server = TestServer::start(Options {
+        data_dir: Some(data.path().to_owned()),
+        sessions_dirs: vec![sessions.clone()],
+        ..Options::default()
+    })
+    .await;
+    let id = server.get("/api/sessions").await.json["sessions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (event, _) = crate::labels::texty(&crate::labels::units(&server, &id).await);
+    let body = serde_json::json!({"annotator": "ann.a", "status": "submitted", "labels": [{"id": "EXEC_COGNITIVE"}]});
+    let path = format!("/api/graph/{id}/labels/{event}");
+    assert!(crate::labels::put(&server, &path, &body, None)
+        .await
+        .status
+        .is_success());
+    let served = server.get("/api/labels/export").await.bytes;
+    let config = server
+        .get("/api/labels/export?format=label-studio-config")
+        .await
+        .bytes;
+    server.stop().await;
+
+    let run = |format: &str| {
+        Command::new(env!("CARGO_BIN_EXE_sessiongraph"))
+            .args(["labels", "export", "--format", format, "--data-dir"])
+            .arg(data.path())
+            .arg("--sessions-dir")
+            .arg(&sessions)
+            .env_remove("DATABASE_URL")
+            .env_remove("SESSIONGRAPH_DATABASE_URL")
+            .output()
+            .unwrap()
+    };
+    let jsonl = run("jsonl");
+    assert!(
+        jsonl.status.success(),
+        "{}",
+        String::from_utf8_lossy(&jsonl.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(jsonl.stdout).unwrap(),
+        String::from_utf8(served).unwrap()
+    );
+    let xml = run("label-studio-config");
+    assert!(xml.status.success());
+    assert_eq!(xml.stdout, [config, b"\n".to_vec()].concat());
+}

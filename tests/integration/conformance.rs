@@ -224,6 +224,9 @@ fn compare_annotations(ours: &Value, theirs: &Value, ref_workflow: &Value) -> Ou
             Diff::OnlyOurs(k) if k.starts_with("S:") => ours_unit
                 .filter(|u| u.get("system_subtype").is_some())
                 .map(|_| "3.5 every system notice is a system_turn"),
+            Diff::Differs { path, .. } if path == ".labels" => {
+                Some("3.12 labels come from the label store (issue 11)")
+            }
             Diff::Differs { path, .. } if path == ".tool_summary.tool_calls" => {
                 let (o, r) = (ours_unit.unwrap(), ref_unit.unwrap());
                 let ours_calls = items(&o["tool_summary"], "tool_calls");
@@ -1019,4 +1022,42 @@ fn a_session_of_only_snapshots_loads_empty_instead_of_failing() {
         Some(&1)
     );
     assert_eq!(session.diagnostics.record_types.get("queue-operation"), Some(&1));
+}
+
+#[test]
+fn the_annotations_body_with_labels_differs_from_the_reference_only_in_labels() {
+    let case = cases(
+        "commugraph-sample",
+        &fixture("commugraph-sample"),
+        &reference("commugraph-sample"),
+    )
+    .remove(0);
+    let session = case.load();
+    let mut body = sessiongraph::core::views::annotations::annotations(&session, false, Default::default());
+    let labels: sessiongraph::core::views::annotations::UnitLabels = body
+        .annotations
+        .iter()
+        .step_by(2)
+        .map(|u| {
+            let shown = r#"[{"id":"EXEC_COGNITIVE","confidence":0.5}]"#.to_owned();
+            (
+                u.event_id().to_owned(),
+                serde_json::value::RawValue::from_string(shown).unwrap(),
+            )
+        })
+        .collect();
+    body.attach_labels(&labels);
+    let ours = serde_json::to_value(&body).unwrap();
+    let labeled_units = body.annotations.len().div_ceil(2);
+    let outcome = compare_annotations(
+        &ours,
+        &case.reference("annotations.json").unwrap(),
+        &case.reference("workflow.json").unwrap(),
+    );
+    assert!(outcome.unexplained.is_empty(), "{:?}", outcome.unexplained);
+    let labeled_diffs = outcome.explained["3.12 labels come from the label store (issue 11)"];
+    assert!(
+        labeled_diffs > 0 && labeled_diffs <= labeled_units,
+        "{labeled_diffs} of {labeled_units}"
+    );
 }

@@ -42,7 +42,13 @@ impl Checker {
             )
         });
         let response = resolve(&self.spec, response);
-        if let Some(schema) = response.pointer("/content/application~1json/schema") {
+        let got = reply
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/json");
+        let schema = response.pointer("/content/application~1json/schema");
+        if let (Some(schema), "application/json") = (schema, got) {
             let mut root = schema.clone();
             root["components"] = self.spec["components"].clone();
             let validator = jsonschema::validator_for(&root).expect("the schema compiles");
@@ -53,11 +59,6 @@ impl Checker {
                 .collect();
             assert!(errors.is_empty(), "{method} {template} {status}: {errors:#?}");
         } else if let Some(content) = response.get("content").and_then(Value::as_object) {
-            let got = reply
-                .headers
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("");
             assert!(
                 content.contains_key(got),
                 "{method} {template} {status}: content type {got} is not documented"
@@ -275,6 +276,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     }
 
     label_routes(&mut c, &server, &id).await;
+    labeling_routes(&mut c, &server, &id).await;
 
     c.check(
         "delete",
@@ -360,6 +362,16 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     ] {
         assert_eq!(reply.status, reqwest::StatusCode::FORBIDDEN);
         c.check(method, "/api/graph/{id}/labels/{event_id}", &reply);
+    }
+    let writes = [
+        "/api/labels/import",
+        "/api/labels/queue/next",
+        "/api/labels/queue/release",
+    ];
+    for path in writes {
+        let reply = read_only.post_json(path, &json!({"annotator": "a"}), &[]).await;
+        assert_eq!(reply.status, reqwest::StatusCode::FORBIDDEN, "{path}");
+        c.check("post", path, &reply);
     }
     read_only.stop().await;
 
@@ -565,4 +577,149 @@ async fn label_routes(c: &mut Checker, server: &TestServer, id: &str) {
     }
     let history = server.get(&format!("{path}/history")).await;
     c.check("get", HISTORY, &history);
+}
+
+/// The routes across sessions (import, queue, agreement, progress, export) and the
+/// annotations body with labels: every documented status of each.
+async fn labeling_routes(c: &mut Checker, server: &TestServer, id: &str) {
+    use crate::labels::{put, texty, units};
+    let (event, _) = texty(&units(server, id).await);
+    let set =
+        |who: &str| json!({"annotator": who, "status": "submitted", "labels": [{"id": "EXEC_COGNITIVE"}]});
+    for who in ["ann.a", "ann.b"] {
+        let written = put(
+            server,
+            &format!("/api/graph/{id}/labels/{event}"),
+            &set(who),
+            None,
+        )
+        .await;
+        assert!(written.status.is_success(), "{}", written.json);
+    }
+    let labeled = server.get(&format!("/api/graph/{id}/annotations")).await;
+    assert!(labeled.json["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|u| u["labels"] != json!([])));
+    c.check("get", "/api/graph/{id}/annotations", &labeled);
+    c.check(
+        "get",
+        "/api/graph/{id}/annotations",
+        &server
+            .get(&format!("/api/graph/{id}/annotations?annotator=ann.a"))
+            .await,
+    );
+
+    const IMPORT: &str = "/api/labels/import";
+    let line = json!({"session_id": id, "event_id": event, "model": "m", "score": 0.5, "labels": []});
+    let jsonl = format!("{line}\n{{\"session_id\": 1}}\n").into_bytes();
+    let imported = server.post_bytes(IMPORT, jsonl, &[]).await;
+    assert_eq!(imported.json["failed"], 1, "{}", imported.json);
+    c.check("post", IMPORT, &imported);
+    let tasks = server
+        .get(&format!("/api/labels/export?format=label-studio&session={id}"))
+        .await;
+    assert_eq!(tasks.status, reqwest::StatusCode::OK);
+    c.check("get", "/api/labels/export", &tasks);
+    let from_ls = server
+        .post_bytes(&format!("{IMPORT}?format=label-studio"), tasks.bytes.clone(), &[])
+        .await;
+    c.check("post", IMPORT, &from_ls);
+    for (path, body) in [
+        (format!("{IMPORT}?format=csv"), b"x".to_vec()),
+        (format!("{IMPORT}?format=label-studio"), b"{}".to_vec()),
+        (IMPORT.to_owned(), vec![0xff, 0xfe]),
+    ] {
+        let reply = server.post_bytes(&path, body, &[]).await;
+        assert_eq!(reply.status, reqwest::StatusCode::BAD_REQUEST, "{path}");
+        c.check("post", IMPORT, &reply);
+    }
+    let too_big = server
+        .post_head_only(IMPORT, "application/x-ndjson", (64 << 20) + 1)
+        .await;
+    assert_eq!(too_big.status, reqwest::StatusCode::PAYLOAD_TOO_LARGE);
+    c.check("post", IMPORT, &too_big);
+
+    const NEXT: &str = "/api/labels/queue/next";
+    const RELEASE: &str = "/api/labels/queue/release";
+    let next = server
+        .post_json(NEXT, &json!({"annotator": "q", "session": id, "overlap": 3}), &[])
+        .await;
+    assert_eq!(next.json["done"], false, "{}", next.json);
+    c.check("post", NEXT, &next);
+    let reserved = next.json["reservation"]["event_id"].clone();
+    for (body, status) in [
+        (json!({"annotator": "q", "session": id, "overlap": 0}), 400),
+        (json!({"annotator": "q", "session": "nope"}), 404),
+    ] {
+        let reply = server.post_json(NEXT, &body, &[]).await;
+        assert_eq!(reply.status.as_u16(), status, "{}", reply.json);
+        c.check("post", NEXT, &reply);
+    }
+    for (body, status) in [
+        (
+            json!({"annotator": "q", "session_id": id, "event_id": reserved}),
+            204,
+        ),
+        (
+            json!({"annotator": "q", "session_id": id, "event_id": reserved}),
+            404,
+        ),
+        (json!({"annotator": "q"}), 400),
+    ] {
+        let reply = server.post_json(RELEASE, &body, &[]).await;
+        assert_eq!(reply.status.as_u16(), status, "{}", reply.json);
+        c.check("post", RELEASE, &reply);
+    }
+
+    for (template, path, status) in [
+        (
+            "/api/labels/agreement",
+            format!("/api/labels/agreement?session={id}"),
+            200,
+        ),
+        ("/api/labels/agreement", "/api/labels/agreement".to_owned(), 200),
+        (
+            "/api/labels/agreement",
+            "/api/labels/agreement?label=NOPE".to_owned(),
+            400,
+        ),
+        (
+            "/api/labels/agreement",
+            "/api/labels/agreement?session=nope".to_owned(),
+            404,
+        ),
+        ("/api/labels/progress", "/api/labels/progress".to_owned(), 200),
+        (
+            "/api/labels/progress",
+            format!("/api/labels/progress?session={id}"),
+            200,
+        ),
+        (
+            "/api/labels/progress",
+            "/api/labels/progress?session=nope".to_owned(),
+            404,
+        ),
+        ("/api/labels/export", "/api/labels/export".to_owned(), 200),
+        (
+            "/api/labels/export",
+            "/api/labels/export?format=label-studio-config".to_owned(),
+            200,
+        ),
+        (
+            "/api/labels/export",
+            "/api/labels/export?format=csv".to_owned(),
+            400,
+        ),
+        (
+            "/api/labels/export",
+            "/api/labels/export?session=nope".to_owned(),
+            404,
+        ),
+    ] {
+        let reply = server.get(&path).await;
+        assert_eq!(reply.status.as_u16(), status, "{path}: {}", reply.json);
+        c.check("get", template, &reply);
+    }
 }
