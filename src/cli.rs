@@ -10,6 +10,7 @@ use clap::Args;
 use crate::core::session::Branch;
 use crate::core::session::NoConversation;
 use crate::core::views::branches::{context_body, ContextError};
+use crate::core::views::graph::GraphMode;
 use crate::core::views::{self, View, ViewOptions};
 use crate::core::{LoadOptions, Session, SessionError};
 use crate::store::disk::{self, DiskError};
@@ -36,6 +37,10 @@ pub struct ExportArgs {
     /// `active` leaves abandoned branches out of annotations, workflow and chat log.
     #[arg(long, default_value = "all")]
     pub branch: Branch,
+    /// The graph and metrics as CommuGraph computes them for Claude Code: senders only, no
+    /// edges (as `?edges=none`).
+    #[arg(long)]
+    pub no_edges: bool,
     /// With `--view context`: the entry whose context to build (default: the current leaf).
     #[arg(long)]
     pub leaf: Option<String>,
@@ -89,6 +94,11 @@ pub fn export(args: &ExportArgs, out: &mut impl Write) -> Result<(), ExportError
         step: args.step,
         include_subagents: args.include_subagents,
         branch: args.branch,
+        graph: if args.no_edges {
+            GraphMode::Reference
+        } else {
+            GraphMode::Edges
+        },
     };
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     match (&args.view, &args.leaf) {

@@ -4,6 +4,7 @@
 
 use super::error::{echo, ApiError};
 use crate::core::session::Branch;
+use crate::core::views::graph::GraphMode;
 
 /// The pairs of a query string, in order.
 #[derive(Debug, Default, Clone)]
@@ -42,6 +43,19 @@ impl QueryPairs {
                 ))
             })
         })
+    }
+
+    /// `?edges=none` (CommuGraph's edgeless graph) or `?edges=inferred` (the default);
+    /// anything else is 400.
+    pub fn graph_mode(&self) -> Result<GraphMode, ApiError> {
+        match self.first("edges") {
+            None | Some("inferred") => Ok(GraphMode::Edges),
+            Some("none") => Ok(GraphMode::Reference),
+            Some(other) => Err(ApiError::BadRequest(format!(
+                "unknown edges '{}' (expected none or inferred)",
+                echo(other)
+            ))),
+        }
     }
 
     /// A boolean flag: `true`, `1`, `yes` or `on` (any case).

@@ -17,6 +17,7 @@ use super::query::QueryPairs;
 use super::AppState;
 use crate::core::session::Branch;
 use crate::core::views::annotations::UnitLabels;
+use crate::core::views::graph::GraphMode;
 use crate::core::views::{View, ViewOptions};
 use crate::labels::consensus::shown_labels;
 use crate::store::bodies::Served;
@@ -32,6 +33,7 @@ struct Route {
     takes_step: bool,
     takes_branch: bool,
     subagents_flag: Option<&'static str>,
+    takes_edges: bool,
 }
 
 const GRAPH: Route = Route {
@@ -40,6 +42,7 @@ const GRAPH: Route = Route {
     takes_step: true,
     takes_branch: false,
     subagents_flag: None,
+    takes_edges: true,
 };
 const WORKFLOW: Route = Route {
     view: View::Workflow,
@@ -47,6 +50,7 @@ const WORKFLOW: Route = Route {
     takes_step: true,
     takes_branch: true,
     subagents_flag: None,
+    takes_edges: false,
 };
 const ANNOTATIONS: Route = Route {
     view: View::Annotations,
@@ -54,6 +58,7 @@ const ANNOTATIONS: Route = Route {
     takes_step: false,
     takes_branch: true,
     subagents_flag: Some("include_sidechains"),
+    takes_edges: false,
 };
 const CHATLOG: Route = Route {
     view: View::Chatlog,
@@ -61,6 +66,7 @@ const CHATLOG: Route = Route {
     takes_step: false,
     takes_branch: true,
     subagents_flag: Some("include_subagents"),
+    takes_edges: false,
 };
 const METRICS: Route = Route {
     view: View::Metrics,
@@ -68,6 +74,7 @@ const METRICS: Route = Route {
     takes_step: false,
     takes_branch: false,
     subagents_flag: None,
+    takes_edges: true,
 };
 const BRANCHES: Route = Route {
     view: View::Branches,
@@ -75,6 +82,7 @@ const BRANCHES: Route = Route {
     takes_step: false,
     takes_branch: false,
     subagents_flag: None,
+    takes_edges: false,
 };
 const DIAGNOSTICS: Route = Route {
     view: View::Diagnostics,
@@ -82,6 +90,7 @@ const DIAGNOSTICS: Route = Route {
     takes_step: false,
     takes_branch: false,
     subagents_flag: None,
+    takes_edges: false,
 };
 
 /// Serves `route`'s view of session `id`.
@@ -106,6 +115,11 @@ async fn serve(
             query.branch()?
         } else {
             Branch::All
+        },
+        graph: if route.takes_edges {
+            query.graph_mode()?
+        } else {
+            GraphMode::Edges
         },
     };
     let (_, loaded) = state
@@ -254,13 +268,18 @@ async fn diagnostics_with_orphans(
 /// What a body's ETags start with: the session's version and what the request asks for.
 fn etag_base(version: &str, view: View, options: ViewOptions) -> String {
     format!(
-        "{version}-{view}-{}-{}-{}",
+        "{version}-{view}-{}-{}-{}{}",
         u8::from(options.include_subagents),
         options.step.map_or("all".to_owned(), |s| s.to_string()),
         if options.branch == Branch::Active {
             "active"
         } else {
             "all"
+        },
+        if options.graph == GraphMode::Reference {
+            "-noedges"
+        } else {
+            ""
         },
     )
 }

@@ -25,11 +25,13 @@ use super::StoreError;
 use crate::core::session::Branch;
 use crate::core::views::annotations::{annotations, UnitLabels};
 use crate::core::views::branches::context_body;
+use crate::core::views::graph::GraphMode;
 use crate::core::views::step::WholeWorkflow;
 use crate::core::views::{self, Body, View, ViewOptions};
 
-/// What a view request asks for, besides a step: the view, sub-agents, the branch.
-type BodyKey = (View, bool, Branch);
+/// What a view request asks for, besides a step: the view, sub-agents, the branch, the
+/// graph's mode.
+type BodyKey = (View, bool, Branch, GraphMode);
 
 /// A kept body, or the render of it in progress.
 type Cell = Arc<OnceCell<Cached>>;
@@ -109,7 +111,7 @@ impl Loaded {
         budget: &RenderBudget,
     ) -> Result<Served, StoreError> {
         let budget = &budget.admission();
-        let key = (view, options.include_subagents, options.branch);
+        let key = (view, options.include_subagents, options.branch, options.graph);
         let Some(step) = options.step else {
             let kept = self.kept(key, budget).await?;
             return Ok(self.kept_variant(key, kept.body(), encoding, budget).await);
@@ -126,7 +128,7 @@ impl Loaded {
 
     /// The kept body of `key` (no step), rendered by the first request that needs it.
     async fn kept(self: &Arc<Self>, key: BodyKey, budget: &Admission<'_>) -> Result<Cached, StoreError> {
-        let (view, include_subagents, branch) = key;
+        let (view, include_subagents, branch, graph) = key;
         let cell = self.bodies.cell(key, Encoding::Identity);
         let kept = cell
             .get_or_try_init(|| async {
@@ -140,6 +142,7 @@ impl Loaded {
                             step: None,
                             include_subagents,
                             branch,
+                            graph,
                         };
                         Cached::Body(views::render(&me.session, view, options))
                     }
@@ -204,7 +207,7 @@ impl Loaded {
         step: u64,
         budget: &Admission<'_>,
     ) -> Result<Served, StoreError> {
-        let (view, include_subagents, branch) = key;
+        let (view, include_subagents, branch, graph) = key;
         if view == View::Workflow {
             let Cached::Workflow(whole) = self.kept(key, budget).await? else {
                 return Err(StoreError::Task("the kept workflow has no layout".into()));
@@ -218,15 +221,17 @@ impl Loaded {
                 permit: Some(permit),
             });
         }
-        // The graph cut at a step: small, but the senders of every node are tallied.
+        // The graph cut at a step: the senders of every node are tallied, and each
+        // interaction up to the step is written with its preview.
         let permit = budget
-            .reserve(RENDER_OVERHEAD + 64 * self.session.workflow.nodes.len())
+            .reserve(RENDER_OVERHEAD + 384 * self.session.workflow.nodes.len())
             .await?;
         let me = self.clone();
         let options = ViewOptions {
             step: Some(step),
             include_subagents,
             branch,
+            graph,
         };
         let body = on_cpu_pool(move || views::render(&me.session, view, options)).await?;
         Ok(Served {

@@ -130,6 +130,7 @@ fn load_and_render(n: usize, chain: bool) -> (Work, usize) {
                     step: None,
                     include_subagents,
                     branch,
+                    ..ViewOptions::default()
                 };
                 std::hint::black_box(views::render(&session, view, options));
             }

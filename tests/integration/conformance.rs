@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use sessiongraph::core::views::graph::GraphMode;
 use sessiongraph::core::views::{View, ViewOptions};
 use sessiongraph::core::{LoadOptions, Session, SessionInput, SourceFile};
 
@@ -763,6 +764,45 @@ fn compare_graph(ours: &Value, theirs: &Value, our_workflow: &Value, outcome: &m
     check(outcome, og["edges"] == rg["edges"], "graph edges");
 }
 
+/// CONTRACT 3.13: our graph has the inferred edges; its nodes are the reference's, with
+/// what they receive counted.
+fn compare_graph_with_edges(ours: &Value, theirs: &Value, outcome: &mut Outcome) {
+    const EDGES: Explanation = "3.13 the graph has inferred edges (?edges=none: the reference's)";
+    let (og, rg) = (&ours["graph"], &theirs["graph"]);
+    let mut nodes = items(og, "nodes").to_vec();
+    for n in &mut nodes {
+        if n["messages_received"].as_u64().is_some_and(|r| r > 0) {
+            n["messages_received"] = 0.into();
+            outcome.record(
+                &Diff::Differs {
+                    item: "graph".into(),
+                    path: ".messages_received".into(),
+                },
+                Some(EDGES),
+            );
+        }
+    }
+    let ids = |ns: &[Value]| {
+        let mut v: Vec<String> = ns.iter().map(|n| n["id"].to_string()).collect();
+        v.sort();
+        v
+    };
+    check(
+        outcome,
+        ids(&nodes) == ids(items(rg, "nodes")),
+        "graph with edges: the same parties",
+    );
+    if !items(og, "edges").is_empty() {
+        outcome.record(
+            &Diff::Differs {
+                item: "graph".into(),
+                path: ".edges".into(),
+            },
+            Some(EDGES),
+        );
+    }
+}
+
 fn compare_metrics(ours: &Value, theirs: &Value, outcome: &mut Outcome) {
     let mut found = Vec::new();
     diff_values("metrics", "", ours, theirs, &[], &mut found);
@@ -873,15 +913,24 @@ fn run_case(case: &Case) -> Option<CaseResult> {
         &our_workflow,
     );
     let mut other = Outcome::default();
+    let reference_graph = ViewOptions {
+        graph: GraphMode::Reference,
+        ..all
+    };
     compare_graph(
-        &body(&session, View::Graph, all),
+        &body(&session, View::Graph, reference_graph),
         &case.reference("graph.json")?,
         &our_workflow,
         &mut other,
     );
+    compare_graph_with_edges(
+        &body(&session, View::Graph, all),
+        &case.reference("graph.json")?,
+        &mut other,
+    );
     let step = ViewOptions {
         step: Some(50),
-        ..all
+        ..reference_graph
     };
     compare_graph(
         &body(&session, View::Graph, step),
@@ -890,7 +939,7 @@ fn run_case(case: &Case) -> Option<CaseResult> {
         &mut other,
     );
     compare_metrics(
-        &body(&session, View::Metrics, all),
+        &body(&session, View::Metrics, reference_graph),
         &case.reference("metrics.json")?,
         &mut other,
     );

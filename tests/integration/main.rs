@@ -8,6 +8,7 @@ mod conformance;
 mod docker;
 mod durability;
 mod fuzz;
+mod graph;
 mod helpers;
 mod hostile;
 mod labeling;

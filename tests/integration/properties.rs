@@ -16,7 +16,7 @@ const MAIN: &str = "11111111-2222-4333-8444-555555555555.jsonl";
 
 /// How a generated record picks its parent.
 #[derive(Debug, Clone)]
-enum Parent {
+pub(crate) enum Parent {
     Null,
     /// An earlier record (index modulo the records so far).
     Earlier(usize),
@@ -28,7 +28,7 @@ enum Parent {
 
 /// What a generated record is.
 #[derive(Debug, Clone)]
-enum Kind {
+pub(crate) enum Kind {
     Prompt {
         image: bool,
     },
@@ -53,7 +53,7 @@ enum Kind {
 }
 
 #[derive(Debug, Clone)]
-struct Spec {
+pub(crate) struct Spec {
     kind: Kind,
     parent: Parent,
     /// Offset in seconds from the session start.
@@ -73,7 +73,7 @@ fn kind() -> impl Strategy<Value = Kind> {
     ]
 }
 
-fn acyclic_parent() -> impl Strategy<Value = Parent> {
+pub(crate) fn acyclic_parent() -> impl Strategy<Value = Parent> {
     prop_oneof![
         1 => Just(Parent::Null),
         12 => any::<usize>().prop_map(Parent::Earlier),
@@ -88,7 +88,10 @@ fn any_parent() -> impl Strategy<Value = Parent> {
     ]
 }
 
-fn specs(parent: BoxedStrategy<Parent>, times: std::ops::Range<u16>) -> impl Strategy<Value = Vec<Spec>> {
+pub(crate) fn specs(
+    parent: BoxedStrategy<Parent>,
+    times: std::ops::Range<u16>,
+) -> impl Strategy<Value = Vec<Spec>> {
     prop::collection::vec(
         (kind(), parent, times).prop_map(|(kind, parent, time)| Spec { kind, parent, time }),
         1..40,
@@ -97,7 +100,7 @@ fn specs(parent: BoxedStrategy<Parent>, times: std::ops::Range<u16>) -> impl Str
 
 /// Renders specs as JSONL lines. `distinct_times` gives record i the time i (so no two
 /// records tie).
-fn render(specs: &[Spec], distinct_times: bool) -> Vec<String> {
+pub(crate) fn render(specs: &[Spec], distinct_times: bool) -> Vec<String> {
     let n = specs.len();
     let mut lines: Vec<Value> = Vec::with_capacity(n);
     let mut tool_ids: Vec<String> = Vec::new();
@@ -207,7 +210,7 @@ fn render(specs: &[Spec], distinct_times: bool) -> Vec<String> {
     lines.iter().map(Value::to_string).collect()
 }
 
-fn load(lines: &[String]) -> Session {
+pub(crate) fn load(lines: &[String]) -> Session {
     let input = SessionInput::new(vec![SourceFile::new(MAIN, lines.join("\n"))]);
     Session::build(&input, LoadOptions::default()).expect("a main log always loads")
 }
@@ -341,6 +344,7 @@ pub(crate) fn all_views(session: &Session) {
                 step: Some(3),
                 include_subagents: true,
                 branch: Branch::Active,
+                graph: sessiongraph::core::views::graph::GraphMode::Reference,
             },
         ] {
             let bytes = views::render(session, view, options).to_bytes();
@@ -435,8 +439,13 @@ proptest! {
             SourceFile::new(MAIN, bytes),
             SourceFile::new("agent-a1.jsonl", agent),
         ]);
-        let session = Session::build(&input, LoadOptions::default()).expect("a main log always loads");
-        all_views(&session);
+        // Bytes that open like gzip, bzip2, xz or zstd are refused with a message saying so
+        // (regression: proptest drew 0x1f 0x8b, and the test called that a load failure).
+        match Session::build(&input, LoadOptions::default()) {
+            Ok(session) => all_views(&session),
+            Err(sessiongraph::core::SessionError::Compressed { .. }) => {}
+            Err(e) => panic!("a main log always loads: {e:?}"),
+        }
     }
 
     #[test]

@@ -396,9 +396,10 @@ async fn step_parameters_are_parsed_strictly() {
         listed.sort_unstable();
         assert_eq!(listed, used, "{case}");
     }
+    // CommuGraph's body: `edges=none` (ours has edges, CONTRACT 3.13).
     for (case, query) in [
-        ("48_graph_step_0", "step=0"),
-        ("50_graph_step_99999", "step=99999"),
+        ("48_graph_step_0", "step=0&edges=none"),
+        ("50_graph_step_99999", "step=99999&edges=none"),
     ] {
         let (status, want) = expected(case);
         let got = server.get(&format!("/api/graph/{id}?{query}")).await;

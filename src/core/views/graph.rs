@@ -1,13 +1,24 @@
 //! `GET /api/graph/{id}` and `GET /api/graph/{id}/metrics`: CommuGraph's communication
-//! graph. Claude Code logs name no receivers, so the graph has one node per sender and no
-//! edges (`docs/spec/graph-nodes-edges.md`); it is kept for the frontend's sake, as the reference
-//! computes it.
+//! graph. One node per party (every sender, and every party addressed), and one directed
+//! edge per (source, target) pair carrying its interactions, inferred as
+//! [`super::interactions`] describes; metrics from those edges (CONTRACT 3.13).
+//!
+//! Claude Code logs name no receivers, so CommuGraph's own graph has one node per sender
+//! and no edges (`docs/spec/graph-nodes-edges.md`); `?edges=none` gives exactly that body
+//! ([`GraphMode::Reference`]).
+//!
+//! `?step=N`, as CommuGraph does for AutoGen: each edge keeps its interactions up to step N
+//! (its weight recounted), edges left empty go and so do the nodes left without an edge;
+//! node counts are recounted up to N, while `first_appearance`, `last_activity` and the
+//! graph's `message_count` keep their whole-session values.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use foldhash::{HashMap, HashMapExt};
 use serde::Serialize;
 
+use super::interactions::{interactions, Interaction};
 use crate::core::jsnum::JsNumber;
 use crate::core::records::RecordKind;
 use crate::core::session::{ItemKind, Session};
@@ -22,17 +33,52 @@ pub struct GraphBody<'a> {
 /// The communication graph.
 #[derive(Debug, Serialize)]
 pub struct GraphSnapshot<'a> {
-    /// One node per sender, in order of first message (none when cut at a step: every node
-    /// is isolated, as in the reference).
+    /// One node per party, in order of first appearance (cut at a step: those with an
+    /// edge).
     pub nodes: Vec<SenderNode<'a>>,
-    /// Always empty for Claude Code.
-    pub edges: [(); 0],
+    /// One per (source, target) pair, by source node then first appearance.
+    pub edges: Vec<EdgeJson<'a>>,
     /// The step asked for.
     pub current_step: Option<u64>,
     /// Highest step index.
     pub total_steps: usize,
     /// Counts.
     pub metadata: GraphMetadata,
+}
+
+/// How the graph is built.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum GraphMode {
+    /// With the inferred edges (ours).
+    #[default]
+    Edges,
+    /// CommuGraph's body for Claude Code: senders only, no edges (`?edges=none`).
+    Reference,
+}
+
+/// One directed edge: every interaction from `source` to `target`.
+#[derive(Debug, Serialize)]
+pub struct EdgeJson<'a> {
+    source: Cow<'a, str>,
+    target: Cow<'a, str>,
+    interactions: Vec<InteractionJson<'a>>,
+    weight: usize,
+}
+
+/// One interaction on the wire, as CommuGraph's AutoGen graph shows them.
+#[derive(Debug, Serialize)]
+struct InteractionJson<'a> {
+    step_index: usize,
+    timestamp: Option<&'a str>,
+    intent: &'static str,
+    message_id: usize,
+    metadata: InteractionMetadata,
+}
+
+#[derive(Debug, Serialize)]
+struct InteractionMetadata {
+    message_type: &'static str,
+    content_preview: String,
 }
 
 /// A sender.
@@ -127,31 +173,47 @@ impl SenderStats {
     }
 }
 
-/// Builds the body; with `step`, every node is isolated and so none is kept (reference).
-pub fn graph(session: &Session, step: Option<u64>) -> GraphBody<'_> {
+impl SenderStats {
+    /// The node of sender `s` with the counts given (`first_appearance` and
+    /// `last_activity` are the whole session's).
+    fn node<'a>(&self, session: &'a Session, s: usize, sent: usize, received: usize) -> SenderNode<'a> {
+        let ts = |n: Option<usize>| {
+            n.and_then(|n| {
+                session.records[session.workflow.nodes[n].time_record]
+                    .timestamp
+                    .as_deref()
+            })
+        };
+        SenderNode {
+            id: self.ids[s].clone(),
+            label: self.ids[s].clone(),
+            message_count: sent,
+            messages_sent: sent,
+            messages_received: received,
+            first_appearance: ts(self.first[s]),
+            last_activity: ts(self.last[s]),
+            metadata: BTreeMap::new(),
+        }
+    }
+}
+
+/// Builds the body in `mode`.
+pub fn graph(session: &Session, step: Option<u64>, mode: GraphMode) -> GraphBody<'_> {
+    match mode {
+        GraphMode::Reference => reference_graph(session, step),
+        GraphMode::Edges => graph_with_edges(session, step),
+    }
+}
+
+/// CommuGraph's body: with `step`, every node is isolated and so none is kept.
+fn reference_graph(session: &Session, step: Option<u64>) -> GraphBody<'_> {
     let stats = SenderStats::of(session);
     let message_count = session.workflow.nodes.len();
-    let ts = |n: Option<usize>| {
-        n.and_then(|n| {
-            session.records[session.workflow.nodes[n].time_record]
-                .timestamp
-                .as_deref()
-        })
-    };
     let nodes: Vec<SenderNode> = if step.is_some() {
         Vec::new()
     } else {
         (0..stats.ids.len())
-            .map(|s| SenderNode {
-                id: stats.ids[s].clone(),
-                label: stats.ids[s].clone(),
-                message_count: stats.counts[s],
-                messages_sent: stats.counts[s],
-                messages_received: 0,
-                first_appearance: ts(stats.first[s]),
-                last_activity: ts(stats.last[s]),
-                metadata: BTreeMap::new(),
-            })
+            .map(|s| stats.node(session, s, stats.counts[s], 0))
             .collect()
     };
     GraphBody {
@@ -162,10 +224,159 @@ pub fn graph(session: &Session, step: Option<u64>) -> GraphBody<'_> {
                 message_count,
             },
             nodes,
-            edges: [],
+            edges: Vec::new(),
             current_step: step,
             total_steps: message_count.saturating_sub(1),
         },
+    }
+}
+
+/// The graph with the inferred edges, cut at `step` if given.
+fn graph_with_edges(session: &Session, step: Option<u64>) -> GraphBody<'_> {
+    let message_count = session.workflow.nodes.len();
+    let upto = |s: usize| step.is_none_or(|n| (s as u64) <= n);
+    let parties = Parties::of(session);
+    let kept: Vec<&Interaction> = parties.interactions.iter().filter(|i| upto(i.step)).collect();
+    let edges = edges_of(&parties, &kept);
+    let linked: Vec<bool> = (0..parties.ids.len())
+        .map(|p| step.is_none() || edges.iter().any(|(s, t, _)| *s == p || *t == p))
+        .collect();
+    let senders = senders(session);
+    let mut sent = vec![0usize; parties.ids.len()];
+    for (n, sender) in senders.iter().enumerate() {
+        if upto(n) {
+            sent[parties.index[sender.as_str()]] += 1;
+        }
+    }
+    let mut received = vec![0usize; parties.ids.len()];
+    for i in &kept {
+        received[parties.index[i.target.as_ref()]] += 1;
+    }
+    let nodes: Vec<SenderNode> = (0..parties.ids.len())
+        .filter(|&p| linked[p])
+        .map(|p| parties.node(session, p, sent[p], received[p]))
+        .collect();
+    let edges: Vec<EdgeJson> = edges
+        .into_iter()
+        .map(|(s, t, list)| edge_json(&parties, s, t, list))
+        .collect();
+    GraphBody {
+        graph: GraphSnapshot {
+            metadata: GraphMetadata {
+                node_count: nodes.len(),
+                edge_count: edges.len(),
+                message_count,
+            },
+            nodes,
+            edges,
+            current_step: step,
+            total_steps: message_count.saturating_sub(1),
+        },
+    }
+}
+
+/// The parties of a session: the senders (with their tallies) and the parties only
+/// addressed, in order of first appearance; and the interactions between them.
+struct Parties<'a> {
+    stats: SenderStats,
+    ids: Vec<String>,
+    index: HashMap<String, usize>,
+    interactions: Vec<Interaction<'a>>,
+}
+
+impl<'a> Parties<'a> {
+    fn of(session: &'a Session) -> Parties<'a> {
+        let stats = SenderStats::of(session);
+        let interactions = interactions(session);
+        let senders = senders(session);
+        let mut parties = Parties {
+            stats,
+            ids: Vec::new(),
+            index: HashMap::new(),
+            interactions: Vec::new(),
+        };
+        let mut next = interactions.iter().peekable();
+        for (n, sender) in senders.iter().enumerate() {
+            parties.add(sender);
+            while let Some(i) = next.next_if(|i| i.step <= n) {
+                parties.add(&i.source);
+                parties.add(&i.target);
+            }
+        }
+        for i in next {
+            parties.add(&i.source);
+            parties.add(&i.target);
+        }
+        parties.interactions = interactions;
+        parties
+    }
+
+    fn add(&mut self, id: &str) {
+        if !self.index.contains_key(id) {
+            self.index.insert(id.to_owned(), self.ids.len());
+            self.ids.push(id.to_owned());
+        }
+    }
+
+    /// The node of party `p`, with the counts given; a party that never sends has no
+    /// message and no times.
+    fn node(&self, session: &'a Session, p: usize, sent: usize, received: usize) -> SenderNode<'a> {
+        let id = &self.ids[p];
+        match self.stats.ids.iter().position(|s| s == id) {
+            Some(s) => self.stats.node(session, s, sent, received),
+            None => SenderNode {
+                id: id.clone(),
+                label: id.clone(),
+                message_count: 0,
+                messages_sent: 0,
+                messages_received: received,
+                first_appearance: None,
+                last_activity: None,
+                metadata: BTreeMap::new(),
+            },
+        }
+    }
+}
+
+/// The edges of `kept`: (source, target, interactions), by source party, then by the first
+/// appearance of the pair.
+fn edges_of<'i, 'a>(
+    parties: &Parties<'a>,
+    kept: &[&'i Interaction<'a>],
+) -> Vec<(usize, usize, Vec<&'i Interaction<'a>>)> {
+    let mut by_pair: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut edges: Vec<(usize, usize, Vec<&Interaction>)> = Vec::new();
+    for &i in kept {
+        let pair = (parties.index[i.source.as_ref()], parties.index[i.target.as_ref()]);
+        let e = *by_pair.entry(pair).or_insert_with(|| {
+            edges.push((pair.0, pair.1, Vec::new()));
+            edges.len() - 1
+        });
+        edges[e].2.push(i);
+    }
+    // Stable: within a source, pairs stay in order of first appearance.
+    edges.sort_by_key(|(s, _, _)| *s);
+    edges
+}
+
+fn edge_json<'a>(parties: &Parties<'a>, s: usize, t: usize, list: Vec<&Interaction<'a>>) -> EdgeJson<'a> {
+    EdgeJson {
+        source: Cow::Owned(parties.ids[s].clone()),
+        target: Cow::Owned(parties.ids[t].clone()),
+        weight: list.len(),
+        interactions: list
+            .into_iter()
+            .map(|i| InteractionJson {
+                step_index: i.step,
+                timestamp: i.timestamp,
+                intent: i.intent,
+                message_id: i.step,
+                metadata: InteractionMetadata {
+                    message_type: i.message_type,
+                    content_preview: i.content_preview.clone(),
+                },
+            })
+            .collect(),
     }
 }
 
@@ -180,32 +391,65 @@ pub struct MetricsBody {
     out_degree_centrality: Centrality,
 }
 
-/// Centrality by node id, in node order. No edges, so every value is 0.
+/// Centrality by node id, in node order.
 #[derive(Debug)]
-pub struct Centrality(Vec<String>);
+pub struct Centrality(Vec<(String, f64)>);
 
 impl Serialize for Centrality {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut map = s.serialize_map(Some(self.0.len()))?;
-        for id in &self.0 {
-            map.serialize_entry(id, &0)?;
+        for (id, value) in &self.0 {
+            map.serialize_entry(id, &JsNumber(*value))?;
         }
         map.end()
     }
 }
 
-/// Builds the metrics body (graph density and centralities; empty maps for one node).
-pub fn metrics(session: &Session) -> MetricsBody {
-    let ids = SenderStats::of(session).ids;
+/// Builds the metrics body in `mode`, as CommuGraph computes it from the graph's edges:
+/// density E / (n(n-1)); centrality (in + out degree) / (2(n-1)); in and out degree over
+/// n-1 (distinct neighbours, not weights); a graph of at most one node has density 0 and
+/// empty maps.
+pub fn metrics(session: &Session, mode: GraphMode) -> MetricsBody {
+    let (ids, pairs): (Vec<String>, Vec<(usize, usize)>) = match mode {
+        GraphMode::Reference => (SenderStats::of(session).ids, Vec::new()),
+        GraphMode::Edges => {
+            let parties = Parties::of(session);
+            let kept: Vec<&Interaction> = parties.interactions.iter().collect();
+            let pairs = edges_of(&parties, &kept)
+                .into_iter()
+                .map(|(s, t, _)| (s, t))
+                .collect();
+            (parties.ids, pairs)
+        }
+    };
     let n = ids.len();
-    let keyed = if n <= 1 { Vec::new() } else { ids };
+    let (mut indeg, mut outdeg) = (vec![0usize; n], vec![0usize; n]);
+    for &(s, t) in &pairs {
+        outdeg[s] += 1;
+        indeg[t] += 1;
+    }
+    let scale = n.saturating_sub(1) as f64;
+    let map = |value: &dyn Fn(usize) -> f64| {
+        Centrality(if n <= 1 {
+            Vec::new()
+        } else {
+            ids.iter()
+                .enumerate()
+                .map(|(i, id)| (id.clone(), value(i)))
+                .collect()
+        })
+    };
     MetricsBody {
         node_count: n,
-        edge_count: 0,
-        density: JsNumber(0.0),
-        centrality: Centrality(keyed.clone()),
-        in_degree_centrality: Centrality(keyed.clone()),
-        out_degree_centrality: Centrality(keyed),
+        edge_count: pairs.len(),
+        density: JsNumber(if n <= 1 {
+            0.0
+        } else {
+            pairs.len() as f64 / (n as f64 * scale)
+        }),
+        centrality: map(&|i| (indeg[i] + outdeg[i]) as f64 / (2.0 * scale)),
+        in_degree_centrality: map(&|i| indeg[i] as f64 / scale),
+        out_degree_centrality: map(&|i| outdeg[i] as f64 / scale),
     }
 }

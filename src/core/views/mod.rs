@@ -8,6 +8,7 @@ pub mod branches;
 pub mod chatlog;
 pub mod diagnostics;
 pub mod graph;
+pub mod interactions;
 pub mod step;
 pub mod summary;
 pub mod workflow;
@@ -105,6 +106,8 @@ pub struct ViewOptions {
     pub include_subagents: bool,
     /// The whole session or its active branch (annotations, workflow, chat log).
     pub branch: Branch,
+    /// The graph and its metrics with inferred edges, or CommuGraph's edgeless body.
+    pub graph: graph::GraphMode,
 }
 
 /// Renders `view` of `session` as compact JSON: the bytes [`write`] gives, with the
@@ -151,8 +154,8 @@ pub fn write(
             let w = session.workflow_for(options.branch);
             serde_json::to_writer(out, &chatlog::chatlog(session, &w, options.include_subagents))
         }
-        View::Graph => serde_json::to_writer(out, &graph::graph(session, options.step)),
-        View::Metrics => serde_json::to_writer(out, &graph::metrics(session)),
+        View::Graph => serde_json::to_writer(out, &graph::graph(session, options.step, options.graph)),
+        View::Metrics => serde_json::to_writer(out, &graph::metrics(session, options.graph)),
         View::Diagnostics => serde_json::to_writer(out, &diagnostics::diagnostics(session)),
         View::Branches => serde_json::to_writer(out, &branches::branches(session)),
         View::Context => match branches::context_body(session, None) {

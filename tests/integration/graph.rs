@@ -1,0 +1,164 @@
+//! The communication graph's inferred edges (CONTRACT 3.13) on the CommuGraph sample, and
+//! their invariants on random sessions.
+
+use std::collections::{BTreeMap, HashSet};
+
+use proptest::prelude::*;
+use serde_json::Value;
+use sessiongraph::core::views::graph::GraphMode;
+use sessiongraph::core::views::{View, ViewOptions};
+use sessiongraph::core::Session;
+
+use crate::helpers::{body, fixture, load_path};
+
+fn graph(session: &Session, step: Option<u64>) -> Value {
+    let options = ViewOptions {
+        step,
+        ..ViewOptions::default()
+    };
+    body(session, View::Graph, options)["graph"].clone()
+}
+
+/// Every edge's (source, target, weight), and the invariants every graph keeps: weights
+/// count the interactions, no edge points at a missing node, no self-loop, counts add up.
+fn checked_edges(g: &Value, steps: usize) -> BTreeMap<(String, String), u64> {
+    let nodes: HashSet<&str> = g["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    let mut out = BTreeMap::new();
+    let mut received = BTreeMap::<&str, u64>::new();
+    for e in g["edges"].as_array().unwrap() {
+        let (s, t) = (e["source"].as_str().unwrap(), e["target"].as_str().unwrap());
+        assert!(
+            nodes.contains(s) && nodes.contains(t),
+            "{s} -> {t} points at a missing node"
+        );
+        assert_ne!(s, t, "a self-loop");
+        let interactions = e["interactions"].as_array().unwrap();
+        assert_eq!(e["weight"].as_u64().unwrap(), interactions.len() as u64);
+        for i in interactions {
+            let step = i["step_index"].as_u64().unwrap() as usize;
+            assert!(step < steps, "step {step} outside the session ({steps} steps)");
+            assert_eq!(i["message_id"], i["step_index"]);
+        }
+        *received.entry(t).or_default() += interactions.len() as u64;
+        out.insert((s.to_owned(), t.to_owned()), interactions.len() as u64);
+    }
+    for n in g["nodes"].as_array().unwrap() {
+        let id = n["id"].as_str().unwrap();
+        assert_eq!(
+            n["messages_received"].as_u64().unwrap(),
+            received.get(id).copied().unwrap_or(0),
+            "{id}"
+        );
+    }
+    assert_eq!(g["metadata"]["edge_count"].as_u64().unwrap(), out.len() as u64);
+    out
+}
+
+#[test]
+fn the_samples_graph_has_a_delegation_and_a_return_edge_per_loaded_sub_agent() {
+    let session = load_path(&fixture("commugraph-sample"));
+    let steps = session.workflow.nodes.len();
+    let g = graph(&session, None);
+    let edges = checked_edges(&g, steps);
+    let agents: Vec<String> = session
+        .lanes
+        .iter()
+        .filter(|l| l.agent.is_some())
+        .map(|l| l.id.clone())
+        .collect();
+    assert_eq!(agents.len(), 4);
+    for agent in &agents {
+        assert!(
+            edges.contains_key(&("assistant".into(), agent.clone())),
+            "delegation to {agent}"
+        );
+        assert!(
+            edges.contains_key(&(agent.clone(), "assistant".into())),
+            "return from {agent}"
+        );
+    }
+    assert!(edges[&("user".into(), "assistant".into())] > 0);
+    assert!(edges[&("assistant".into(), "user".into())] > 0);
+    let delegations = g["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["source"] == "assistant" && agents.iter().any(|a| e["target"] == a.as_str()))
+        .flat_map(|e| e["interactions"].as_array().unwrap())
+        .all(|i| i["intent"] == "delegation");
+    assert!(delegations);
+    let metrics = body(&session, View::Metrics, ViewOptions::default());
+    assert_eq!(metrics["edge_count"].as_u64().unwrap(), edges.len() as u64);
+    assert!(metrics["density"].as_f64().unwrap() > 0.0);
+    assert!(metrics["centrality"]["assistant"].as_f64().unwrap() > 0.0);
+    for ((s, t), w) in &edges {
+        println!("{s} -> {t}: {w}");
+    }
+}
+
+#[test]
+fn edges_none_is_the_references_body() {
+    let session = load_path(&fixture("commugraph-sample"));
+    let reference = ViewOptions {
+        graph: GraphMode::Reference,
+        ..ViewOptions::default()
+    };
+    let ours = body(&session, View::Graph, reference);
+    assert_eq!(ours["graph"]["edges"], serde_json::json!([]));
+    let theirs = crate::helpers::read_json(&crate::helpers::reference("commugraph-sample/graph.json"));
+    let ids = |g: &Value| -> Vec<Value> {
+        let mut ids: Vec<Value> = g["graph"]["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["id"].clone())
+            .collect();
+        ids.sort_by_key(|v| v.to_string());
+        ids
+    };
+    assert_eq!(ids(&ours), ids(&theirs));
+    assert!(ours["graph"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n["messages_received"] == 0));
+    assert_eq!(ours["graph"]["metadata"]["edge_count"], 0);
+}
+
+/// The graph at step N keeps what the full graph has up to N.
+fn assert_snapshots_grow(session: &Session) -> Result<(), TestCaseError> {
+    let steps = session.workflow.nodes.len();
+    let full = graph(session, None);
+    let full_edges = checked_edges(&full, steps.max(1));
+    let mut previous: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for n in 0..steps as u64 {
+        let cut = checked_edges(&graph(session, Some(n)), steps);
+        for (pair, w) in &previous {
+            prop_assert!(cut.get(pair).is_some_and(|c| c >= w), "step {n}: {pair:?} shrank");
+        }
+        previous = cut;
+    }
+    if steps > 0 {
+        prop_assert_eq!(&previous, &full_edges, "the last step is the whole graph");
+        let last = graph(session, Some(steps as u64 - 1));
+        prop_assert_eq!(&last["edges"], &full["edges"]);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn graph_snapshots_are_monotone_and_end_at_the_whole_graph(
+        specs in crate::properties::specs(crate::properties::acyclic_parent().boxed(), 0..25)
+    ) {
+        let session = crate::properties::load(&crate::properties::render(&specs, false));
+        assert_snapshots_grow(&session)?;
+    }
+}
