@@ -162,3 +162,24 @@ proptest! {
         assert_snapshots_grow(&session)?;
     }
 }
+
+#[test]
+fn the_autogen_sample_gives_commugraphs_graph_and_metrics_exactly() {
+    use sessiongraph::core::autogen;
+    use sessiongraph::core::views::autogen_graph;
+    let dir = crate::helpers::reference("autogen");
+    let text = std::fs::read_to_string(dir.join("mock_chat_history.jsonl")).unwrap();
+    let messages = autogen::parse(&text).unwrap();
+    assert_eq!(messages.len(), 34);
+    for (step, file) in [
+        (None, "graph.json"),
+        (Some(10), "graph_step_10.json"),
+        (Some(0), "graph_step_0.json"),
+    ] {
+        let ours = serde_json::to_value(autogen_graph::graph(&messages, step)).unwrap();
+        let theirs = crate::helpers::read_json(&dir.join(file));
+        assert_eq!(ours, theirs, "{file}");
+    }
+    let metrics = serde_json::to_value(autogen_graph::metrics(&messages)).unwrap();
+    assert_eq!(metrics, crate::helpers::read_json(&dir.join("metrics.json")));
+}

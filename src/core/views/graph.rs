@@ -59,47 +59,50 @@ pub enum GraphMode {
 /// One directed edge: every interaction from `source` to `target`.
 #[derive(Debug, Serialize)]
 pub struct EdgeJson<'a> {
-    source: Cow<'a, str>,
-    target: Cow<'a, str>,
-    interactions: Vec<InteractionJson<'a>>,
-    weight: usize,
+    pub(super) source: Cow<'a, str>,
+    pub(super) target: Cow<'a, str>,
+    pub(super) interactions: Vec<InteractionJson<'a>>,
+    pub(super) weight: usize,
 }
 
 /// One interaction on the wire, as CommuGraph's AutoGen graph shows them.
 #[derive(Debug, Serialize)]
-struct InteractionJson<'a> {
-    step_index: usize,
-    timestamp: Option<&'a str>,
-    intent: &'static str,
-    message_id: usize,
-    metadata: InteractionMetadata,
+pub(super) struct InteractionJson<'a> {
+    pub(super) step_index: usize,
+    pub(super) timestamp: Option<&'a str>,
+    pub(super) intent: &'static str,
+    pub(super) message_id: usize,
+    pub(super) metadata: InteractionMetadata<'a>,
 }
 
+/// An interaction's metadata: the full content only for AutoGen (as CommuGraph gives it).
 #[derive(Debug, Serialize)]
-struct InteractionMetadata {
-    message_type: &'static str,
-    content_preview: String,
+pub(super) struct InteractionMetadata<'a> {
+    pub(super) message_type: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) content: Option<&'a str>,
+    pub(super) content_preview: String,
 }
 
 /// A sender.
 #[derive(Debug, Serialize)]
 pub struct SenderNode<'a> {
-    id: String,
-    label: String,
-    message_count: usize,
-    messages_sent: usize,
-    messages_received: usize,
-    first_appearance: Option<&'a str>,
-    last_activity: Option<&'a str>,
-    metadata: BTreeMap<(), ()>,
+    pub(super) id: String,
+    pub(super) label: String,
+    pub(super) message_count: usize,
+    pub(super) messages_sent: usize,
+    pub(super) messages_received: usize,
+    pub(super) first_appearance: Option<&'a str>,
+    pub(super) last_activity: Option<&'a str>,
+    pub(super) metadata: BTreeMap<(), ()>,
 }
 
 /// Graph counts.
 #[derive(Debug, Serialize)]
 pub struct GraphMetadata {
-    node_count: usize,
-    edge_count: usize,
-    message_count: usize,
+    pub(super) node_count: usize,
+    pub(super) edge_count: usize,
+    pub(super) message_count: usize,
 }
 
 /// The sender of every workflow node, in step order: `user`, `assistant`, `system`,
@@ -373,6 +376,7 @@ fn edge_json<'a>(parties: &Parties<'a>, s: usize, t: usize, list: Vec<&Interacti
                 message_id: i.step,
                 metadata: InteractionMetadata {
                     message_type: i.message_type,
+                    content: None,
                     content_preview: i.content_preview.clone(),
                 },
             })
@@ -383,7 +387,7 @@ fn edge_json<'a>(parties: &Parties<'a>, s: usize, t: usize, list: Vec<&Interacti
 /// `GET /api/graph/{id}/metrics`.
 #[derive(Debug, Serialize)]
 pub struct MetricsBody {
-    node_count: usize,
+    pub(super) node_count: usize,
     edge_count: usize,
     density: JsNumber,
     centrality: Centrality,
@@ -423,9 +427,14 @@ pub fn metrics(session: &Session, mode: GraphMode) -> MetricsBody {
             (parties.ids, pairs)
         }
     };
+    metrics_of(ids, &pairs)
+}
+
+/// The metrics of a graph of parties `ids` and distinct edges `pairs` (indices into `ids`).
+pub(super) fn metrics_of(ids: Vec<String>, pairs: &[(usize, usize)]) -> MetricsBody {
     let n = ids.len();
     let (mut indeg, mut outdeg) = (vec![0usize; n], vec![0usize; n]);
-    for &(s, t) in &pairs {
+    for &(s, t) in pairs {
         outdeg[s] += 1;
         indeg[t] += 1;
     }

@@ -3,6 +3,7 @@
 //! Every body borrows from a [`Session`] and is built on demand.
 
 pub mod annotations;
+pub mod autogen_graph;
 pub mod body;
 pub mod branches;
 pub mod chatlog;

@@ -1,0 +1,176 @@
+//! The communication graph and metrics of an AutoGen log, by CommuGraph's rules
+//! (`tests/reference/autogen/README.md`): every sender and receiver is a node from its
+//! first message (`first_appearance`; `last_activity` the greatest time it sent at);
+//! one directed edge per (sender, receiver) pair with an interaction per message, messages
+//! without a receiver adding none; nodes in order of first appearance, edges by source then
+//! target in order of first appearance; `?step=N` as for every framework.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt};
+
+use super::graph::{
+    metrics_of, EdgeJson, GraphBody, GraphMetadata, GraphSnapshot, InteractionJson, InteractionMetadata,
+    MetricsBody, SenderNode,
+};
+use crate::core::autogen::{intent, js_prefix, AgMessage};
+
+/// A party's whole-log tallies.
+struct Party<'a> {
+    id: &'a str,
+    sent: usize,
+    received: usize,
+    first: &'a str,
+    last: &'a str,
+}
+
+/// The parties (in order of first appearance) and the edges (source, target, messages).
+struct Built<'a> {
+    parties: Vec<Party<'a>>,
+    edges: Vec<(usize, usize, Vec<&'a AgMessage>)>,
+}
+
+fn build(messages: &[AgMessage]) -> Built<'_> {
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut built = Built {
+        parties: Vec::new(),
+        edges: Vec::new(),
+    };
+    let mut pairs: HashMap<(usize, usize), usize> = HashMap::new();
+    for m in messages {
+        let s = party(&mut built.parties, &mut index, &m.sender, m);
+        built.parties[s].sent += 1;
+        if m.timestamp.as_str() > built.parties[s].last {
+            built.parties[s].last = &m.timestamp;
+        }
+        let Some(receiver) = m.receiver.as_deref() else {
+            continue;
+        };
+        let r = party(&mut built.parties, &mut index, receiver, m);
+        built.parties[r].received += 1;
+        let e = *pairs.entry((s, r)).or_insert_with(|| {
+            built.edges.push((s, r, Vec::new()));
+            built.edges.len() - 1
+        });
+        built.edges[e].2.push(m);
+    }
+    built.edges.sort_by_key(|(s, _, _)| *s);
+    built
+}
+
+fn party<'a>(
+    parties: &mut Vec<Party<'a>>,
+    index: &mut HashMap<&'a str, usize>,
+    id: &'a str,
+    m: &'a AgMessage,
+) -> usize {
+    *index.entry(id).or_insert_with(|| {
+        parties.push(Party {
+            id,
+            sent: 0,
+            received: 0,
+            first: &m.timestamp,
+            last: &m.timestamp,
+        });
+        parties.len() - 1
+    })
+}
+
+/// The graph body of `messages` (in step order), cut at `step` if given.
+pub fn graph(messages: &[AgMessage], step: Option<u64>) -> GraphBody<'_> {
+    let built = build(messages);
+    let upto = |s: usize| step.is_none_or(|n| (s as u64) <= n);
+    let edges: Vec<(usize, usize, Vec<&AgMessage>)> = built
+        .edges
+        .iter()
+        .map(|(s, t, list)| {
+            (
+                *s,
+                *t,
+                list.iter().copied().filter(|m| upto(m.step)).collect::<Vec<_>>(),
+            )
+        })
+        .filter(|(_, _, list)| !list.is_empty())
+        .collect();
+    let (mut sent, mut received) = (
+        vec![0usize; built.parties.len()],
+        vec![0usize; built.parties.len()],
+    );
+    let index: HashMap<&str, usize> = built.parties.iter().enumerate().map(|(i, p)| (p.id, i)).collect();
+    for m in messages.iter().filter(|m| upto(m.step)) {
+        sent[index[m.sender.as_str()]] += 1;
+        if let Some(r) = m.receiver.as_deref() {
+            received[index[r]] += 1;
+        }
+    }
+    let nodes: Vec<SenderNode> = built
+        .parties
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| step.is_none() || edges.iter().any(|(s, t, _)| s == i || t == i))
+        .map(|(i, p)| {
+            let (sent, received) = if step.is_some() {
+                (sent[i], received[i])
+            } else {
+                (p.sent, p.received)
+            };
+            SenderNode {
+                id: p.id.to_owned(),
+                label: p.id.to_owned(),
+                message_count: sent,
+                messages_sent: sent,
+                messages_received: received,
+                first_appearance: Some(p.first),
+                last_activity: Some(p.last),
+                metadata: BTreeMap::new(),
+            }
+        })
+        .collect();
+    let edges: Vec<EdgeJson> = edges
+        .into_iter()
+        .map(|(s, t, list)| edge_json(&built, s, t, list))
+        .collect();
+    GraphBody {
+        graph: GraphSnapshot {
+            metadata: GraphMetadata {
+                node_count: nodes.len(),
+                edge_count: edges.len(),
+                message_count: messages.len(),
+            },
+            nodes,
+            edges,
+            current_step: step,
+            total_steps: messages.iter().map(|m| m.step).max().unwrap_or(0),
+        },
+    }
+}
+
+fn edge_json<'a>(built: &Built<'a>, s: usize, t: usize, list: Vec<&'a AgMessage>) -> EdgeJson<'a> {
+    EdgeJson {
+        source: Cow::Owned(built.parties[s].id.to_owned()),
+        target: Cow::Owned(built.parties[t].id.to_owned()),
+        weight: list.len(),
+        interactions: list
+            .into_iter()
+            .map(|m| InteractionJson {
+                step_index: m.step,
+                timestamp: Some(&m.timestamp),
+                intent: intent(m.message_type),
+                message_id: m.step,
+                metadata: InteractionMetadata {
+                    message_type: m.message_type,
+                    content: Some(&m.content),
+                    content_preview: js_prefix(&m.content, 100).into_owned(),
+                },
+            })
+            .collect(),
+    }
+}
+
+/// The metrics body of `messages`.
+pub fn metrics(messages: &[AgMessage]) -> MetricsBody {
+    let built = build(messages);
+    let pairs: Vec<(usize, usize)> = built.edges.iter().map(|(s, t, _)| (*s, *t)).collect();
+    metrics_of(built.parties.iter().map(|p| p.id.to_owned()).collect(), &pairs)
+}
