@@ -146,6 +146,13 @@ impl ApiError {
                 }
                 .to_string(),
             ),
+            StoreError::Session(SessionError::Autogen(e)) => ApiError::Parse {
+                message: e.to_string(),
+                details: match e.line() {
+                    Some(line) => serde_json::json!({ "lineNumber": line }),
+                    None => serde_json::json!({}),
+                },
+            },
             StoreError::Session(SessionError::InvalidLine { file, line, reason }) => {
                 let file = echo(&file);
                 ApiError::Parse {

@@ -16,7 +16,11 @@ use crate::core::{LoadOptions, SessionInput, SourceFile};
 use crate::store::Framework;
 
 /// The frameworks uploads accept, by name.
-pub const FRAMEWORKS: [&str; 2] = [Framework::ALL[0].name(), Framework::ALL[1].name()];
+pub const FRAMEWORKS: [&str; 3] = [
+    Framework::ALL[0].name(),
+    Framework::ALL[1].name(),
+    Framework::ALL[2].name(),
+];
 
 /// The upload response (the reference's keys, in its order, then `diagnostics`).
 #[derive(Debug, Serialize)]
@@ -52,6 +56,9 @@ fn detect_framework(bytes: &[u8]) -> Option<&'static str> {
     let first = crate::core::frame::lines(bytes).next()?;
     if crate::core::pi::is_pi_header(first.bytes) {
         return Some("pi");
+    }
+    if crate::core::autogen::looks_like(&String::from_utf8_lossy(first.bytes)) {
+        return Some("autogen");
     }
     let value: serde_json::Value = serde_json::from_slice(first.bytes).ok()?;
     let claude_type = matches!(
@@ -96,13 +103,7 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
     }
     let framework = match Framework::from_name(&framework) {
         Some(read) => read,
-        None if framework.eq_ignore_ascii_case("autogen") => {
-            return Err(ApiError::BadRequest(format!(
-                "AutoGen logs are not supported yet; supported frameworks: {}",
-                FRAMEWORKS.join(", ")
-            )))
-        }
-        _ => {
+        None => {
             return Err(ApiError::Parse {
                 message: format!(
                     "Unknown framework: {}. Available: {}",
@@ -166,7 +167,7 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
         framework: slot.framework.name().to_owned(),
         sub_agents_loaded: (loaded_agents > 0).then_some(loaded_agents),
         sub_agents_missing: (!missing.is_empty()).then(|| missing.clone()),
-        annotation_count: Some(c.annotation_count),
+        annotation_count: session.autogen.is_none().then_some(c.annotation_count),
         diagnostics: session.diagnostics.summary(),
     })
     .into_response())

@@ -344,5 +344,17 @@ impl HeapSize for Session {
             + self.diagnostics.heap_size()
             + self.tree.heap_size()
             + self.timings.capacity() * size_of::<(&str, std::time::Duration)>()
+            + self.autogen.as_ref().map_or(0, |messages| {
+                messages.capacity() * size_of::<crate::core::autogen::AgMessage>()
+                    + messages
+                        .iter()
+                        .map(|m| {
+                            m.timestamp.heap_size()
+                                + m.sender.heap_size()
+                                + m.receiver.heap_size()
+                                + m.content.heap_size()
+                        })
+                        .sum::<usize>()
+            })
     }
 }

@@ -49,13 +49,15 @@ impl SessionInput {
     }
 
     /// The format of the session, told by its main file's first line: a pi session starts
-    /// with a `{"type":"session"}` header; anything else is read as Claude Code.
+    /// with a `{"type":"session"}` header; an AutoGen log is a JSON array or starts with an
+    /// object with `sender` or `recipient`; anything else is read as Claude Code.
     pub fn detect_format(&self) -> Format {
-        let first = self
-            .main_index()
-            .and_then(|i| super::frame::lines(&self.files[i].bytes).next());
-        match first {
+        let Some(main) = self.main_index().map(|i| &self.files[i].bytes) else {
+            return Format::ClaudeCode;
+        };
+        match super::frame::lines(main).next() {
             Some(line) if super::pi::is_pi_header(line.bytes) => Format::Pi,
+            Some(line) if super::autogen::looks_like(&String::from_utf8_lossy(line.bytes)) => Format::Autogen,
             _ => Format::ClaudeCode,
         }
     }
@@ -74,6 +76,8 @@ pub enum Format {
     ClaudeCode,
     /// pi: one file, a header and a tree of entries (v1, v2 or v3).
     Pi,
+    /// AutoGen: sender and recipient messages, JSON lines or a JSON array (one file).
+    Autogen,
 }
 
 impl Format {
@@ -82,6 +86,7 @@ impl Format {
         match self {
             Format::ClaudeCode => "claudecode",
             Format::Pi => "pi",
+            Format::Autogen => "autogen",
         }
     }
 }

@@ -43,6 +43,9 @@ pub enum SessionError {
         /// What was wrong.
         reason: String,
     },
+    /// An AutoGen log cannot be read (CommuGraph's messages).
+    #[error(transparent)]
+    Autogen(#[from] super::autogen::AutogenError),
     /// A file is compressed or an archive, not JSON lines.
     #[error("{file} is {kind}, not JSON lines: decompress it first")]
     Compressed {
@@ -223,6 +226,8 @@ pub struct Session {
     pub tree: Tree,
     /// How long each stage of the build took, in order.
     pub timings: Vec<(&'static str, Duration)>,
+    /// The messages of an AutoGen log (its records, turns and workflow are empty).
+    pub autogen: Option<Vec<super::autogen::AgMessage>>,
 }
 
 /// Stage timings of a build.
@@ -290,6 +295,12 @@ impl Session {
             .collect();
 
         let format = options.format.unwrap_or_else(|| input.detect_format());
+        let autogen = match format {
+            Format::Autogen => Some(super::autogen::parse(&String::from_utf8_lossy(
+                &input.files[main_input].bytes,
+            ))?),
+            _ => None,
+        };
         let mut timings = Timings::start();
         let mut diagnostics = Diagnostics::default();
         let (records, file_stats, pi_header) = read_files(&sources, format, options, &mut diagnostics)?;
@@ -479,6 +490,7 @@ impl Session {
             diagnostics,
             tree: Tree::default(),
             timings: Vec::new(),
+            autogen,
         };
         session.tree = Tree::of(&session);
         timings.mark("tree");
@@ -515,7 +527,7 @@ impl Session {
     /// Refuses a session that shows nothing (no prompt, turn, result or notice): see
     /// [`NoConversation`]. `file` names it in the message.
     pub fn require_conversation(&self, file: &str) -> Result<(), NoConversation> {
-        if !self.items.is_empty() {
+        if !self.items.is_empty() || self.autogen.is_some() {
             return Ok(());
         }
         let bad = &self.diagnostics.bad_lines;
@@ -572,9 +584,11 @@ fn read_files(
         .par_iter()
         .enumerate()
         .map(|(fi, f)| {
-            let skip = f.role() == FileRole::SubAgentMeta || (format == Format::Pi && fi > 0);
+            let skip = f.role() == FileRole::SubAgentMeta
+                || (format == Format::Pi && fi > 0)
+                || format == Format::Autogen;
             (!skip).then(|| match format {
-                Format::ClaudeCode => (parse_file(fi as u32, &f.bytes), None),
+                Format::ClaudeCode | Format::Autogen => (parse_file(fi as u32, &f.bytes), None),
                 Format::Pi => {
                     let pi = parse_pi_file(fi as u32, &f.bytes);
                     (pi.parsed, Some(pi.header))

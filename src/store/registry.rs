@@ -102,17 +102,20 @@ pub enum Framework {
     ClaudeCode,
     /// `pi`.
     Pi,
+    /// `autogen`.
+    Autogen,
 }
 
 impl Framework {
     /// Every framework read here, in the order `/api/frameworks` lists them.
-    pub const ALL: [Framework; 2] = [Framework::ClaudeCode, Framework::Pi];
+    pub const ALL: [Framework; 3] = [Framework::ClaudeCode, Framework::Pi, Framework::Autogen];
 
     /// Its name, as listed by `/api/frameworks` and stored.
     pub const fn name(self) -> &'static str {
         match self {
             Framework::ClaudeCode => "claudecode",
             Framework::Pi => "pi",
+            Framework::Autogen => "autogen",
         }
     }
 
@@ -130,6 +133,7 @@ impl Framework {
         match format {
             Format::ClaudeCode => Framework::ClaudeCode,
             Format::Pi => Framework::Pi,
+            Format::Autogen => Framework::Autogen,
         }
     }
 
@@ -138,6 +142,7 @@ impl Framework {
         match self {
             Framework::ClaudeCode => Format::ClaudeCode,
             Framework::Pi => Format::Pi,
+            Framework::Autogen => Format::Autogen,
         }
     }
 }

@@ -160,13 +160,17 @@ fn inspect(root: &SessionsRoot, log: &Path) -> Result<(fs::Metadata, Format), St
 }
 
 /// The format of a log, from its first line (a pi session starts with a
-/// `{"type":"session"}` header).
+/// `{"type":"session"}` header; an AutoGen log with a JSON array or a message object with
+/// `sender` or `recipient`).
 fn format_of(file: fs::File) -> Format {
     let mut head = Vec::with_capacity(4096);
     let read = file.take(64 * 1024).read_to_end(&mut head);
     let first = head.split(|&b| b == b'\n').find(|l| !l.trim_ascii().is_empty());
     match (read, first) {
         (Ok(_), Some(line)) if is_pi_header(line) => Format::Pi,
+        (Ok(_), Some(line)) if crate::core::autogen::looks_like(&String::from_utf8_lossy(line)) => {
+            Format::Autogen
+        }
         _ => Format::ClaudeCode,
     }
 }

@@ -1,6 +1,7 @@
 //! The integration test binary: one target, one module per concern.
 
 mod api;
+mod autogen;
 mod cli;
 mod complexity;
 mod concurrency;

@@ -93,7 +93,7 @@ async fn upload_errors_are_the_references() {
         "12_upload_unknown_framework",
         &unknown,
         StatusCode::BAD_REQUEST,
-        json!({"error": "Parse Error", "message": "Unknown framework: crewai. Available: claudecode, pi", "details": {}}),
+        json!({"error": "Parse Error", "message": "Unknown framework: crewai. Available: claudecode, pi, autogen", "details": {}}),
         "the frameworks read here",
     );
 
@@ -252,9 +252,8 @@ async fn a_framework_name_in_another_case_is_the_same_framework() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn autogen_is_refused_clearly_until_it_is_read() {
-    // Issue: "AutoGen ... until then a clear 400" (reference 17 uploads it; 18 and 19 then
-    // refuse its views, which cannot be reached here).
+async fn an_autogen_log_without_messages_gets_the_references_error() {
+    // Reference case 17 uploads an AutoGen log; `{}` holds no message.
     let server = TestServer::start(Options::default()).await;
     let got = server
         .upload_multipart(
@@ -264,9 +263,15 @@ async fn autogen_is_refused_clearly_until_it_is_read() {
         )
         .await;
     assert_eq!(got.status, StatusCode::BAD_REQUEST);
-    assert_eq!(
-        got.json["message"], "AutoGen logs are not supported yet; supported frameworks: claudecode, pi",
-        "the same set as /api/frameworks"
+    assert_eq!(got.json["error"], "Parse Error");
+    assert_eq!(got.json["message"], "No valid messages found in log");
+    let unknown = server
+        .upload_multipart(&[("framework", "crewai")], "file", &[("x.jsonl".to_owned(), b"{}".to_vec())])
+        .await;
+    assert!(
+        unknown.json["message"].as_str().unwrap().ends_with("claudecode, pi, autogen"),
+        "the same set as /api/frameworks: {}",
+        unknown.json
     );
 }
 
@@ -297,7 +302,7 @@ async fn unknown_ids_are_404_with_the_references_messages() {
         "28_frameworks",
         &frameworks,
         StatusCode::OK,
-        json!({"frameworks": ["claudecode", "pi"]}),
+        json!({"frameworks": ["claudecode", "pi", "autogen"]}),
         "CONTRACT 2",
     );
 }

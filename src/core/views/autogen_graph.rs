@@ -174,3 +174,33 @@ pub fn metrics(messages: &[AgMessage]) -> MetricsBody {
     let pairs: Vec<(usize, usize)> = built.edges.iter().map(|(s, t, _)| (*s, *t)).collect();
     metrics_of(built.parties.iter().map(|p| p.id.to_owned()).collect(), &pairs)
 }
+
+/// One entry of an AutoGen chat log.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatEntry<'a> {
+    step_index: usize,
+    display_step_label: String,
+    sender: &'a str,
+    receiver: &'a str,
+    content: &'a str,
+    timestamp: &'a str,
+}
+
+/// The chat log of an AutoGen log as CommuGraph's interface builds it from the graph's
+/// edges: one entry per message with a receiver, in step order, labelled `#<step>`.
+pub fn chatlog(messages: &[AgMessage]) -> Vec<ChatEntry<'_>> {
+    messages
+        .iter()
+        .filter_map(|m| {
+            Some(ChatEntry {
+                step_index: m.step,
+                display_step_label: format!("#{}", m.step),
+                sender: &m.sender,
+                receiver: m.receiver.as_deref()?,
+                content: &m.content,
+                timestamp: &m.timestamp,
+            })
+        })
+        .collect()
+}

@@ -388,7 +388,7 @@ fn edge_json<'a>(parties: &Parties<'a>, s: usize, t: usize, list: Vec<&Interacti
 #[derive(Debug, Serialize)]
 pub struct MetricsBody {
     pub(super) node_count: usize,
-    edge_count: usize,
+    pub(super) edge_count: usize,
     density: JsNumber,
     centrality: Centrality,
     in_degree_centrality: Centrality,

@@ -118,6 +118,9 @@ pub fn render(session: &Session, view: View, options: ViewOptions) -> Body {
     // Writing into memory cannot fail, and serialising these types cannot fail either:
     // every map key is a string and every value is representable in JSON.
     let _ = match view {
+        View::Chatlog | View::Workflow if session.autogen.is_some() => {
+            write(session, view, options, &mut out)
+        }
         View::Workflow => {
             let w = session.workflow_for(options.branch);
             workflow::write_parallel(&workflow::workflow(session, &w, options.step), &mut out).map(|_| ())
@@ -151,12 +154,21 @@ pub fn write(
             let w = session.workflow_for(options.branch);
             serde_json::to_writer(out, &workflow::workflow(session, &w, options.step))
         }
-        View::Chatlog => {
-            let w = session.workflow_for(options.branch);
-            serde_json::to_writer(out, &chatlog::chatlog(session, &w, options.include_subagents))
-        }
-        View::Graph => serde_json::to_writer(out, &graph::graph(session, options.step, options.graph)),
-        View::Metrics => serde_json::to_writer(out, &graph::metrics(session, options.graph)),
+        View::Chatlog => match &session.autogen {
+            Some(messages) => serde_json::to_writer(out, &autogen_graph::chatlog(messages)),
+            None => {
+                let w = session.workflow_for(options.branch);
+                serde_json::to_writer(out, &chatlog::chatlog(session, &w, options.include_subagents))
+            }
+        },
+        View::Graph => match &session.autogen {
+            Some(messages) => serde_json::to_writer(out, &autogen_graph::graph(messages, options.step)),
+            None => serde_json::to_writer(out, &graph::graph(session, options.step, options.graph)),
+        },
+        View::Metrics => match &session.autogen {
+            Some(messages) => serde_json::to_writer(out, &autogen_graph::metrics(messages)),
+            None => serde_json::to_writer(out, &graph::metrics(session, options.graph)),
+        },
         View::Diagnostics => serde_json::to_writer(out, &diagnostics::diagnostics(session)),
         View::Branches => serde_json::to_writer(out, &branches::branches(session)),
         View::Context => match branches::context_body(session, None) {

@@ -25,6 +25,17 @@ pub struct Counts {
 
 /// Counts `session`.
 pub fn counts(session: &Session) -> Counts {
+    if let Some(messages) = &session.autogen {
+        let metrics = super::autogen_graph::metrics(messages);
+        return Counts {
+            message_count: messages.len(),
+            node_count: metrics.node_count,
+            edge_count: metrics.edge_count,
+            total_steps: messages.iter().map(|m| m.step).max().unwrap_or(0),
+            main_agent_steps: messages.len(),
+            annotation_count: 0,
+        };
+    }
     let nodes = &session.workflow.nodes;
     Counts {
         message_count: nodes.len(),
