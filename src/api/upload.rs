@@ -167,7 +167,7 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
         framework: slot.framework.name().to_owned(),
         sub_agents_loaded: (loaded_agents > 0).then_some(loaded_agents),
         sub_agents_missing: (!missing.is_empty()).then(|| missing.clone()),
-        annotation_count: session.autogen.is_none().then_some(c.annotation_count),
+        annotation_count: Some(c.annotation_count),
         diagnostics: session.diagnostics.summary(),
     })
     .into_response())

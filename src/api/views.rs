@@ -127,21 +127,11 @@ async fn serve(
         .get(&id)
         .await
         .map_err(|e| ApiError::from_store(e, route.not_found))?;
-    if loaded.session.autogen.is_some() {
-        // CommuGraph's answers for a log that is not Claude Code's.
-        match route.view {
-            View::Annotations => {
-                return Err(ApiError::BadRequest(
-                    "Annotation view is only available for Claude Code logs".into(),
-                ))
-            }
-            View::Workflow => {
-                return Err(ApiError::BadRequest(
-                    "Workflow view is only available for Claude Code logs".into(),
-                ))
-            }
-            _ => {}
-        }
+    if loaded.session.autogen.is_some() && route.view == View::Workflow {
+        // CommuGraph's answer for a log that is not Claude Code's.
+        return Err(ApiError::BadRequest(
+            "Workflow view is only available for Claude Code logs".into(),
+        ));
     }
     if route.view == View::Diagnostics {
         if let Some(orphans) = orphaned_labels(&state, &id).await? {

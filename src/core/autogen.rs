@@ -31,6 +31,8 @@ pub struct AgMessage {
     pub message_type: &'static str,
     /// The text.
     pub content: String,
+    /// True when the entry's `role` is `user` (a human speaks).
+    pub human: bool,
 }
 
 /// Why a log cannot be read; the messages are CommuGraph's.
@@ -139,6 +141,7 @@ fn message(entry: &Value, step: usize) -> Result<Option<AgMessage>, ()> {
         receiver,
         message_type: message_type(object, &content),
         content,
+        human: matches!(object.get("role"), Some(Value::String(r)) if r.eq_ignore_ascii_case("user")),
     }))
 }
 

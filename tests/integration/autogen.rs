@@ -44,14 +44,41 @@ async fn the_autogen_sample_is_served_as_commugraph_serves_it() {
         assert_eq!(got.status, StatusCode::OK, "{path}");
         assert_eq!(got.json, expected(file), "{path}");
     }
-    for (path, file) in [
-        (format!("/api/graph/{id}/annotations"), "annotations.json"),
-        (format!("/api/graph/{id}/workflow"), "workflow.json"),
-    ] {
-        let got = server.get(&path).await;
-        assert_eq!(got.status, StatusCode::BAD_REQUEST, "{path}");
-        assert_eq!(got.json, expected(file), "{path}");
-    }
+    let workflow = server.get(&format!("/api/graph/{id}/workflow")).await;
+    assert_eq!(workflow.status, StatusCode::BAD_REQUEST);
+    assert_eq!(workflow.json, expected("workflow.json"));
+    // Past CommuGraph (whose annotations answer 400): one unit per message, labelable.
+    let units = server.get(&format!("/api/graph/{id}/annotations")).await;
+    assert_eq!(units.status, StatusCode::OK, "{}", units.json);
+    assert_eq!(units.json["total"], 34);
+    let third = &units.json["annotations"][3];
+    assert_eq!(third["event_id"], "M:3");
+    assert_eq!(third["actor_id"], "Coder");
+    assert_eq!(third["receiver"], "Manager");
+    assert_eq!(
+        units.json["annotations"][0]["unit_type"], "user_turn",
+        "User speaks first"
+    );
+    let quote: String = third["text_or_artifact_ref"]["text"]
+        .as_str()
+        .unwrap()
+        .chars()
+        .take(12)
+        .collect();
+    let put = crate::labels::put(
+        &server,
+        &format!("/api/graph/{id}/labels/M:3"),
+        &json!({"annotator": "a", "status": "submitted",
+                "labels": [{"id": "TASK_SUBTASK_DELEGATION", "evidence": {"quote": quote}}]}),
+        None,
+    )
+    .await;
+    assert_eq!(put.status, StatusCode::CREATED, "{}", put.json);
+    let labeled = server.get(&format!("/api/graph/{id}/annotations")).await;
+    assert_eq!(
+        labeled.json["annotations"][3]["labels"][0]["id"],
+        "TASK_SUBTASK_DELEGATION"
+    );
     let info = server.get(&format!("/api/graph/{id}/info")).await;
     for key in ["framework", "message_count", "node_count", "edge_count"] {
         assert_eq!(info.json[key], expected("info.json")[key], "info {key}");

@@ -266,10 +266,17 @@ async fn an_autogen_log_without_messages_gets_the_references_error() {
     assert_eq!(got.json["error"], "Parse Error");
     assert_eq!(got.json["message"], "No valid messages found in log");
     let unknown = server
-        .upload_multipart(&[("framework", "crewai")], "file", &[("x.jsonl".to_owned(), b"{}".to_vec())])
+        .upload_multipart(
+            &[("framework", "crewai")],
+            "file",
+            &[("x.jsonl".to_owned(), b"{}".to_vec())],
+        )
         .await;
     assert!(
-        unknown.json["message"].as_str().unwrap().ends_with("claudecode, pi, autogen"),
+        unknown.json["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("claudecode, pi, autogen"),
         "the same set as /api/frameworks: {}",
         unknown.json
     );

@@ -40,6 +40,8 @@ pub enum Unit<'a> {
     Assistant(AssistantTurn<'a>),
     /// A compaction or system notice.
     System(SystemTurn<'a>),
+    /// A message of an AutoGen log.
+    Message(MessageUnit<'a>),
 }
 
 impl<'a> Unit<'a> {
@@ -49,6 +51,7 @@ impl<'a> Unit<'a> {
             Unit::User(u) => &u.event_id,
             Unit::Assistant(u) => &u.event_id,
             Unit::System(u) => &u.event_id,
+            Unit::Message(u) => &u.event_id,
         }
     }
 
@@ -58,6 +61,7 @@ impl<'a> Unit<'a> {
             Unit::User(u) => u.unit_type,
             Unit::Assistant(u) => u.unit_type,
             Unit::System(u) => u.unit_type,
+            Unit::Message(u) => u.unit_type,
         }
     }
 
@@ -66,6 +70,7 @@ impl<'a> Unit<'a> {
             Unit::User(u) => &mut u.labels,
             Unit::Assistant(u) => &mut u.labels,
             Unit::System(u) => &mut u.labels,
+            Unit::Message(u) => &mut u.labels,
         }
     }
 
@@ -76,6 +81,7 @@ impl<'a> Unit<'a> {
             Unit::User(u) => &u.text_or_artifact_ref.text,
             Unit::Assistant(u) => u.text_or_artifact_ref.text.as_deref().unwrap_or(""),
             Unit::System(u) => &u.text_or_artifact_ref.text,
+            Unit::Message(u) => u.text_or_artifact_ref.text,
         }
     }
 }
@@ -110,6 +116,78 @@ impl<'a> AnnotationsBody<'a> {
                 *unit.labels_mut() = ShownLabels(Some(raw));
             }
         }
+    }
+}
+
+/// A unit of an AutoGen log: one message (`event_id` `M:<step>`), a `user_turn` when a
+/// human speaks (the sender is `user`, any case, or the entry's role is user) and an
+/// `assistant_turn` otherwise, with whom it addresses, its type and its intent.
+#[derive(Debug, Serialize)]
+pub struct MessageUnit<'a> {
+    event_id: String,
+    actor_id: &'a str,
+    actor_type: &'static str,
+    unit_type: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    receiver: Option<&'a str>,
+    message_type: &'static str,
+    intent: &'static str,
+    source: MessageSource<'a>,
+    timestamp: &'a str,
+    text_or_artifact_ref: MessageText<'a>,
+    labels: ShownLabels<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct MessageSource<'a> {
+    raw_file: &'a str,
+    raw_line_range: [usize; 2],
+}
+
+#[derive(Debug, Serialize)]
+struct MessageText<'a> {
+    text: &'a str,
+}
+
+/// The units of an AutoGen session's messages, in step order.
+fn message_units<'a>(
+    session: &'a Session,
+    messages: &'a [crate::core::autogen::AgMessage],
+) -> AnnotationsBody<'a> {
+    let file = session.files.first().map_or("", |f| f.name.as_str());
+    let annotations: Vec<Unit> = messages
+        .iter()
+        .map(|m| {
+            let human = m.sender.eq_ignore_ascii_case("user") || m.human;
+            let line = m.step + 1;
+            Unit::Message(MessageUnit {
+                event_id: format!("M:{}", m.step),
+                actor_id: &m.sender,
+                actor_type: if human { "human" } else { "agent" },
+                unit_type: if human { "user_turn" } else { "assistant_turn" },
+                receiver: m.receiver.as_deref(),
+                message_type: m.message_type,
+                intent: crate::core::autogen::intent(m.message_type),
+                source: MessageSource {
+                    raw_file: file,
+                    raw_line_range: [line, line],
+                },
+                timestamp: &m.timestamp,
+                text_or_artifact_ref: MessageText { text: &m.content },
+                labels: ShownLabels::NONE,
+            })
+        })
+        .collect();
+    let users = annotations
+        .iter()
+        .filter(|u| u.unit_type() == "user_turn")
+        .count();
+    AnnotationsBody {
+        total: annotations.len(),
+        user_turn_count: users,
+        assistant_turn_count: annotations.len() - users,
+        system_turn_count: 0,
+        annotations,
     }
 }
 
@@ -247,6 +325,9 @@ struct Outcome {
 /// Builds the body. With `include_sidechains`, sub-agent units are included too; with
 /// [`Branch::Active`], abandoned branches are left out.
 pub fn annotations(session: &Session, include_sidechains: bool, branch: Branch) -> AnnotationsBody<'_> {
+    if let Some(messages) = &session.autogen {
+        return message_units(session, messages);
+    }
     let records = &session.records;
     let mut outcomes: HashMap<&str, Outcome> = HashMap::new();
     for item in &session.items {

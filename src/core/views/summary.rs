@@ -33,7 +33,7 @@ pub fn counts(session: &Session) -> Counts {
             edge_count: metrics.edge_count,
             total_steps: messages.iter().map(|m| m.step).max().unwrap_or(0),
             main_agent_steps: messages.len(),
-            annotation_count: 0,
+            annotation_count: messages.len(),
         };
     }
     let nodes = &session.workflow.nodes;
