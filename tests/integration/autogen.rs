@@ -38,12 +38,15 @@ async fn the_autogen_sample_is_served_as_commugraph_serves_it() {
         (format!("/api/graph/{id}?step=10"), "graph_step_10.json"),
         (format!("/api/graph/{id}?step=0"), "graph_step_0.json"),
         (format!("/api/graph/{id}/metrics"), "metrics.json"),
-        (format!("/api/graph/{id}/chatlog"), "chatlog.json"),
     ] {
         let got = server.get(&path).await;
         assert_eq!(got.status, StatusCode::OK, "{path}");
         assert_eq!(got.json, expected(file), "{path}");
     }
+    // The chat log CommuGraph's interface builds from the edges, in our chat log's body.
+    let chatlog = server.get(&format!("/api/graph/{id}/chatlog")).await;
+    assert_eq!(chatlog.json["messages"], expected("chatlog.json"));
+    assert_eq!(chatlog.json["total"], 34);
     let workflow = server.get(&format!("/api/graph/{id}/workflow")).await;
     assert_eq!(workflow.status, StatusCode::BAD_REQUEST);
     assert_eq!(workflow.json, expected("workflow.json"));

@@ -275,6 +275,27 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         c.check("get", template, &refused);
     }
 
+    // An AutoGen session: its units, graph, metrics and chat log; its workflow's 400.
+    let autogen = std::fs::read(crate::helpers::reference("autogen/mock_chat_history.jsonl")).unwrap();
+    let up = server
+        .upload_raw("framework=autogen&filename=chat.jsonl", autogen)
+        .await;
+    c.check("post", "/api/upload", &up);
+    let ag = up.json["graph_id"].as_str().unwrap().to_owned();
+    for (template, suffix) in [
+        ("/api/graph/{id}/annotations", "/annotations"),
+        ("/api/graph/{id}", "?step=10"),
+        ("/api/graph/{id}/metrics", "/metrics"),
+        ("/api/graph/{id}/chatlog", "/chatlog"),
+        ("/api/graph/{id}/workflow", "/workflow"),
+    ] {
+        c.check(
+            "get",
+            template,
+            &server.get(&format!("/api/graph/{ag}{suffix}")).await,
+        );
+    }
+
     label_routes(&mut c, &server, &id).await;
     labeling_routes(&mut c, &server, &id).await;
 

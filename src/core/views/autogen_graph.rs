@@ -187,10 +187,17 @@ pub struct ChatEntry<'a> {
     timestamp: &'a str,
 }
 
+/// An AutoGen chat log body: the same shape as a Claude Code session's.
+#[derive(Debug, serde::Serialize)]
+pub struct ChatLog<'a> {
+    messages: Vec<ChatEntry<'a>>,
+    total: usize,
+}
+
 /// The chat log of an AutoGen log as CommuGraph's interface builds it from the graph's
 /// edges: one entry per message with a receiver, in step order, labelled `#<step>`.
-pub fn chatlog(messages: &[AgMessage]) -> Vec<ChatEntry<'_>> {
-    messages
+pub fn chatlog(messages: &[AgMessage]) -> ChatLog<'_> {
+    let entries: Vec<ChatEntry> = messages
         .iter()
         .filter_map(|m| {
             Some(ChatEntry {
@@ -202,5 +209,9 @@ pub fn chatlog(messages: &[AgMessage]) -> Vec<ChatEntry<'_>> {
                 timestamp: &m.timestamp,
             })
         })
-        .collect()
+        .collect();
+    ChatLog {
+        total: entries.len(),
+        messages: entries,
+    }
 }
