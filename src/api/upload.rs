@@ -57,7 +57,7 @@ fn detect_framework(bytes: &[u8]) -> Option<&'static str> {
     if crate::core::pi::is_pi_header(first.bytes) {
         return Some("pi");
     }
-    if crate::core::autogen::looks_like(&String::from_utf8_lossy(first.bytes)) {
+    if crate::core::autogen::looks_like_bytes(bytes) {
         return Some("autogen");
     }
     let value: serde_json::Value = serde_json::from_slice(first.bytes).ok()?;

@@ -103,16 +103,28 @@ pub fn parse(text: &str) -> Result<Vec<AgMessage>, AutogenError> {
     Ok(messages)
 }
 
-/// True when `text` looks like an AutoGen log: a JSON array, or a first line that is an
-/// object with `sender` or `recipient`.
-pub fn looks_like(text: &str) -> bool {
-    let first = text.trim_start();
-    if first.starts_with('[') {
-        return true;
-    }
-    let line = first.lines().next().unwrap_or("");
-    serde_json::from_str::<Map<String, Value>>(line)
-        .is_ok_and(|o| o.contains_key("sender") || o.contains_key("recipient"))
+/// How much of a file [`looks_like`] needs to see.
+pub const SNIFF_BYTES: usize = 64 << 10;
+
+/// True when `head` (the start of a file, [`SNIFF_BYTES`] is enough) looks like an AutoGen
+/// log: its first line, or the first element of a JSON array, is an object with `sender`
+/// or `recipient`.
+pub fn looks_like(head: &str) -> bool {
+    let head = head.trim_start();
+    let first = match head.strip_prefix('[') {
+        Some(rest) => serde_json::Deserializer::from_str(rest)
+            .into_iter::<Map<String, Value>>()
+            .next()
+            .and_then(Result::ok),
+        None => serde_json::from_str(head.lines().next().unwrap_or("")).ok(),
+    };
+    first.is_some_and(|o| o.contains_key("sender") || o.contains_key("recipient"))
+}
+
+/// [`looks_like`] on the first bytes of a file.
+pub fn looks_like_bytes(bytes: &[u8]) -> bool {
+    let head = &bytes[..bytes.len().min(SNIFF_BYTES)];
+    looks_like(&String::from_utf8_lossy(head))
 }
 
 /// The message of one entry; `Ok(None)` when it holds no text; `Err` for `null`.
@@ -337,7 +349,11 @@ mod tests {
     #[test]
     fn an_autogen_log_is_told_from_its_first_line() {
         assert!(looks_like("{\"sender\": \"a\", \"recipient\": \"b\"}\n"));
-        assert!(looks_like("  [ {} ]"));
+        assert!(looks_like(
+            "[\n  {\n    \"sender\": \"a\",\n    \"message\": \"hi\"\n  }\n]"
+        ));
+        assert!(!looks_like("  [ {} ]"));
+        assert!(!looks_like("[1,2,3]"));
         assert!(!looks_like("{\"type\": \"user\", \"uuid\": \"u\"}"));
         assert!(!looks_like("{\"type\":\"session\",\"version\":3}"));
     }

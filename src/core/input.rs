@@ -57,7 +57,7 @@ impl SessionInput {
         };
         match super::frame::lines(main).next() {
             Some(line) if super::pi::is_pi_header(line.bytes) => Format::Pi,
-            Some(line) if super::autogen::looks_like(&String::from_utf8_lossy(line.bytes)) => Format::Autogen,
+            Some(_) if super::autogen::looks_like_bytes(main) => Format::Autogen,
             _ => Format::ClaudeCode,
         }
     }

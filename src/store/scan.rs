@@ -168,9 +168,7 @@ fn format_of(file: fs::File) -> Format {
     let first = head.split(|&b| b == b'\n').find(|l| !l.trim_ascii().is_empty());
     match (read, first) {
         (Ok(_), Some(line)) if is_pi_header(line) => Format::Pi,
-        (Ok(_), Some(line)) if crate::core::autogen::looks_like(&String::from_utf8_lossy(line)) => {
-            Format::Autogen
-        }
+        (Ok(_), Some(_)) if crate::core::autogen::looks_like_bytes(&head) => Format::Autogen,
         _ => Format::ClaudeCode,
     }
 }
