@@ -199,10 +199,7 @@ pub async fn queue_next(
     identity: Option<Extension<Identity>>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let ask: Value = serde_json::from_slice(&body).map_err(|e| ApiError::Invalid {
-        message: format!("body: not JSON: {e}"),
-        details: json!({ "field": "body" }),
-    })?;
+    let ask = json_body(&body)?;
     let annotator = queue_annotator(&state, &identity, &ask)?;
     let overlap = match ask.get("overlap") {
         None | Some(Value::Null) => 2,
@@ -270,10 +267,7 @@ pub async fn queue_release(
     identity: Option<Extension<Identity>>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let ask: Value = serde_json::from_slice(&body).map_err(|e| ApiError::Invalid {
-        message: format!("body: not JSON: {e}"),
-        details: json!({ "field": "body" }),
-    })?;
+    let ask = json_body(&body)?;
     let annotator = queue_annotator(&state, &identity, &ask)?;
     let field = |name: &str| {
         ask.get(name)
@@ -299,6 +293,14 @@ pub async fn queue_release(
             echo(session_id)
         )))
     }
+}
+
+/// A JSON request body, or 400 naming `body`.
+fn json_body(body: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::Invalid {
+        message: format!("body: not JSON: {e}"),
+        details: json!({ "field": "body" }),
+    })
 }
 
 /// The annotator a queue request is for: the body's, which must be the named key's (unless
@@ -466,7 +468,7 @@ pub async fn agreement(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    use crate::labels::agreement::{agreement_report, Coding};
+    use crate::labels::agreement::agreement_report;
     let query = QueryPairs::parse(query.as_deref());
     let session = query.first("session");
     if let Some(id) = session {
@@ -488,36 +490,15 @@ pub async fn agreement(
         }
         label_ids = vec![label.to_owned()];
     }
-    let sets = state
+    let keep_annotator = |a: &str| annotators.as_ref().is_none_or(|list| list.iter().any(|n| n == a));
+    let keep_label = |l: &str| label_ids.iter().any(|id| id == l);
+    let codings = state
         .labels
-        .sets_in(session, &[crate::labels::Status::Submitted])
+        .submitted_codings(session, &keep_annotator, &keep_label)
         .await
         .map_err(api_error)?;
-    let report = tokio::task::spawn_blocking(move || {
-        let kept: Vec<(String, String, Vec<String>)> = sets
-            .into_iter()
-            .filter(|(_, s)| annotators.as_ref().is_none_or(|a| a.contains(&s.annotator)))
-            .map(|(session_id, s)| {
-                let ids = s
-                    .labels
-                    .into_iter()
-                    .map(|l| l.id)
-                    .filter(|id| label_ids.contains(id))
-                    .collect();
-                (format!("{session_id}\u{0}{}", s.event_id), s.annotator, ids)
-            })
-            .collect();
-        let codings: Vec<Coding> = kept
-            .iter()
-            .map(|(unit, annotator, labels)| Coding {
-                unit,
-                annotator,
-                labels,
-            })
-            .collect();
-        agreement_report(&codings, &label_ids)
-    })
-    .await
-    .map_err(|e| ApiError::Internal(format!("agreement: {e}")))?;
+    let report = tokio::task::spawn_blocking(move || agreement_report(&codings.codings(), &label_ids))
+        .await
+        .map_err(|e| ApiError::Internal(format!("agreement: {e}")))?;
     Ok(json_response(StatusCode::OK, &report))
 }

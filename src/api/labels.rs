@@ -140,11 +140,7 @@ pub async fn list_sets(
         label: query.first("label").map(str::to_owned),
     };
     let viewer = viewer(&state, &identity, &query);
-    let all = state
-        .labels
-        .list(&id, &SetFilter::default())
-        .await
-        .map_err(api_error)?;
+    let all = session_sets(&state, &id).await?;
     let sets: Vec<LabelSet> = visible_sets(&state, &viewer, &all)
         .into_iter()
         .filter(|s| filter.matches(s))
@@ -156,6 +152,15 @@ pub async fn list_sets(
         StatusCode::OK,
         &json!({ "total": sets.len(), "labels": sets, "suggestions": suggestions, "orphaned": orphaned }),
     ))
+}
+
+/// Every set of session `id`, by unit then annotator.
+pub(super) async fn session_sets(state: &AppState, id: &str) -> Result<Vec<LabelSet>, ApiError> {
+    state
+        .labels
+        .list(id, &SetFilter::default())
+        .await
+        .map_err(api_error)
 }
 
 /// The event ids of `sets` that session `id` no longer has, sorted.
@@ -225,11 +230,7 @@ pub async fn history(
         .map_err(api_error)?;
     let viewer = viewer(&state, &identity, &query);
     if state.labels.policy().blind && !viewer.reviewer {
-        let sets = state
-            .labels
-            .list(&id, &SetFilter::default())
-            .await
-            .map_err(api_error)?;
+        let sets = session_sets(&state, &id).await?;
         let unit: Vec<LabelSet> = sets.into_iter().filter(|s| s.event_id == event_id).collect();
         let seen: Vec<&str> = viewer
             .visible(&unit, true)

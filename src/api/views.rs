@@ -182,15 +182,10 @@ async fn unit_labels(
     identity: &Option<Extension<Identity>>,
     query: &QueryPairs,
 ) -> Result<Option<(Arc<UnitLabels>, String)>, ApiError> {
-    let has_sets = state.labels.has_sets(id).await.map_err(labels::api_error)?;
-    if !has_sets {
+    let sets = labels::session_sets(state, id).await?;
+    if sets.is_empty() {
         return Ok(None);
     }
-    let sets = state
-        .labels
-        .list(id, &Default::default())
-        .await
-        .map_err(labels::api_error)?;
     let viewer = labels::viewer(state, identity, query);
     let visible = labels::visible_sets(state, &viewer, &sets);
     let asked = query.first("annotator");
@@ -220,14 +215,7 @@ async fn unit_labels(
 /// The units of session `id` that have labels but are no longer in the session, each with
 /// the annotators whose sets are on it; `None` when there are none.
 async fn orphaned_labels(state: &AppState, id: &str) -> Result<Option<serde_json::Value>, ApiError> {
-    if !state.labels.has_sets(id).await.map_err(labels::api_error)? {
-        return Ok(None);
-    }
-    let sets = state
-        .labels
-        .list(id, &Default::default())
-        .await
-        .map_err(labels::api_error)?;
+    let sets = labels::session_sets(state, id).await?;
     let orphaned = labels::orphaned_units(state, id, &sets).await?;
     if orphaned.is_empty() {
         return Ok(None);

@@ -57,7 +57,7 @@ impl Backend {
                 ("labels", include_str!("../../migrations/sqlite/0001_labels.sql")),
                 (
                     "suggestions queue",
-                    include_str!("../../migrations/sqlite/0002_suggestions_queue.sql"),
+                    include_str!("../../migrations/common/0002_suggestions_queue.sql"),
                 ),
             ],
             Backend::Postgres => [
@@ -67,7 +67,7 @@ impl Backend {
                 ),
                 (
                     "suggestions queue",
-                    include_str!("../../migrations/postgres/0002_suggestions_queue.sql"),
+                    include_str!("../../migrations/common/0002_suggestions_queue.sql"),
                 ),
             ],
         };

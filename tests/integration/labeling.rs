@@ -13,6 +13,17 @@ use sessiongraph::labels::LabelPolicy;
 use crate::labels::{put, quote_of, sample_server, TestDb};
 use crate::server::{Options, Reply, TestServer};
 
+/// A server's options with `lead` as its reviewer.
+fn with_reviewer_lead() -> Options {
+    Options {
+        label_policy: LabelPolicy {
+            reviewers: vec!["lead".into()],
+            ..Default::default()
+        },
+        ..Options::default()
+    }
+}
+
 /// Imports `lines` (JSONL) as `format`.
 async fn import(server: &TestServer, lines: &[Value], headers: &[(&str, &str)]) -> Reply {
     let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
@@ -121,14 +132,7 @@ async fn import_lines(db: &TestDb) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_annotations_body_shows_the_adjudicated_set_else_the_majority() {
-    let (server, id, units) = sample_server(Options {
-        label_policy: LabelPolicy {
-            reviewers: vec!["lead".into()],
-            ..Default::default()
-        },
-        ..Options::default()
-    })
-    .await;
+    let (server, id, units) = sample_server(with_reviewer_lead()).await;
     let plain = server
         .get(&format!("/api/graph/{id}/annotations?include_sidechains=true"))
         .await;
@@ -592,14 +596,7 @@ async fn export_round_trip(db: &TestDb, fresh: &TestDb) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_and_agreement_report_the_submitted_sets() {
-    let (server, id, units) = sample_server(Options {
-        label_policy: LabelPolicy {
-            reviewers: vec!["lead".into()],
-            ..Default::default()
-        },
-        ..Options::default()
-    })
-    .await;
+    let (server, id, units) = sample_server(with_reviewer_lead()).await;
     let picked = texty_units(&units, 4);
     // a and b agree on three units and disagree on the fourth.
     for (i, (unit, _)) in picked.iter().enumerate() {

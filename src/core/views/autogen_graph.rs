@@ -11,8 +11,7 @@ use std::collections::BTreeMap;
 use foldhash::{HashMap, HashMapExt};
 
 use super::graph::{
-    metrics_of, EdgeJson, GraphBody, GraphMetadata, GraphSnapshot, InteractionJson, InteractionMetadata,
-    MetricsBody, SenderNode,
+    metrics_of, snapshot, EdgeJson, GraphBody, InteractionJson, InteractionMetadata, MetricsBody, SenderNode,
 };
 use crate::core::autogen::{intent, js_prefix, AgMessage};
 
@@ -131,19 +130,8 @@ pub fn graph(messages: &[AgMessage], step: Option<u64>) -> GraphBody<'_> {
         .into_iter()
         .map(|(s, t, list)| edge_json(&built, s, t, list))
         .collect();
-    GraphBody {
-        graph: GraphSnapshot {
-            metadata: GraphMetadata {
-                node_count: nodes.len(),
-                edge_count: edges.len(),
-                message_count: messages.len(),
-            },
-            nodes,
-            edges,
-            current_step: step,
-            total_steps: messages.iter().map(|m| m.step).max().unwrap_or(0),
-        },
-    }
+    let total_steps = messages.iter().map(|m| m.step).max().unwrap_or(0);
+    snapshot(nodes, edges, step, total_steps, messages.len())
 }
 
 fn edge_json<'a>(built: &Built<'a>, s: usize, t: usize, list: Vec<&'a AgMessage>) -> EdgeJson<'a> {

@@ -219,19 +219,13 @@ fn reference_graph(session: &Session, step: Option<u64>) -> GraphBody<'_> {
             .map(|s| stats.node(session, s, stats.counts[s], 0))
             .collect()
     };
-    GraphBody {
-        graph: GraphSnapshot {
-            metadata: GraphMetadata {
-                node_count: nodes.len(),
-                edge_count: 0,
-                message_count,
-            },
-            nodes,
-            edges: Vec::new(),
-            current_step: step,
-            total_steps: message_count.saturating_sub(1),
-        },
-    }
+    snapshot(
+        nodes,
+        Vec::new(),
+        step,
+        message_count.saturating_sub(1),
+        message_count,
+    )
 }
 
 /// The graph with the inferred edges, cut at `step` if given.
@@ -263,6 +257,17 @@ fn graph_with_edges(session: &Session, step: Option<u64>) -> GraphBody<'_> {
         .into_iter()
         .map(|(s, t, list)| edge_json(&parties, s, t, list))
         .collect();
+    snapshot(nodes, edges, step, message_count.saturating_sub(1), message_count)
+}
+
+/// The body of a snapshot: its nodes and edges, with their counts.
+pub(super) fn snapshot<'a>(
+    nodes: Vec<SenderNode<'a>>,
+    edges: Vec<EdgeJson<'a>>,
+    step: Option<u64>,
+    total_steps: usize,
+    message_count: usize,
+) -> GraphBody<'a> {
     GraphBody {
         graph: GraphSnapshot {
             metadata: GraphMetadata {
@@ -273,7 +278,7 @@ fn graph_with_edges(session: &Session, step: Option<u64>) -> GraphBody<'_> {
             nodes,
             edges,
             current_step: step,
-            total_steps: message_count.saturating_sub(1),
+            total_steps,
         },
     }
 }
