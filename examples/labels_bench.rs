@@ -286,19 +286,20 @@ impl Phase {
 }
 
 /// Seeds the store: every annotator's set on every unit, `batch` JSONL lines per import.
-/// Returns the phase and the rows written.
+/// Returns the phase, the rows written and each request's time in seconds.
 async fn seed(
     client: &reqwest::Client,
     url: &str,
     units: &[Unit],
     labels: &[String],
     args: &Args,
-) -> anyhow::Result<(Phase, u64)> {
+) -> anyhow::Result<(Phase, u64, Vec<f64>)> {
     let started = Phase::start();
     let lines = (0..units.len()).flat_map(|u| (0..args.annotators).map(move |a| (u, a)));
     let lines: Vec<(usize, usize)> = lines.collect();
-    let mut written = 0;
+    let (mut written, mut batches) = (0, Vec::new());
     for chunk in lines.chunks(args.batch) {
+        let sent = Instant::now();
         let mut body = String::with_capacity(chunk.len() * 200);
         for &(u, a) in chunk {
             let line = json!({
@@ -326,8 +327,9 @@ async fn seed(
                 .unwrap_or(&Value::Null)
         );
         written += summary["written"].as_u64().unwrap_or(0);
+        batches.push(sent.elapsed().as_secs_f64());
     }
-    Ok((Phase::end(started), written))
+    Ok((Phase::end(started), written, batches))
 }
 
 /// `PUT` latencies: `--writers` annotators at once, `--puts` each on distinct units.
@@ -421,6 +423,7 @@ struct Report {
     load: Phase,
     seed: Phase,
     rows: u64,
+    batches: Vec<f64>,
     put: Phase,
     latencies_us: Vec<u64>,
     agreement: Phase,
@@ -429,6 +432,18 @@ struct Report {
     export: Phase,
     export_bytes: u64,
     export_lines: u64,
+    batch: usize,
+}
+
+/// The mean of the first (or last) tenth of `values` (at least one value).
+fn tenth_mean(values: &[f64], last: bool) -> f64 {
+    let n = (values.len() / 10).max(1).min(values.len());
+    let part = if last {
+        &values[values.len() - n..]
+    } else {
+        &values[..n]
+    };
+    part.iter().sum::<f64>() / n.max(1) as f64
 }
 
 fn percentile_ms(sorted: &[u64], p: f64) -> f64 {
@@ -528,7 +543,8 @@ impl Report {
         json!({
             "backend": self.backend, "sessions": self.sessions, "units": self.units,
             "log_bytes": self.log_bytes, "load_s": self.load.seconds, "load_rss_mib": self.load.peak,
-            "rows": self.rows, "seed_s": self.seed.seconds, "seed_peak_mib": self.seed.peak,
+            "rows": self.rows, "seed_s": self.seed.seconds, "import_batch": self.batch,
+            "import_request_first_s": tenth_mean(&self.batches, false), "import_request_last_s": tenth_mean(&self.batches, true), "seed_peak_mib": self.seed.peak,
             "puts": l.len(), "put_s": self.put.seconds, "put_p50_ms": percentile_ms(l, 0.5),
             "put_p99_ms": percentile_ms(l, 0.99), "put_max_ms": percentile_ms(l, 1.0),
             "agreement_s": self.agreement.seconds, "agreement_bytes": self.agreement_bytes,
@@ -564,7 +580,7 @@ async fn measure(
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(3600))
         .build()?;
-    let (seed, rows) = seed(&client, &server.url, &units, &labels, args).await?;
+    let (seed, rows, batches) = seed(&client, &server.url, &units, &labels, args).await?;
     eprintln!("seeded {rows} rows in {:.1} s", seed.seconds);
     let (put, latencies_us) = puts(&client, &server.url, &units, &labels, args).await?;
     eprintln!("{} PUTs in {:.1} s", latencies_us.len(), put.seconds);
@@ -579,6 +595,7 @@ async fn measure(
         load,
         seed,
         rows,
+        batches,
         put,
         latencies_us,
         agreement,
@@ -587,6 +604,7 @@ async fn measure(
         export,
         export_bytes,
         export_lines,
+        batch: args.batch,
     })
 }
 
