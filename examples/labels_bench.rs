@@ -276,6 +276,16 @@ impl Phase {
         (Instant::now(), rss)
     }
 
+    /// The resident set before and the peak during the phase, with the growth.
+    fn memory(&self) -> String {
+        format!(
+            "{:.0} MiB before, peak {:.0} MiB (+{:.0})",
+            self.rss_before,
+            self.peak,
+            (self.peak - self.rss_before).max(0.0)
+        )
+    }
+
     fn end((started, rss_before): (Instant, f64)) -> Phase {
         Phase {
             seconds: started.elapsed().as_secs_f64(),
@@ -507,15 +517,7 @@ impl Report {
                     self.agreement.seconds, self.agreement_bytes, self.alpha
                 ),
             ),
-            (
-                "agreement RSS",
-                format!(
-                    "{:.0} MiB before, peak {:.0} MiB (+{:.0})",
-                    self.agreement.rss_before,
-                    self.agreement.peak,
-                    self.agreement.peak - self.agreement.rss_before
-                ),
-            ),
+            ("agreement RSS", self.agreement.memory()),
             (
                 "export (JSONL)",
                 format!(
@@ -526,15 +528,7 @@ impl Report {
                     mib(self.export_bytes) / self.export.seconds
                 ),
             ),
-            (
-                "export RSS",
-                format!(
-                    "{:.0} MiB before, peak {:.0} MiB (+{:.0})",
-                    self.export.rss_before,
-                    self.export.peak,
-                    self.export.peak - self.export.rss_before
-                ),
-            ),
+            ("export RSS", self.export.memory()),
         ]
     }
 
