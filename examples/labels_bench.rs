@@ -485,11 +485,15 @@ impl Report {
             (
                 "seed (import)",
                 format!(
-                    "{} rows in {:.1} s, {:.0} rows/s, peak RSS {:.0} MiB",
+                    "{} rows in {:.1} s, {:.0} rows/s, peak RSS {:.0} MiB; a request of {} lines: \
+                     {:.2} s (first tenth), {:.2} s (last tenth)",
                     self.rows,
                     self.seed.seconds,
                     self.rows as f64 / self.seed.seconds,
-                    self.seed.peak
+                    self.seed.peak,
+                    self.batch,
+                    tenth_mean(&self.batches, false),
+                    tenth_mean(&self.batches, true)
                 ),
             ),
             (
