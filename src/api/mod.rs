@@ -170,7 +170,9 @@ pub fn router(state: AppState) -> Router {
         tracing::info_span!("request", method = %request.method(), route, request_id)
     });
 
+    // The page's files want no key (the page asks for one for its API calls).
     api.layer(api_keys)
+        .merge(crate::web::router())
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             config.request_timeout,

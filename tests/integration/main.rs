@@ -24,3 +24,4 @@ mod security;
 mod server;
 mod snapshots;
 mod trees;
+mod web;
