@@ -27,6 +27,11 @@ export async function call(path, { method = 'GET', body, ifMatch } = {}) {
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),
   });
+  return read(response);
+}
+
+/** A fetch response as {status, etag, json}; throws ApiError for 4xx/5xx. */
+async function read(response) {
   const text = await response.text();
   let json = null;
   try {
@@ -48,7 +53,9 @@ const cache = new Map();
 /** GET `path` once per page load (the codebook, a session's units). */
 export function cached(path) {
   if (!cache.has(path)) {
-    const promise = get(path);
+    const early = globalThis.sgEarly && globalThis.sgEarly[path];
+    if (early) delete globalThis.sgEarly[path];
+    const promise = early ? early.then(read).then((r) => r.json) : get(path);
     promise.catch(() => cache.delete(path));
     cache.set(path, promise);
   }

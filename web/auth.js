@@ -30,3 +30,15 @@ export function setAnnotator(name) {
 export function validName(name) {
   return /^[A-Za-z0-9._@-]{1,100}$/.test(name);
 }
+
+let profile = { annotator: null, reviewer: false, read_only: false, blind: false };
+
+/** Keeps what `/api/me` said of the asker. */
+export function setProfile(me) {
+  profile = me;
+}
+
+/** What `/api/me` said: {annotator, reviewer, read_only, blind}. */
+export function profileOf() {
+  return profile;
+}

@@ -11,27 +11,38 @@ import { go, queueNext, quoteSelection, write, queueControls } from './labelacti
 import { navigate, onKeys, typing, unitUrl } from './nav.js';
 import { renderUnit } from './unit.js';
 
-let sessionSets = { sessionId: null, mine: new Map(), others: new Map() };
+let sessionSets = null;
 
-/** The sets of the session as the API shows them to `who`: mine by unit, others by unit. */
-export async function loadSets(sessionId, who, force = false) {
-  if (!force && sessionSets.sessionId === sessionId) return sessionSets;
-  const body = await api.get(api.graph(sessionId, `/labels?annotator=${encodeURIComponent(who)}`));
-  const mine = new Map();
-  const others = new Map();
-  for (const set of body.labels) {
-    if (set.annotator === who) mine.set(set.event_id, set);
-    else others.set(set.event_id, [...(others.get(set.event_id) || []), set]);
+/**
+ * The sets of the session: mine by unit (`?annotator=` filters to them) and the others' the
+ * API lets me see (the unfiltered listing; blind mode hides them until I submit).
+ */
+export function loadSets(sessionId, who, force = false) {
+  if (force || !sessionSets || sessionSets.sessionId !== sessionId || sessionSets.who !== who) {
+    const promise = fetchSets(sessionId, who);
+    sessionSets = { sessionId, who, promise };
+    promise.catch(() => { sessionSets = null; });
   }
-  sessionSets = { sessionId, mine, others };
-  return sessionSets;
+  return sessionSets.promise;
+}
+
+async function fetchSets(sessionId, who) {
+  const [own, all] = await Promise.all([
+    api.get(api.graph(sessionId, `/labels?annotator=${encodeURIComponent(who)}`)),
+    api.get(api.graph(sessionId, '/labels')),
+  ]);
+  const mine = new Map(own.labels.filter((s) => s.annotator === who).map((s) => [s.event_id, s]));
+  const others = new Map();
+  for (const set of all.labels.filter((s) => s.annotator !== who)) {
+    others.set(set.event_id, [...(others.get(set.event_id) || []), set]);
+  }
+  return { mine, others };
 }
 
 /** Draws the label page on unit `eventId` of `sessionId` (the first unlabeled one if none). */
 export async function labelPage(sessionId, eventId) {
   const who = annotator();
-  const [codebook, units] = await Promise.all([api.codebook(), api.units(sessionId)]);
-  const sets = await loadSets(sessionId, who);
+  const [codebook, units, sets] = await Promise.all([api.codebook(), api.units(sessionId), loadSets(sessionId, who)]);
   if (!units.length) {
     page(h('p', { text: 'This session has no units.' }));
     return;
@@ -53,6 +64,7 @@ export async function labelPage(sessionId, eventId) {
   ctx.started = performance.now();
   ctx.render = () => render(ctx);
   render(ctx);
+  performance.measure('sg-unit-shown', 'sg-route');
   onKeys((e) => keys(ctx, e));
   prefetchNext(ctx);
 }

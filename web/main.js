@@ -2,12 +2,14 @@
 
 import * as api from './api.js';
 import { agreementPage } from './agreement.js';
-import { annotator, apiKey, setAnnotator, setApiKey, validName } from './auth.js';
+import { annotator, apiKey, setAnnotator, setApiKey, setProfile, validName } from './auth.js';
 import { h, page, status } from './dom.js';
-import { labelPage } from './label.js';
+import { labelPage, loadSets } from './label.js';
 import { onKeys } from './nav.js';
 import { reviewPage } from './review.js';
 import { sessionsPage } from './sessions.js';
+
+let ready = false;
 
 const decode = (s) => (s === undefined ? undefined : decodeURIComponent(s));
 
@@ -20,8 +22,15 @@ const ROUTES = [
 
 /** Draws the view of the current URL, after making sure of the key and the annotator. */
 async function route() {
+  performance.mark('sg-route');
   onKeys(null);
-  if (!(await identified())) return;
+  if (!ready) {
+    ready = await identified().catch((err) => {
+      shown(err);
+      return false;
+    });
+    if (!ready) return;
+  }
   const path = location.pathname;
   for (const [pattern, view] of ROUTES) {
     const m = pattern.exec(path);
@@ -42,38 +51,45 @@ function shown(err) {
 
 /** True when the API answers with the tab's key (if any) and an annotator is known. */
 async function identified() {
+  const asked = annotator();
+  let me;
   try {
-    await api.codebook();
+    [, me] = await Promise.all([
+      api.codebook(),
+      api.get(`/api/me${asked ? `?annotator=${encodeURIComponent(asked)}` : ''}`),
+    ]);
   } catch (err) {
     if (err instanceof api.ApiError && err.status === 401) {
-      askKey(apiKey() ? 'That API key was refused (401): check it and try again.' : null);
+      askKey(apiKey() ? 'That API key was refused (401 Unauthorized): check it and try again.' : null);
       return false;
     }
     throw err;
   }
-  if (!annotator()) {
+  setProfile(me);
+  if (me.annotator) setAnnotator(me.annotator);
+  else if (!asked) {
     askName();
     return false;
   }
-  document.getElementById('whoami').textContent = `Labeling as ${annotator()}`;
+  const role = me.reviewer ? ' (reviewer)' : '';
+  const mode = me.read_only ? ' · read-only server' : '';
+  document.getElementById('whoami').textContent = `Labeling as ${annotator()}${role}${mode}`;
   return true;
 }
 
 function askKey(problem) {
   const input = h('input', { type: 'password', id: 'api-key', autocomplete: 'off', 'aria-label': 'API key' });
-  const name = h('input', { type: 'text', id: 'key-name', value: annotator() || '', 'aria-label': 'Your annotator name (the key’s name)' });
   const go = () => {
     setApiKey(input.value.trim());
-    if (validName(name.value.trim())) setAnnotator(name.value.trim());
     route();
   };
+  input.addEventListener('keydown', (e) => { if (e.key === 'Enter') go(); });
   page(h('div', { class: 'ask', role: 'group', 'aria-label': 'Sign in' },
     h('h1', { text: 'This server wants an API key' }),
-    problem ? h('p', { class: 'error', role: 'alert', text: problem }) : null,
+    h('p', { text: 'The key is kept for this tab only. A named key (NAME:KEY) labels as NAME.' }),
+    problem ? h('p', { id: 'key-problem', class: 'error', role: 'alert', text: problem }) : null,
     h('label', {}, 'API key ', input),
-    h('label', {}, 'Your name (the key’s annotator name) ', name),
     h('button', { type: 'button', text: 'Continue', on: { click: go } })));
-  for (const el of [input, name]) el.addEventListener('keydown', (e) => { if (e.key === 'Enter') go(); });
   input.focus();
 }
 
@@ -97,6 +113,14 @@ function askName() {
   input.focus();
 }
 
+/** A deep link to a unit: its session's units and sets are fetched while the rest loads. */
+function prefetch() {
+  const m = /^\/label\/([^/]+)/.exec(location.pathname);
+  if (!m) return;
+  api.units(decode(m[1])).catch(() => {});
+  if (annotator()) loadSets(decode(m[1]), annotator()).catch(() => {});
+}
+
 window.addEventListener('popstate', route);
 window.addEventListener('sg:navigate', route);
 document.addEventListener('click', (e) => {
@@ -106,4 +130,5 @@ document.addEventListener('click', (e) => {
   history.pushState(null, '', a.getAttribute('href'));
   route();
 });
+prefetch();
 route();

@@ -2,7 +2,7 @@
 // machine suggestions marked as such; the reviewer writes the adjudicated set.
 
 import * as api from './api.js';
-import { annotator } from './auth.js';
+import { annotator, profileOf } from './auth.js';
 import { h, page, replace, status } from './dom.js';
 import { onKeys, typing, unitUrl } from './nav.js';
 
@@ -11,7 +11,7 @@ export async function reviewPage(sessionId) {
   const who = annotator();
   const [units, listing] = await Promise.all([
     api.units(sessionId),
-    api.get(api.graph(sessionId, `/labels?annotator=${encodeURIComponent(who)}`)),
+    api.get(api.graph(sessionId, '/labels')),
   ]);
   const byUnit = groupSets(listing);
   const reviewed = units.filter((u) => byUnit.has(u.event_id));
@@ -25,6 +25,7 @@ export async function reviewPage(sessionId) {
   page(
     h('h1', {}, 'Review ', h('code', { text: sessionId })),
     h('p', { text: `${reviewed.length} of ${units.length} units have labels. Adjudicating as ${who}. Keys: j/k move, a approves the majority, Enter saves.` }),
+    profileOf().reviewer ? null : h('p', { class: 'error', text: `${who} is not a reviewer: the server refuses adjudicated sets from them (403).` }),
     h('label', {}, only, ' Only units with disagreement'),
     list,
   );

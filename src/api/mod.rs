@@ -117,6 +117,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/upload", upload)
         .route("/api/frameworks", get(sessions::frameworks))
         .route("/api/codebook", get(labels::codebook))
+        .route("/api/me", get(labels::me))
         .route("/api/sessions", get(sessions::list))
         .route("/api/graph/{id}", views::graph())
         .route("/api/graph/{id}/workflow", views::workflow())

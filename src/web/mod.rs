@@ -48,6 +48,7 @@ const JS: &str = "text/javascript; charset=utf-8";
 const ASSETS: &[Asset] = &[
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("style.css", "text/css; charset=utf-8"),
+    asset!("boot.js", JS),
     asset!("main.js", JS),
     asset!("api.js", JS),
     asset!("auth.js", JS),

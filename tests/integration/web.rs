@@ -81,6 +81,14 @@ async fn web_page_and_assets_are_served_without_a_key_with_csp_and_etags() {
         with_key.headers["content-security-policy"], "default-src 'none'; frame-ancestors 'none'",
         "API bodies keep their own CSP"
     );
+    let me = server.get_with("/api/me", &[("x-api-key", "secret-key")]).await;
+    assert_eq!(me.status, StatusCode::OK);
+    assert_eq!(
+        me.json,
+        json!({"annotator": "alice", "reviewer": false, "read_only": false, "blind": false}),
+        "the named key's annotator, for the page's sign-in"
+    );
+    assert_eq!(server.get("/api/me").await.status, StatusCode::UNAUTHORIZED);
     server.stop().await;
 }
 
@@ -133,39 +141,108 @@ async fn upload_hostile(server: &TestServer) -> (String, String) {
     (id, prompt.0.clone())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn web_label_page_in_chromium_labels_by_keyboard_and_shows_markup_as_text() {
-    let Some(installed) = webdriver::installed() else {
+/// The browser, or `None` (and a loud skip) when it is not installed outside CI.
+fn browser_or_skip(test: &str) -> Option<webdriver::Installed> {
+    let installed = webdriver::installed();
+    if installed.is_none() {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
             "chromium and chromedriver are not installed: CI must have them (.ci/run installs them)"
         );
         eprintln!(
-            "SKIPPED web_label_page_in_chromium: chromium and chromedriver are not installed \
+            "SKIPPED {test}: chromium and chromedriver are not installed \
              (apt-get install chromium chromium-driver); this test fails when CI=true"
         );
-        return;
-    };
-    let (server, id, units) = crate::labels::sample_server(Options::default()).await;
-    let hostile = upload_hostile(&server).await;
-    let browser = webdriver::Browser::start(&installed).await;
-    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web");
-    let run = label_by_keyboard(&server, &browser, &id, &units[0].0);
-    let result = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(async {
-        run.await;
-        browser.screenshot(&out.join("label-page.png")).await;
-        markup_is_text(&server, &browser, &hostile).await;
-    }))
-    .await;
-    if result.is_err() {
-        browser.screenshot(&out.join("failure.png")).await;
-        eprintln!("screenshot of the failure: {}", out.join("failure.png").display());
     }
-    browser.quit().await;
-    server.stop().await;
+    installed
+}
+
+/// Where the browser tests put their screenshots.
+fn output_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("web")
+}
+
+/// Runs `scenario` in `browser`; on a panic, a screenshot `NAME-failure.png` first.
+async fn with_screenshot_on_failure(
+    browser: &webdriver::Browser,
+    name: &str,
+    scenario: impl std::future::Future<Output = ()>,
+) {
+    let result = futures_util::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(scenario)).await;
     if let Err(panic) = result {
+        let path = output_dir().join(format!("{name}-failure.png"));
+        browser.screenshot(&path).await;
+        eprintln!("screenshot of the failure: {}", path.display());
         std::panic::resume_unwind(panic);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_label_page_in_chromium_labels_by_keyboard_and_shows_markup_as_text() {
+    let Some(installed) = browser_or_skip("web_label_page_in_chromium") else {
+        return;
+    };
+    let (server, id, units) = crate::labels::sample_server(Options {
+        label_policy: sessiongraph::labels::LabelPolicy {
+            reviewers: vec!["lead".into()],
+            ..Default::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let hostile = upload_hostile(&server).await;
+    let browser = webdriver::Browser::start(&installed).await;
+    with_screenshot_on_failure(&browser, "label", async {
+        label_by_keyboard(&server, &browser, &id, &units[0].0).await;
+        quote_then_conflict(&server, &browser, &id, &units).await;
+        markup_is_text(&server, &browser, &hostile).await;
+        review_adjudicates(&server, &browser, &id, &units).await;
+        overview_pages(&server, &browser).await;
+    })
+    .await;
+    browser.quit().await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_page_in_chromium_says_when_the_api_key_is_wrong() {
+    let Some(installed) = browser_or_skip("web_page_in_chromium_says_when_the_api_key_is_wrong") else {
+        return;
+    };
+    let server = TestServer::start(Options {
+        api_keys: vec!["alice:right-key".into()],
+        ..Options::default()
+    })
+    .await;
+    let browser = webdriver::Browser::start(&installed).await;
+    with_screenshot_on_failure(&browser, "key", async {
+        browser.goto(&format!("{}/sessions", server.url)).await;
+        let focused = "return document.activeElement && document.activeElement.id === 'api-key';";
+        browser.wait_for("the key field", focused, json!([])).await;
+        browser.press(&["n", "o", "p", "e", webdriver::ENTER]).await;
+        browser
+            .wait_for(
+                "the refusal",
+                "const p = document.getElementById('key-problem'); return !!p && p.textContent.includes('refused');",
+                json!([]),
+            )
+            .await;
+        browser.wait_for("the key field again", focused, json!([])).await;
+        let keys: Vec<String> = "right-key".chars().map(String::from).collect();
+        let mut keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        keys.push(webdriver::ENTER);
+        browser.press(&keys).await;
+        browser
+            .wait_for(
+                "the sessions page as alice",
+                "return document.getElementById('whoami').textContent.includes('alice') && !!document.querySelector('h1') && document.querySelector('h1').textContent === 'Sessions';",
+                json!([]),
+            )
+            .await;
+    })
+    .await;
+    browser.quit().await;
+    server.stop().await;
 }
 
 /// alice opens the first unit, presses 1 then Ctrl+Enter: her submitted set holds the
@@ -203,6 +280,16 @@ async fn label_by_keyboard(server: &TestServer, browser: &webdriver::Browser, id
             json!([event]),
         )
         .await;
+    let shown = "return performance.getEntriesByName('sg-unit-shown').map(m => [m.startTime, m.duration]);";
+    let two = "return performance.getEntriesByName('sg-unit-shown').length >= 2;";
+    browser.wait_for("two units shown", two, json!([])).await;
+    let timings = browser.run(shown, json!([])).await;
+    let first = timings[0][0].as_f64().unwrap() + timings[0][1].as_f64().unwrap();
+    let next = timings[1][1].as_f64().unwrap();
+    eprintln!(
+        "label page, {} units: first unit shown {first:.0} ms after navigation; next unit drawn in {next:.1} ms",
+        crate::labels::units(server, id).await.len()
+    );
     let sets = server
         .get(&format!("/api/graph/{id}/labels?annotator=alice"))
         .await;
@@ -232,6 +319,9 @@ async fn label_by_keyboard(server: &TestServer, browser: &webdriver::Browser, id
     browser
         .wait_for("the draft kept over a reload", pressed, json!([second_label]))
         .await;
+    let timings = browser.run(shown, json!([])).await;
+    let warm = timings[0][0].as_f64().unwrap() + timings[0][1].as_f64().unwrap();
+    eprintln!("label page reloaded: first unit shown {warm:.0} ms after navigation");
 }
 
 /// A unit holding `<script>` and `<img onerror>` shows them as text and runs nothing.
@@ -260,4 +350,186 @@ async fn markup_is_text(server: &TestServer, browser: &webdriver::Browser, (id, 
     assert_eq!(seen["scripts"], 0);
     assert_eq!(seen["images"], 0);
     assert_eq!(seen["pwned"], Value::Null, "nothing ran");
+}
+
+/// On a unit with text, alice chooses label 3, selects text and presses e: the quote is
+/// highlighted and stored; then [`conflict_keeps_mine`].
+async fn quote_then_conflict(
+    server: &TestServer,
+    browser: &webdriver::Browser,
+    id: &str,
+    units: &[(String, String, bool)],
+) {
+    let (event, text) = units
+        .iter()
+        .skip(3)
+        .find(|(_, t, _)| t.trim().chars().count() >= 40)
+        .map(|(e, t, _)| (e.clone(), t.clone()))
+        .unwrap();
+    let codebook = server.get("/api/codebook").await.json;
+    let (third, fourth) = (
+        codebook["labels"][2]["id"].as_str().unwrap(),
+        codebook["labels"][3]["id"].as_str().unwrap(),
+    );
+    browser
+        .goto(&format!("{}/label/{id}/{event}?annotator=alice", server.url))
+        .await;
+    browser
+        .wait_for(
+            "the unit's text",
+            "return !!document.querySelector('#current pre.text');",
+            json!([]),
+        )
+        .await;
+    browser.press(&["3"]).await;
+    let select = "const pre = document.querySelector('#current pre.text'); const node = pre.firstChild; \
+                  const start = node.textContent.search(/\\S/); const range = document.createRange(); \
+                  range.setStart(node, start); range.setEnd(node, start + 20); \
+                  const sel = getSelection(); sel.removeAllRanges(); sel.addRange(range); return sel.toString().trim();";
+    let quote = browser.run(select, json!([])).await.as_str().unwrap().to_owned();
+    assert!(text.contains(&quote), "{quote:?}");
+    browser.press(&["e"]).await;
+    let marked =
+        "const m = document.querySelector('#current mark'); return !!m && m.textContent === arguments[0];";
+    browser
+        .wait_for("the quote highlighted", marked, json!([quote]))
+        .await;
+    browser.screenshot(&output_dir().join("label-page.png")).await;
+    browser.chord(webdriver::CONTROL, webdriver::ENTER).await;
+    let stored = wait_for_set(server, id, &event, "alice", |s| s["status"] == "submitted").await;
+    assert_eq!(stored["labels"][0]["id"], third, "{stored}");
+    assert_eq!(
+        stored["labels"][0]["evidence"]["quote"],
+        quote.as_str(),
+        "{stored}"
+    );
+    conflict_keeps_mine(server, browser, id, &event, [third, fourth]).await;
+}
+
+/// alice is back on a unit she submitted; a write from elsewhere makes her next submit
+/// lose the If-Match race: both versions show, and "Keep mine" (Enter) stores hers.
+async fn conflict_keeps_mine(
+    server: &TestServer,
+    browser: &webdriver::Browser,
+    id: &str,
+    event: &str,
+    [third, fourth]: [&str; 2],
+) {
+    browser
+        .wait_for(
+            "the next unit",
+            "return !decodeURIComponent(location.pathname).endsWith(arguments[0]);",
+            json!([event]),
+        )
+        .await;
+    browser.press(&["k"]).await;
+    let back = "return decodeURIComponent(location.pathname).endsWith(arguments[0]) && !!document.querySelector('#current') \
+                && document.querySelector('.where').textContent.includes('submitted');";
+    browser.wait_for("back on the unit", back, json!([event])).await;
+    let elsewhere = json!({"annotator": "alice", "status": "draft", "labels": []});
+    let path = format!("/api/graph/{id}/labels/{event}");
+    let r = crate::labels::put(server, &path, &elsewhere, None).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    browser.press(&["4"]).await;
+    browser.chord(webdriver::CONTROL, webdriver::ENTER).await;
+    let conflict = "return !!document.querySelector('.conflict') && document.activeElement.textContent.startsWith('Keep mine');";
+    browser.wait_for("both versions", conflict, json!([])).await;
+    browser.press(&[webdriver::ENTER]).await;
+    let two = |s: &Value| s["status"] == "submitted" && s["labels"].as_array().is_some_and(|l| l.len() == 2);
+    let kept = wait_for_set(server, id, event, "alice", two).await;
+    let ids: Vec<&str> = kept["labels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [third, fourth], "{kept}");
+    assert_eq!(kept["version"], 3, "{kept}");
+}
+
+/// `annotator`'s set on the unit once `done` holds of it (up to 10 s).
+async fn wait_for_set(
+    server: &TestServer,
+    id: &str,
+    event: &str,
+    annotator: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        let listed = server
+            .get(&format!("/api/graph/{id}/labels?annotator={annotator}"))
+            .await;
+        let labels = listed.json["labels"].as_array().cloned().unwrap_or_default();
+        if let Some(set) = labels
+            .into_iter()
+            .find(|s| s["event_id"] == event && s["annotator"] == annotator)
+        {
+            if done(&set) {
+                return set;
+            }
+            last = set;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{annotator}'s set on {event} never became as expected: {last}");
+}
+
+/// alice and bob disagree on a unit; the reviewer picks alice's label and saves: the
+/// annotations body then shows the adjudicated set.
+async fn review_adjudicates(
+    server: &TestServer,
+    browser: &webdriver::Browser,
+    id: &str,
+    units: &[(String, String, bool)],
+) {
+    let event = units[units.len() / 2].0.as_str();
+    let codebook = server.get("/api/codebook").await.json;
+    let (a, b) = (
+        codebook["labels"][5]["id"].as_str().unwrap(),
+        codebook["labels"][6]["id"].as_str().unwrap(),
+    );
+    let path = format!("/api/graph/{id}/labels/{event}");
+    for (who, label) in [("alice", a), ("bob", b)] {
+        let set = json!({"annotator": who, "status": "submitted", "labels": [{"id": label}]});
+        assert!(crate::labels::put(server, &path, &set, None)
+            .await
+            .status
+            .is_success());
+    }
+    browser
+        .goto(&format!("{}/review/{id}?annotator=lead", server.url))
+        .await;
+    let card = "const card = [...document.querySelectorAll('.review-unit')].find(c => c.getAttribute('aria-label') === 'Unit ' + arguments[0]);";
+    let split = format!("{card} return !!card && card.classList.contains('disagree');");
+    browser.wait_for("the disagreement", &split, json!([event])).await;
+    let pick = format!("{card} card.querySelector('input[aria-label=\"Adjudicated: ' + arguments[1] + '\"]').click(); card.querySelector('button.save').click();");
+    browser.run(&pick, json!([event, a])).await;
+    let saved = format!("{card} return card.querySelector('.result').textContent.startsWith('Adjudicated');");
+    browser
+        .wait_for("the adjudicated set saved", &saved, json!([event]))
+        .await;
+    let body = server
+        .get(&format!("/api/graph/{id}/annotations?include_sidechains=true"))
+        .await;
+    let unit = body.json["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["event_id"] == event)
+        .unwrap();
+    assert_eq!(unit["labels"].as_array().unwrap().len(), 1, "{}", unit["labels"]);
+    assert_eq!(unit["labels"][0]["id"], a, "the adjudicated set wins");
+}
+
+/// The sessions page shows progress bars, the agreement page its chart.
+async fn overview_pages(server: &TestServer, browser: &webdriver::Browser) {
+    browser.goto(&format!("{}/sessions", server.url)).await;
+    let bars = "return document.querySelectorAll('.bar[role=progressbar]').length >= 2;";
+    browser.wait_for("progress bars", bars, json!([])).await;
+    browser.screenshot(&output_dir().join("sessions-page.png")).await;
+    browser.goto(&format!("{}/agreement", server.url)).await;
+    let chart = "return !!document.querySelector('svg.chart rect') && document.querySelectorAll('table.grid').length >= 3;";
+    browser.wait_for("the chart", chart, json!([])).await;
+    browser.screenshot(&output_dir().join("agreement-page.png")).await;
 }
