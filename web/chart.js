@@ -3,9 +3,9 @@
 import { svg } from './dom.js';
 
 /** A chart of `rows` ([{name, value, note}]); null values are drawn as "n/a". */
-export function barChart(rows, { title = 'Chart', width = 640 } = {}) {
+export function barChart(rows, { title = 'Chart', width = 720 } = {}) {
   const rowHeight = 22;
-  const left = 200;
+  const left = 260;
   const plot = width - left - 60;
   const height = rows.length * rowHeight + 30;
   const x = (v) => left + ((v + 1) / 2) * plot;

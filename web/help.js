@@ -7,6 +7,7 @@ export const SHORTCUTS = [
   ['1 – 9', 'toggle the first nine labels of the codebook'],
   ['f or /', 'filter labels by typing; Enter toggles the first match, Esc leaves'],
   ['e', 'quote the selected text as evidence of the focused label'],
+  ['- / +', 'lower / raise the focused label’s confidence by 0.1'],
   ['Ctrl+Enter', 'submit and go to the next unit'],
   ['j / k', 'next / previous unit'],
   ['d', 'save a draft on the server'],

@@ -170,6 +170,29 @@ async function skip(ctx) {
   if (await write(ctx, 'discarded')) go(ctx, 1);
 }
 
+/** Moves the focused label's confidence by `delta` (keys - and +). */
+function nudge(ctx, delta) {
+  const label = ctx.set.focused && ctx.set.labels.get(ctx.set.focused);
+  if (!label) return;
+  label.confidence = Math.min(1, Math.max(0, Math.round((label.confidence + delta) * 20) / 20));
+  changed(ctx, true);
+}
+
+const KEYS = {
+  f: () => document.getElementById('label-filter')?.focus(),
+  '/': () => document.getElementById('label-filter')?.focus(),
+  e: (ctx) => quoteSelection(ctx),
+  j: (ctx) => go(ctx, 1),
+  k: (ctx) => go(ctx, -1),
+  d: (ctx) => write(ctx, 'draft'),
+  s: (ctx) => skip(ctx),
+  n: (ctx) => queueNext(ctx),
+  '-': (ctx) => nudge(ctx, -0.1),
+  '+': (ctx) => nudge(ctx, 0.1),
+  '=': (ctx) => nudge(ctx, 0.1),
+  '?': () => toggleHelp(),
+};
+
 function keys(ctx, e) {
   if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
     e.preventDefault();
@@ -180,19 +203,13 @@ function keys(ctx, e) {
     if (e.key === 'Escape') e.target.blur();
     return;
   }
-  if (e.ctrlKey || e.metaKey || e.altKey || document.getElementById('help')) return;
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
+  if (document.getElementById('help') && e.key !== '?') return;
   const n = Number(e.key);
   if (Number.isInteger(n) && n >= 1 && n <= 9) {
     const label = ctx.codebook.labels[n - 1];
     if (label) actions(ctx).toggle(label.id);
-  } else if (e.key === 'f' || e.key === '/') document.getElementById('label-filter')?.focus();
-  else if (e.key === 'e') quoteSelection(ctx);
-  else if (e.key === 'j') go(ctx, 1);
-  else if (e.key === 'k') go(ctx, -1);
-  else if (e.key === 'd') write(ctx, 'draft');
-  else if (e.key === 's') skip(ctx);
-  else if (e.key === 'n') queueNext(ctx);
-  else if (e.key === '?') toggleHelp();
+  } else if (Object.hasOwn(KEYS, e.key)) KEYS[e.key](ctx);
   else return;
   e.preventDefault();
 }

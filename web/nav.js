@@ -21,7 +21,9 @@ document.addEventListener('keydown', (event) => {
 /** True when the key event happens in a text field (letters are then typing). */
 export function typing(event) {
   const t = event.target;
-  return t instanceof HTMLElement && (t.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(t.tagName));
+  if (!(t instanceof HTMLElement)) return false;
+  if (t.isContentEditable || t.tagName === 'TEXTAREA' || t.tagName === 'SELECT') return true;
+  return t.tagName === 'INPUT' && !['range', 'checkbox', 'radio', 'button'].includes(t.type);
 }
 
 /** The page URL of a unit. */

@@ -194,6 +194,7 @@ async fn web_label_page_in_chromium_labels_by_keyboard_and_shows_markup_as_text(
     let browser = webdriver::Browser::start(&installed).await;
     with_screenshot_on_failure(&browser, "label", async {
         label_by_keyboard(&server, &browser, &id, &units[0].0).await;
+        help_then_skip(&server, &browser, &id).await;
         quote_then_conflict(&server, &browser, &id, &units).await;
         markup_is_text(&server, &browser, &hostile).await;
         review_adjudicates(&server, &browser, &id, &units).await;
@@ -268,7 +269,7 @@ async fn label_by_keyboard(server: &TestServer, browser: &webdriver::Browser, id
             json!([]),
         )
         .await;
-    browser.press(&["1"]).await;
+    browser.press(&["1", "-", "-"]).await;
     browser
         .wait_for("label 1 chosen", pressed, json!([first_label]))
         .await;
@@ -301,6 +302,7 @@ async fn label_by_keyboard(server: &TestServer, browser: &webdriver::Browser, id
         .unwrap_or_else(|| panic!("alice's set on {event}: {}", sets.json));
     assert_eq!(mine["status"], "submitted");
     assert_eq!(mine["labels"][0]["id"], first_label.as_str(), "{mine}");
+    assert_eq!(mine["labels"][0]["confidence"], 0.8, "- twice: {mine}");
     assert!(mine["lead_time"].as_f64().is_some(), "the time spent is sent");
 
     browser
@@ -350,6 +352,31 @@ async fn markup_is_text(server: &TestServer, browser: &webdriver::Browser, (id, 
     assert_eq!(seen["scripts"], 0);
     assert_eq!(seen["images"], 0);
     assert_eq!(seen["pwned"], Value::Null, "nothing ran");
+}
+
+/// `?` shows the shortcuts and Esc hides them; `s` skips the unit (stored as discarded, with
+/// no labels) and moves on.
+async fn help_then_skip(server: &TestServer, browser: &webdriver::Browser, id: &str) {
+    browser.press(&["?"]).await;
+    let help = "return !!document.getElementById('help') && document.getElementById('help').textContent.includes('Ctrl+Enter');";
+    browser.wait_for("the shortcuts", help, json!([])).await;
+    browser.press(&["\u{E00C}"]).await;
+    let closed = "return !document.getElementById('help');";
+    browser.wait_for("the shortcuts hidden", closed, json!([])).await;
+    let here = browser
+        .run(
+            "return decodeURIComponent(location.pathname).split('/').pop();",
+            json!([]),
+        )
+        .await;
+    let event = here.as_str().unwrap().to_owned();
+    browser.press(&["s"]).await;
+    let skipped = wait_for_set(server, id, &event, "alice", |s| s["status"] == "discarded").await;
+    assert_eq!(skipped["labels"], json!([]), "{skipped}");
+    let moved = "return !decodeURIComponent(location.pathname).endsWith(arguments[0]);";
+    browser
+        .wait_for("the next unit after a skip", moved, json!([event]))
+        .await;
 }
 
 /// On a unit with text, alice chooses label 3, selects text and presses e: the quote is
