@@ -560,3 +560,78 @@ async fn overview_pages(server: &TestServer, browser: &webdriver::Browser) {
     browser.wait_for("the chart", chart, json!([])).await;
     browser.screenshot(&output_dir().join("agreement-page.png")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_queue_in_two_browsers_never_gives_the_same_unit_beyond_the_overlap() {
+    let Some(installed) = browser_or_skip("web_queue_in_two_browsers") else {
+        return;
+    };
+    let server = TestServer::start(Options::default()).await;
+    let (id, event) = upload_hostile(&server).await;
+    let first = webdriver::Browser::start(&installed).await;
+    let second = webdriver::Browser::start(&installed).await;
+    with_screenshot_on_failure(&first, "queue", async {
+        let mut got = Vec::new();
+        for (browser, who) in [(&first, "ann1"), (&second, "ann2")] {
+            got.push(take_from_queue(&server, browser, &id, &event, who).await);
+        }
+        assert_ne!(
+            got[0], got[1],
+            "overlap 1: two annotators never hold the same unit"
+        );
+        for (browser, who) in [(&first, "ann1"), (&second, "ann2")] {
+            browser.press(&["1"]).await;
+            browser.chord(webdriver::CONTROL, webdriver::ENTER).await;
+            let done = "return document.getElementById('status').textContent.includes('no unit left');";
+            browser.wait_for("the queue done", done, json!([])).await;
+            let listed = server
+                .get(&format!("/api/graph/{id}/labels?annotator={who}"))
+                .await;
+            assert_eq!(listed.json["total"], 1, "{who}: {}", listed.json);
+        }
+        let all = server.get(&format!("/api/graph/{id}/labels")).await;
+        let mut units: Vec<&str> = all.json["labels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["event_id"].as_str().unwrap())
+            .collect();
+        units.sort_unstable();
+        units.dedup();
+        assert_eq!(units.len(), 2, "each unit labeled once: {}", all.json);
+    })
+    .await;
+    first.quit().await;
+    second.quit().await;
+    server.stop().await;
+}
+
+/// `who` opens the session, sets overlap 1 and "this session only" and presses n: the unit
+/// the queue reserved for them, once the page shows it.
+async fn take_from_queue(
+    server: &TestServer,
+    browser: &webdriver::Browser,
+    id: &str,
+    event: &str,
+    who: &str,
+) -> String {
+    browser
+        .goto(&format!("{}/label/{id}/{event}?annotator={who}", server.url))
+        .await;
+    let ready = "return !!document.querySelector('.queue input[type=number]');";
+    browser.wait_for("the queue controls", ready, json!([])).await;
+    let setup = "const o = document.querySelector('.queue input[type=number]'); o.value = '1'; \
+                 o.dispatchEvent(new Event('change')); document.querySelector('.queue input[type=checkbox]').click(); \
+                 document.activeElement.blur();";
+    browser.run(setup, json!([])).await;
+    browser.press(&["n"]).await;
+    let reserved = "return document.getElementById('status').textContent.startsWith('Reserved for you') && !!document.querySelector('#current .unit');";
+    browser.wait_for("a reserved unit", reserved, json!([])).await;
+    let unit = browser
+        .run(
+            "return document.querySelector('#current .unit').dataset.eventId;",
+            json!([]),
+        )
+        .await;
+    unit.as_str().unwrap().to_owned()
+}
