@@ -195,10 +195,12 @@ async fn web_label_page_in_chromium_labels_by_keyboard_and_shows_markup_as_text(
     with_screenshot_on_failure(&browser, "label", async {
         label_by_keyboard(&server, &browser, &id, &units[0].0).await;
         help_then_skip(&server, &browser, &id).await;
+        refused_quote_in_place(&server, &browser, &id).await;
         quote_then_conflict(&server, &browser, &id, &units).await;
         markup_is_text(&server, &browser, &hostile).await;
         review_adjudicates(&server, &browser, &id, &units).await;
         overview_pages(&server, &browser).await;
+        browser.no_csp_violations().await;
     })
     .await;
     browser.quit().await;
@@ -634,4 +636,43 @@ async fn take_from_queue(
         )
         .await;
     unit.as_str().unwrap().to_owned()
+}
+
+/// A quote taken from the reasoning is not in the unit's text: the server refuses it, and
+/// the refusal shows beside the label; nothing is stored.
+async fn refused_quote_in_place(server: &TestServer, browser: &webdriver::Browser, id: &str) {
+    let body = server
+        .get(&format!("/api/graph/{id}/annotations?include_sidechains=true"))
+        .await;
+    let unit = body.json["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| {
+            let r = &u["text_or_artifact_ref"];
+            let thinking = r["thinking"].as_str().unwrap_or("").trim();
+            thinking.len() > 40 && !r["text"].as_str().unwrap_or("").contains(&thinking[..20])
+        })
+        .expect("a unit with reasoning");
+    let event = unit["event_id"].as_str().unwrap();
+    browser
+        .goto(&format!("{}/label/{id}/{event}?annotator=carol", server.url))
+        .await;
+    let ready = "return !!document.querySelector('#current .reasoning pre') && !!document.querySelector('button.label');";
+    browser.wait_for("the reasoning", ready, json!([])).await;
+    browser.press(&["5"]).await;
+    let select = "const node = document.querySelector('#current .reasoning pre').firstChild; \
+                  const start = node.textContent.search(/\\S/); const range = document.createRange(); \
+                  range.setStart(node, start); range.setEnd(node, start + 20); \
+                  getSelection().removeAllRanges(); getSelection().addRange(range);";
+    browser.run(select, json!([])).await;
+    browser.press(&["e"]).await;
+    browser.chord(webdriver::CONTROL, webdriver::ENTER).await;
+    let refused = "const e = document.querySelector('.chosen .error[role=alert]'); \
+                   return !!e && e.textContent.includes('quote') && document.getElementById('status').textContent.startsWith('Not saved (400)');";
+    browser.wait_for("the refusal in place", refused, json!([])).await;
+    let listed = server
+        .get(&format!("/api/graph/{id}/labels?annotator=carol"))
+        .await;
+    assert_eq!(listed.json["total"], 0, "{}", listed.json);
 }

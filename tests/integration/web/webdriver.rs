@@ -108,9 +108,17 @@ impl Browser {
         value.get("value").cloned().unwrap_or(value)
     }
 
-    /// Opens `url`.
+    /// Opens `url`, after checking that the page it leaves had no Content-Security-Policy
+    /// violation (the page's boot.js records them in `window.sgViolations`).
     pub async fn goto(&self, url: &str) {
+        self.no_csp_violations().await;
         self.command("POST", "/url", &json!({ "url": url })).await;
+    }
+
+    /// Panics when the current page recorded a Content-Security-Policy violation.
+    pub async fn no_csp_violations(&self) {
+        let violations = self.run("return window.sgViolations || [];", json!([])).await;
+        assert_eq!(violations, json!([]), "the page broke its CSP");
     }
 
     /// Runs `script` (a function body; `arguments` are `args`) and returns its value.
