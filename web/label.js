@@ -1,4 +1,6 @@
 // The label page: one unit at a time, the previous and next dimmed, the codebook beside.
+// A session's units come in one annotations body, fetched once: the next unit is already in
+// memory, so moving on is a redraw without a request.
 
 import * as api from './api.js';
 import { annotator } from './auth.js';
@@ -66,7 +68,6 @@ export async function labelPage(sessionId, eventId) {
   render(ctx);
   performance.measure('sg-unit-shown', 'sg-route');
   onKeys((e) => keys(ctx, e));
-  prefetchNext(ctx);
 }
 
 function restoreDraft(ctx) {
@@ -77,12 +78,6 @@ function restoreDraft(ctx) {
     ctx.set = draft.set;
     status('Restored your unsaved work on this unit.');
   }
-}
-
-/** The next units' sessions are in memory already; warm the browser for the next page. */
-function prefetchNext(ctx) {
-  const next = ctx.units[ctx.index + 1];
-  if (next) window.requestIdleCallback?.(() => renderUnit(next));
 }
 
 /** Keeps the draft and redraws the panel (`all`: the unit too, for highlights). */

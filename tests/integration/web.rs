@@ -149,7 +149,11 @@ fn browser_or_skip(test: &str) -> Option<webdriver::Installed> {
             std::env::var("CI").as_deref() != Ok("true"),
             "chromium and chromedriver are not installed: CI must have them (.ci/run installs them)"
         );
-        eprintln!(
+        // Written to the process's stderr, not through eprintln!, which the test harness
+        // captures and shows only for failures: a skip must be seen.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
             "SKIPPED {test}: chromium and chromedriver are not installed \
              (apt-get install chromium chromium-driver); this test fails when CI=true"
         );

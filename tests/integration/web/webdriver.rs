@@ -38,9 +38,9 @@ pub struct Browser {
     _profile: tempfile::TempDir,
 }
 
-/// The WebDriver key of Control and of Enter.
+/// The WebDriver key value of Control.
 pub const CONTROL: &str = "\u{E009}";
-/// Enter.
+/// The WebDriver key value of Enter.
 pub const ENTER: &str = "\u{E007}";
 
 impl Browser {
