@@ -83,7 +83,9 @@ export function describe(label) {
     h('p', { text: label.definition }),
     list('Include when', label.include_when),
     list('Exclude when', label.exclude_when),
-    list('Cues', label.cues));
+    list('Cues', label.cues),
+    list('Examples', label.examples && label.examples.positive),
+    list('Not examples', label.examples && label.examples.negative));
 }
 
 function chosen(codebook, set, actions, errors) {

@@ -30,6 +30,10 @@ export async function write(ctx, setStatus, { force = false } = {}) {
 }
 
 function stored(ctx, set) {
+  const held = reservation();
+  if (held && held.session_id === ctx.sessionId && held.event_id === set.event_id) {
+    sessionStorage.removeItem('sg.reservation');
+  }
   ctx.stored = set;
   ctx.sets.mine.set(set.event_id, set);
   ctx.errors = {};
@@ -86,7 +90,10 @@ function takeServers(ctx, current) {
 /** Moves `delta` units on in the session. */
 export function go(ctx, delta) {
   const unit = ctx.units[ctx.index + delta];
-  if (unit) navigate(unitUrl(ctx.sessionId, unit.event_id));
+  if (unit) {
+    release(ctx.who);
+    navigate(unitUrl(ctx.sessionId, unit.event_id));
+  }
   else status(delta > 0 ? 'This is the last unit.' : 'This is the first unit.');
 }
 
@@ -104,11 +111,32 @@ export async function queueNext(ctx) {
       return;
     }
     const r = json.reservation;
+    release(ctx.who, r);
+    sessionStorage.setItem('sg.reservation', JSON.stringify({ session_id: r.session_id, event_id: r.event_id }));
     navigate(unitUrl(r.session_id, r.event_id));
     status(`Reserved for you; ${r.remaining} unit(s) left in the queue.`);
   } catch (err) {
     status(`The queue refused (${err.status || 'network'}): ${err.message}`, 'error');
   }
+}
+
+function reservation() {
+  try {
+    return JSON.parse(sessionStorage.getItem('sg.reservation'));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Gives back the unit the queue reserved for `who` and that they leave without a write
+ * (unless it is `keep`), so that someone else may take it now rather than at its expiry.
+ */
+function release(who, keep = null) {
+  const held = reservation();
+  if (!held || (keep && keep.session_id === held.session_id && keep.event_id === held.event_id)) return;
+  sessionStorage.removeItem('sg.reservation');
+  api.call('/api/labels/queue/release', { method: 'POST', body: { annotator: who, ...held } }).catch(() => {});
 }
 
 /** Queue mode's controls: next unit for me, overlap, this session only. */

@@ -585,6 +585,7 @@ async fn web_queue_in_two_browsers_never_gives_the_same_unit_beyond_the_overlap(
             got[0], got[1],
             "overlap 1: two annotators never hold the same unit"
         );
+        leaving_gives_the_unit_back(&server, &first, &id, &event, &got[0]).await;
         for (browser, who) in [(&first, "ann1"), (&second, "ann2")] {
             browser.press(&["1"]).await;
             browser.chord(webdriver::CONTROL, webdriver::ENTER).await;
@@ -679,4 +680,39 @@ async fn refused_quote_in_place(server: &TestServer, browser: &webdriver::Browse
         .get(&format!("/api/graph/{id}/labels?annotator=carol"))
         .await;
     assert_eq!(listed.json["total"], 0, "{}", listed.json);
+}
+
+/// ann1 moves off the unit the queue gave them without labeling it: the page releases the
+/// reservation (ann3 is then given that unit), and ann1 comes back to it.
+async fn leaving_gives_the_unit_back(
+    server: &TestServer,
+    browser: &webdriver::Browser,
+    id: &str,
+    first_unit: &str,
+    held: &str,
+) {
+    let (away, back) = if held == first_unit {
+        ("j", "k")
+    } else {
+        ("k", "j")
+    };
+    let on = "return decodeURIComponent(location.pathname).endsWith(arguments[0]) && !!document.querySelector('#current .unit');";
+    let off = "return !decodeURIComponent(location.pathname).endsWith(arguments[0]) && !!document.querySelector('#current .unit');";
+    browser.press(&[away]).await;
+    browser.wait_for("ann1 off the unit", off, json!([held])).await;
+    let ask = json!({"annotator": "ann3", "session": id, "overlap": 1});
+    let mut given = Value::Null;
+    for _ in 0..100 {
+        given = server.post_json("/api/labels/queue/next", &ask, &[]).await.json;
+        if given["done"] == false {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(given["reservation"]["event_id"], held, "released: {given}");
+    let release = json!({"annotator": "ann3", "session_id": id, "event_id": held});
+    let r = server.post_json("/api/labels/queue/release", &release, &[]).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    browser.press(&[back]).await;
+    browser.wait_for("ann1 back on the unit", on, json!([held])).await;
 }
