@@ -101,6 +101,7 @@ function render(ctx) {
   const next = ctx.units[ctx.index + 1];
   const filter = document.getElementById('label-filter');
   const filterText = filter ? filter.value : '';
+  const filtering = filter && document.activeElement === filter;
   page(
     h('div', { class: 'label-page' },
       h('section', { class: 'units', 'aria-label': 'Unit' },
@@ -119,6 +120,7 @@ function render(ctx) {
     again.value = filterText;
     again.dispatchEvent(new Event('input'));
   }
+  if (filtering && again) again.focus();
 }
 
 function toolbar(ctx) {

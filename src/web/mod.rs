@@ -44,7 +44,10 @@ macro_rules! asset {
 
 const JS: &str = "text/javascript; charset=utf-8";
 
-/// Every file the page is made of (the HTML shell is `index.html`).
+/// The position of the HTML shell, `index.html`, in [`ASSETS`].
+const SHELL: usize = 0;
+
+/// Every file the page is made of; the HTML shell first.
 const ASSETS: &[Asset] = &[
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("style.css", "text/css; charset=utf-8"),
@@ -101,7 +104,7 @@ pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
 
 /// The HTML shell, for every page URL.
 async fn shell(headers: HeaderMap) -> Response {
-    serve(0, &headers)
+    serve(SHELL, &headers)
 }
 
 /// `GET /assets/{name}`: an embedded file, or a JSON 404.
@@ -152,5 +155,6 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), ASSETS.len());
         assert!(ETAGS.iter().all(|e| e.starts_with("\"web-") && e.len() == 30));
+        assert_eq!(ASSETS[SHELL].name, "index.html");
     }
 }
