@@ -8,6 +8,9 @@
 //! store, see [`encoding`]), a request timeout (408), and on the upload route a body limit
 //! (413, without reading past the limit).
 //!
+//! The labeling page's routes ([`crate::web`]) are merged after the API key layer: they
+//! want no key, and set their own Content-Security-Policy.
+//!
 //! Labels (see [`labels`] and [`crate::labels`]): `PUT` and `DELETE
 //! /api/graph/{id}/labels/{event_id}` write one annotator's set on one unit (refused with
 //! 403 in read-only mode; `If-Match: "labels-<version>"` or `*` makes the write
