@@ -10,6 +10,7 @@
 //!   durable uploads, the cache.
 //! - [`labels`]: labeling: the codebook.
 //! - [`api`]: the axum routes, error bodies and middleware.
+//! - [`web`]: the labeling page's files, embedded, and their routes.
 //! - [`config`]: `serve` settings; [`cli`]: the command line.
 
 pub mod api;
@@ -18,6 +19,7 @@ pub mod config;
 pub mod core;
 pub mod labels;
 pub mod store;
+pub mod web;
 
 use std::future::Future;
 use std::sync::Arc;

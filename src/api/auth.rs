@@ -6,9 +6,10 @@
 //! (403) unless NAME is a reviewer, and blind mode shows NAME's view. An entry without a
 //! colon, or whose part before the first colon is not a valid name, is an unnamed key.
 //!
-//! With keys configured, every route but `/healthz` and `/readyz` (probes) and CORS
-//! preflights wants one, as `Authorization: Bearer <key>` or `X-API-Key: <key>`. Keys are
-//! compared in constant time: each presented key is hashed and its digest compared with
+//! With keys configured, every route but `/healthz` and `/readyz` (probes), CORS
+//! preflights and the labeling page's files ([`crate::web`]: the page asks for a key and
+//! sends it on its API calls) wants one, as `Authorization: Bearer <key>` or
+//! `X-API-Key: <key>`. Keys are compared in constant time: each presented key is hashed and its digest compared with
 //! every allowed key's digest without stopping early, so neither the timing of a refusal
 //! nor its length tells anything about the keys.
 

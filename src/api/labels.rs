@@ -1,6 +1,7 @@
 //! The labeling routes, thin over [`crate::labels`]:
 //!
 //! - `GET /api/codebook`: the codebook, with an ETag.
+//! - `GET /api/me`: who the request is made as (the labeling page's sign-in).
 //! - `PUT /api/graph/{id}/labels/{event_id}`: one annotator's set on one unit (`If-Match`).
 //! - `DELETE /api/graph/{id}/labels/{event_id}?annotator=NAME`: removes it (`If-Match`).
 //! - `GET /api/graph/{id}/labels`: the session's sets (`annotator`, `status`, `label`).
@@ -45,6 +46,26 @@ pub async fn codebook(State(state): State<AppState>, headers: HeaderMap) -> Resp
         codebook.body(),
     )
         .into_response()
+}
+
+/// `GET /api/me` (`?annotator=`): the named key's annotator (`null` without one), whether
+/// the asker is a reviewer, and the server's read-only and blind modes.
+pub async fn me(
+    State(state): State<AppState>,
+    identity: Option<Extension<Identity>>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let query = QueryPairs::parse(query.as_deref());
+    let viewer = viewer(&state, &identity, &query);
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "annotator": writer(&identity),
+            "reviewer": viewer.reviewer,
+            "read_only": state.config.read_only,
+            "blind": state.labels.policy().blind,
+        }),
+    )
 }
 
 /// `PUT /api/graph/{id}/labels/{event_id}`: replaces the body's annotator's set on the unit.

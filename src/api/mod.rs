@@ -8,6 +8,9 @@
 //! store, see [`encoding`]), a request timeout (408), and on the upload route a body limit
 //! (413, without reading past the limit).
 //!
+//! The labeling page's routes ([`crate::web`]) are merged after the API key layer: they
+//! want no key, and set their own Content-Security-Policy.
+//!
 //! Labels (see [`labels`] and [`crate::labels`]): `PUT` and `DELETE
 //! /api/graph/{id}/labels/{event_id}` write one annotator's set on one unit (refused with
 //! 403 in read-only mode; `If-Match: "labels-<version>"` or `*` makes the write
@@ -117,6 +120,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/upload", upload)
         .route("/api/frameworks", get(sessions::frameworks))
         .route("/api/codebook", get(labels::codebook))
+        .route("/api/me", get(labels::me))
         .route("/api/sessions", get(sessions::list))
         .route("/api/graph/{id}", views::graph())
         .route("/api/graph/{id}/workflow", views::workflow())
@@ -170,7 +174,9 @@ pub fn router(state: AppState) -> Router {
         tracing::info_span!("request", method = %request.method(), route, request_id)
     });
 
+    // The page's files want no key (the page asks for one for its API calls).
     api.layer(api_keys)
+        .merge(crate::web::router())
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             config.request_timeout,

@@ -26,3 +26,4 @@ mod security;
 mod server;
 mod snapshots;
 mod trees;
+mod web;

@@ -154,6 +154,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     let not_modified = server.get_if_none_match("/api/codebook", etag).await;
     assert_eq!(not_modified.status, reqwest::StatusCode::NOT_MODIFIED);
     c.check("get", "/api/codebook", &not_modified);
+    c.check("get", "/api/me", &server.get("/api/me?annotator=ann.a").await);
 
     // Uploads: the sample (sub-agents loaded), a main log alone (sub-agents missing).
     let sample = fixture_files(&fixture("commugraph-sample"));

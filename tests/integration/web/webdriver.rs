@@ -1,0 +1,227 @@
+//! A minimal W3C WebDriver client over reqwest, for Debian's `chromedriver` driving a
+//! headless `chromium`: start the driver on a free port, open a session, navigate, press
+//! keys, run scripts, take screenshots. Only what the page's tests need.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// The browser and its driver, when both are installed.
+pub struct Installed {
+    /// The `chromium` binary.
+    pub chromium: PathBuf,
+    /// The `chromedriver` binary.
+    pub chromedriver: PathBuf,
+}
+
+/// `chromium` and `chromedriver` from `PATH` (Debian's packages), if both are there.
+pub fn installed() -> Option<Installed> {
+    let find = |names: &[&str]| {
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path)
+            .flat_map(|dir| names.iter().map(move |n| dir.join(n)))
+            .find(|p| p.is_file())
+    };
+    Some(Installed {
+        chromium: find(&["chromium", "chromium-browser"])?,
+        chromedriver: find(&["chromedriver"])?,
+    })
+}
+
+/// A running chromedriver with one headless browser session.
+pub struct Browser {
+    driver: Child,
+    base: String,
+    http: reqwest::Client,
+    _profile: tempfile::TempDir,
+}
+
+/// The WebDriver key value of Control.
+pub const CONTROL: &str = "\u{E009}";
+/// The WebDriver key value of Enter.
+pub const ENTER: &str = "\u{E007}";
+
+impl Browser {
+    /// Starts `chromedriver --port=0` on 127.0.0.1, reads the port it took, and opens a
+    /// headless session.
+    pub async fn start(installed: &Installed) -> Browser {
+        use std::io::{BufRead, BufReader};
+        let mut driver = Command::new(&installed.chromedriver)
+            .args(["--port=0", "--allowed-ips=127.0.0.1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let stdout = driver.stdout.take().unwrap();
+        let port = tokio::task::spawn_blocking(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let port = lines
+                .by_ref()
+                .map_while(Result::ok)
+                .find_map(|l| {
+                    l.split("started successfully on port ")
+                        .nth(1)
+                        .map(|p| p.trim_end_matches('.').to_owned())
+                })
+                .expect("chromedriver reports its port");
+            std::thread::spawn(move || lines.for_each(drop));
+            port
+        })
+        .await
+        .unwrap();
+        let profile = tempfile::tempdir().unwrap();
+        let mut browser = Browser {
+            driver,
+            base: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+            _profile: profile,
+        };
+        let args = [
+            "--headless=new".to_owned(),
+            "--no-sandbox".to_owned(),
+            "--disable-gpu".to_owned(),
+            "--disable-dev-shm-usage".to_owned(),
+            "--window-size=1400,1000".to_owned(),
+            format!("--user-data-dir={}", browser._profile.path().display()),
+        ];
+        let caps = json!({"capabilities": {"alwaysMatch": {"browserName": "chrome",
+            "goog:chromeOptions": {"binary": installed.chromium, "args": args}}}});
+        let session = browser.command("POST", "/session", &caps).await;
+        let id = session["sessionId"].as_str().expect("a session id").to_owned();
+        browser.base = format!("{}/session/{id}", browser.base);
+        browser
+    }
+
+    async fn command(&self, method: &str, path: &str, body: &Value) -> Value {
+        let url = format!("{}{path}", self.base);
+        let request = match method {
+            "GET" => self.http.get(url),
+            "DELETE" => self.http.delete(url),
+            _ => self.http.post(url).json(body),
+        };
+        let response = request.send().await.expect("chromedriver answers");
+        let status = response.status();
+        let value: Value = response.json().await.unwrap_or(Value::Null);
+        assert!(status.is_success(), "WebDriver {method} {path}: {status} {value}");
+        value.get("value").cloned().unwrap_or(value)
+    }
+
+    /// Opens `url`, after checking that the page it leaves had no Content-Security-Policy
+    /// violation (the page's boot.js records them in `window.sgViolations`).
+    pub async fn goto(&self, url: &str) {
+        self.no_csp_violations().await;
+        self.command("POST", "/url", &json!({ "url": url })).await;
+    }
+
+    /// Panics when the current page recorded a Content-Security-Policy violation.
+    pub async fn no_csp_violations(&self) {
+        let violations = self.run("return window.sgViolations || [];", json!([])).await;
+        assert_eq!(violations, json!([]), "the page broke its CSP");
+    }
+
+    /// Runs `script` (a function body; `arguments` are `args`) and returns its value.
+    pub async fn run(&self, script: &str, args: Value) -> Value {
+        self.command(
+            "POST",
+            "/execute/sync",
+            &json!({ "script": script, "args": args }),
+        )
+        .await
+    }
+
+    /// Presses each key of `keys` in turn, as a person would (keydown then keyup).
+    pub async fn press(&self, keys: &[&str]) {
+        let actions: Vec<Value> = keys
+            .iter()
+            .flat_map(|k| {
+                [
+                    json!({"type": "keyDown", "value": k}),
+                    json!({"type": "keyUp", "value": k}),
+                ]
+            })
+            .collect();
+        self.actions(actions).await;
+    }
+
+    /// Presses `modifier` + `key` together.
+    pub async fn chord(&self, modifier: &str, key: &str) {
+        self.actions(vec![
+            json!({"type": "keyDown", "value": modifier}),
+            json!({"type": "keyDown", "value": key}),
+            json!({"type": "keyUp", "value": key}),
+            json!({"type": "keyUp", "value": modifier}),
+        ])
+        .await;
+    }
+
+    async fn actions(&self, actions: Vec<Value>) {
+        let body = json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]});
+        self.command("POST", "/actions", &body).await;
+    }
+
+    /// Waits until `script` returns true (up to 10 s); panics with `what` otherwise.
+    pub async fn wait_for(&self, what: &str, script: &str, args: Value) {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if self.run(script, args.clone()).await == Value::Bool(true) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let text = self
+            .run("return document.body.innerText.slice(0, 2000)", json!([]))
+            .await;
+        panic!("timed out waiting for {what}; the page shows: {text}");
+    }
+
+    /// A PNG of the viewport, written to `path`.
+    pub async fn screenshot(&self, path: &std::path::Path) {
+        use base64_png::decode;
+        let data = self.command("GET", "/screenshot", &Value::Null).await;
+        if let Some(bytes) = data.as_str().and_then(decode) {
+            let _ = std::fs::create_dir_all(path.parent().unwrap());
+            let _ = std::fs::write(path, bytes);
+        }
+    }
+
+    /// Ends the session and the driver.
+    pub async fn quit(mut self) {
+        let _ = self.http.delete(&self.base).send().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+    }
+}
+
+/// Standard base64 decoding, for screenshots (no dependency for one function).
+mod base64_png {
+    /// The bytes of `text`, or None when it is not base64.
+    pub fn decode(text: &str) -> Option<Vec<u8>> {
+        let value = |c: u8| match c {
+            b'A'..=b'Z' => Some(c - b'A'),
+            b'a'..=b'z' => Some(c - b'a' + 26),
+            b'0'..=b'9' => Some(c - b'0' + 52),
+            b'+' => Some(62),
+            b'/' => Some(63),
+            _ => None,
+        };
+        let mut out = Vec::with_capacity(text.len() * 3 / 4);
+        let (mut acc, mut bits) = (0u32, 0u32);
+        for c in text.bytes().filter(|c| *c != b'=' && !c.is_ascii_whitespace()) {
+            acc = (acc << 6) | u32::from(value(c)?);
+            bits += 6;
+            if bits >= 8 {
+                bits -= 8;
+                out.push((acc >> bits) as u8);
+            }
+        }
+        Some(out)
+    }
+}

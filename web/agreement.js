@@ -1,0 +1,64 @@
+// The agreement page: Krippendorff's alpha and Fleiss' kappa per label and overall, Cohen's
+// kappa per pair, with the units behind each; a bar chart; per annotator figures.
+
+import * as api from './api.js';
+import { barChart } from './chart.js';
+import { figure, h, page } from './dom.js';
+
+const table = (heads, rows) => h('table', { class: 'grid' },
+  h('thead', {}, h('tr', {}, heads.map((t) => h('th', { scope: 'col', text: t })))),
+  h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((c) => h('td', { text: String(c) }))))));
+
+/** Draws the agreement page (`?session=ID` narrows it). */
+export async function agreementPage() {
+  const session = new URLSearchParams(location.search).get('session');
+  const q = session ? `?session=${encodeURIComponent(session)}` : '';
+  const [report, progress] = await Promise.all([
+    api.get(`/api/labels/agreement${q}`),
+    api.get(`/api/labels/progress${q || '?all=true'}`),
+  ]);
+  const o = report.overall;
+  page(
+    h('h1', { text: session ? `Agreement in ${session}` : 'Agreement' }),
+    h('p', { text: `${report.units} units, ${report.annotators.length} annotators, ${report.codings} submitted sets.` }),
+    h('h2', { text: 'Overall' }),
+    table(['Krippendorff α', 'Fleiss κ', 'Units', 'Annotators', 'Decisions'],
+      [[figure(o.krippendorff_alpha, 3), figure(o.fleiss_kappa, 3), o.units, o.annotators, o.decisions]]),
+    h('h2', { text: 'Per label' }),
+    barChart(report.labels.map((l) => ({ name: l.label, value: l.krippendorff_alpha, note: `(${l.units} units)` })),
+      { title: "Krippendorff's alpha per label" }),
+    table(['Label', 'Krippendorff α', 'Fleiss κ', 'Units', 'Annotators', 'Present'],
+      report.labels.map((l) => [l.label, figure(l.krippendorff_alpha, 3), figure(l.fleiss_kappa, 3), l.units, l.annotators, l.present])),
+    h('h2', { text: "Cohen's κ per pair" }),
+    pairs(report),
+    h('h2', { text: 'Per annotator' }),
+    annotators(progress),
+  );
+}
+
+function pairs(report) {
+  const names = report.annotators;
+  if (names.length < 2) return h('p', { class: 'hint', text: 'Fewer than two annotators.' });
+  const kappa = (a, b) => {
+    const p = report.pairs.find((x) => (x.annotators[0] === a && x.annotators[1] === b) || (x.annotators[0] === b && x.annotators[1] === a));
+    return p ? `${figure(p.cohen_kappa, 3)} (${p.units})` : '';
+  };
+  return table(['', ...names], names.map((a) => [a, ...names.map((b) => (a === b ? '—' : kappa(a, b)))]));
+}
+
+function annotators(progress) {
+  const by = new Map();
+  for (const s of progress.sessions) {
+    for (const a of s.annotators) {
+      const t = by.get(a.annotator) || { units: 0, leads: [], agree: [] };
+      t.units += a.units.labeled;
+      if (typeof a.median_lead_time === 'number') t.leads.push(a.median_lead_time);
+      if (typeof a.agreement_with_adjudicated === 'number') t.agree.push(a.agreement_with_adjudicated);
+      by.set(a.annotator, t);
+    }
+  }
+  const median = (xs) => (xs.length ? [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)] : null);
+  const mean = (xs) => (xs.length ? xs.reduce((s, v) => s + v, 0) / xs.length : null);
+  return table(['Annotator', 'Units labeled', 'Median lead time (s)', 'Agreement with adjudicated'],
+    [...by.entries()].map(([name, t]) => [name, t.units, figure(median(t.leads), 1), figure(mean(t.agree), 3)]));
+}

@@ -1,0 +1,84 @@
+// The labels API, and nothing else: fetch with the tab's key, JSON in and out.
+
+import { apiKey } from './auth.js';
+
+/** An API answer that was not a success: status, the error body's message and details. */
+export class ApiError extends Error {
+  constructor(status, body) {
+    super(body && body.message ? body.message : `HTTP ${status}`);
+    this.status = status;
+    this.body = body || {};
+    this.details = this.body.details || {};
+  }
+}
+
+/**
+ * Calls the API. Returns {status, etag, json}; throws ApiError for 4xx/5xx.
+ * `ifMatch`: the If-Match header of a conditional write.
+ */
+export async function call(path, { method = 'GET', body, ifMatch } = {}) {
+  const headers = { Accept: 'application/json' };
+  const key = apiKey();
+  if (key) headers.Authorization = `Bearer ${key}`;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (ifMatch) headers['If-Match'] = ifMatch;
+  const response = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return read(response);
+}
+
+/** A fetch response as {status, etag, json}; throws ApiError for 4xx/5xx. */
+async function read(response) {
+  const text = await response.text();
+  let json = null;
+  try {
+    json = text ? JSON.parse(text) : null;
+  } catch {
+    json = null;
+  }
+  if (!response.ok) throw new ApiError(response.status, json);
+  return { status: response.status, etag: response.headers.get('ETag'), json };
+}
+
+/** GET `path`, the body. */
+export async function get(path) {
+  return (await call(path)).json;
+}
+
+const cache = new Map();
+
+/** GET `path` once per page load (the codebook, a session's units). */
+export function cached(path) {
+  if (!cache.has(path)) {
+    const early = globalThis.sgEarly && globalThis.sgEarly[path];
+    if (early) delete globalThis.sgEarly[path];
+    const promise = early ? early.then(read).then((r) => r.json) : get(path);
+    promise.catch(() => cache.delete(path));
+    cache.set(path, promise);
+  }
+  return cache.get(path);
+}
+
+/** `/api/graph/{id}/…` with the id escaped. */
+export function graph(id, rest = '') {
+  return `/api/graph/${encodeURIComponent(id)}${rest}`;
+}
+
+/** The codebook. */
+export function codebook() {
+  return cached('/api/codebook');
+}
+
+/** A session's units, sub-agents included. */
+export async function units(sessionId) {
+  const body = await cached(graph(sessionId, '/annotations?include_sidechains=true'));
+  return body.annotations;
+}
+
+/** The path of a unit's set. */
+export function setPath(sessionId, eventId) {
+  return graph(sessionId, `/labels/${encodeURIComponent(eventId)}`);
+}

@@ -1,0 +1,177 @@
+// What the label page does: writes with If-Match (and the 412 choice), moving between
+// units, the queue, quoting the selection.
+
+import * as api from './api.js';
+import { h, replace, status } from './dom.js';
+import { dropDraft, saveDraft } from './drafts.js';
+import { fromRecords, toRecords } from './labelstate.js';
+import { navigate, unitUrl } from './nav.js';
+
+/** Writes the set with `status`; true when stored. Errors are shown in place. */
+export async function write(ctx, setStatus, { force = false } = {}) {
+  const body = {
+    annotator: ctx.who,
+    status: setStatus,
+    labels: setStatus === 'discarded' ? [] : toRecords(ctx.set, ctx.codebook),
+    lead_time: Math.min(604800, Math.round((performance.now() - ctx.started) / 10) / 100),
+  };
+  const ifMatch = ctx.stored ? `"labels-${ctx.stored.version}"` : undefined;
+  try {
+    const { json } = await api.call(api.setPath(ctx.sessionId, ctx.unit.event_id), {
+      method: 'PUT', body, ifMatch: force ? undefined : ifMatch,
+    });
+    stored(ctx, json);
+    status(`Saved as ${setStatus} (version ${json.version}).`, 'ok');
+    return true;
+  } catch (err) {
+    failed(ctx, err, setStatus);
+    return false;
+  }
+}
+
+function stored(ctx, set) {
+  const held = reservation();
+  if (held && held.session_id === ctx.sessionId && held.event_id === set.event_id) {
+    sessionStorage.removeItem('sg.reservation');
+  }
+  ctx.stored = set;
+  ctx.sets.mine.set(set.event_id, set);
+  ctx.errors = {};
+  dropDraft(ctx.who, ctx.sessionId, ctx.unit.event_id);
+  ctx.render();
+}
+
+function failed(ctx, err, setStatus) {
+  if (!(err instanceof api.ApiError)) {
+    status(`Could not reach the server: ${err.message}. Your work is kept in this browser.`, 'error');
+    return;
+  }
+  if (err.status === 412) {
+    conflict(ctx, err.details.current || null, setStatus);
+    return;
+  }
+  const field = String(err.details.field || '');
+  const m = /^labels\[(\d+)\]/.exec(field);
+  if (m) {
+    const record = toRecords(ctx.set, ctx.codebook)[Number(m[1])];
+    if (record) ctx.errors = { [record.id]: err.message };
+    ctx.render();
+  }
+  status(`Not saved (${err.status}): ${err.message}`, 'error');
+}
+
+/** The If-Match race lost: both versions side by side, the person chooses. */
+function conflict(ctx, current, setStatus) {
+  const list = (records) => h('ul', {}, (records || []).map((r) => h('li', { text: `${r.id}${r.evidence ? ` “${r.evidence.quote}”` : ''}` })));
+  const box = h('section', { class: 'conflict', role: 'alert', 'aria-label': 'Conflicting versions' },
+    h('h2', { text: 'Someone saved this set first' }),
+    h('p', { text: current
+      ? `The server has version ${current.version} (${current.status}, ${current.updated_at}). Choose which to keep.`
+      : 'The set was removed on the server meanwhile. Choose what to do.' }),
+    h('div', { class: 'versions' },
+      h('div', {}, h('h3', { text: 'On the server' }), list(current && current.labels)),
+      h('div', {}, h('h3', { text: 'Yours' }), list(toRecords(ctx.set, ctx.codebook)))),
+    h('button', { type: 'button', text: 'Keep mine (overwrite)', on: { click: () => { ctx.stored = current; write(ctx, setStatus, { force: !current }); } } }),
+    h('button', { type: 'button', text: "Take the server's", on: { click: () => takeServers(ctx, current) } }));
+  replace(document.getElementById('conflict'), box);
+  status('Not saved: the set changed on the server (412). Your version is kept.', 'error');
+  box.querySelector('button').focus();
+}
+
+function takeServers(ctx, current) {
+  ctx.stored = current;
+  ctx.set = fromRecords(current ? current.labels : []);
+  if (current) ctx.sets.mine.set(current.event_id, current);
+  else ctx.sets.mine.delete(ctx.unit.event_id);
+  dropDraft(ctx.who, ctx.sessionId, ctx.unit.event_id);
+  ctx.render();
+}
+
+/** Moves `delta` units on in the session. */
+export function go(ctx, delta) {
+  const unit = ctx.units[ctx.index + delta];
+  if (unit) {
+    release(ctx.who);
+    navigate(unitUrl(ctx.sessionId, unit.event_id));
+  }
+  else status(delta > 0 ? 'This is the last unit.' : 'This is the first unit.');
+}
+
+/** Asks the queue for the next unit for this annotator, and opens it. */
+export async function queueNext(ctx) {
+  const overlap = Number(sessionStorage.getItem('sg.overlap') || 2);
+  const only = sessionStorage.getItem('sg.queue.session') === '1';
+  sessionStorage.setItem('sg.queue', '1');
+  try {
+    const { json } = await api.call('/api/labels/queue/next', {
+      method: 'POST', body: { annotator: ctx.who, overlap, session: only ? ctx.sessionId : undefined },
+    });
+    if (json.done) {
+      status('The queue has no unit left for you.', 'ok');
+      return;
+    }
+    const r = json.reservation;
+    release(ctx.who, r);
+    sessionStorage.setItem('sg.reservation', JSON.stringify({ session_id: r.session_id, event_id: r.event_id }));
+    navigate(unitUrl(r.session_id, r.event_id));
+    status(`Reserved for you; ${r.remaining} unit(s) left in the queue.`);
+  } catch (err) {
+    status(`The queue refused (${err.status || 'network'}): ${err.message}`, 'error');
+  }
+}
+
+function reservation() {
+  try {
+    return JSON.parse(sessionStorage.getItem('sg.reservation'));
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Gives back the unit the queue reserved for `who` and that they leave without a write
+ * (unless it is `keep`), so that someone else may take it now rather than at its expiry.
+ */
+function release(who, keep = null) {
+  const held = reservation();
+  if (!held || (keep && keep.session_id === held.session_id && keep.event_id === held.event_id)) return;
+  sessionStorage.removeItem('sg.reservation');
+  api.call('/api/labels/queue/release', { method: 'POST', body: { annotator: who, ...held } }).catch(() => {});
+}
+
+/** Queue mode's controls: next unit for me, overlap, this session only. */
+export function queueControls(ctx) {
+  const overlap = h('input', {
+    type: 'number', min: 1, max: 100, value: sessionStorage.getItem('sg.overlap') || 2, 'aria-label': 'Overlap',
+    on: { change: () => sessionStorage.setItem('sg.overlap', overlap.value) },
+  });
+  const only = h('input', {
+    type: 'checkbox', checked: sessionStorage.getItem('sg.queue.session') === '1', 'aria-label': 'This session only',
+    on: { change: () => sessionStorage.setItem('sg.queue.session', only.checked ? '1' : '0') },
+  });
+  return h('div', { class: 'queue', role: 'group', 'aria-label': 'Queue' },
+    h('button', { type: 'button', text: 'Next unit for me (n)', on: { click: () => queueNext(ctx) } }),
+    h('label', {}, ' overlap ', overlap),
+    h('label', {}, only, ' this session only'));
+}
+
+/** Sets the focused label's quote from the text selected in the current unit. */
+export function quoteSelection(ctx) {
+  const selection = window.getSelection();
+  const text = selection ? selection.toString().trim() : '';
+  const current = document.getElementById('current');
+  if (!text || !current || !selection.anchorNode || !current.contains(selection.anchorNode)) {
+    status('Select text in the unit first, then press e.', 'error');
+    return;
+  }
+  const label = ctx.set.focused && ctx.set.labels.get(ctx.set.focused);
+  if (!label) {
+    status('Choose a label first: the quote goes to the focused label.', 'error');
+    return;
+  }
+  label.quote = text.slice(0, 2000);
+  delete ctx.errors[ctx.set.focused];
+  ctx.render();
+  status(`Quote set on ${ctx.set.focused}.`, 'ok');
+  saveDraft(ctx.who, ctx.sessionId, ctx.unit.event_id, ctx.set);
+}

@@ -1,0 +1,106 @@
+// The review page: per unit, every annotator's labels side by side, disagreements marked,
+// machine suggestions marked as such; the reviewer writes the adjudicated set.
+
+import * as api from './api.js';
+import { annotator, profileOf } from './auth.js';
+import { h, page, replace, status } from './dom.js';
+import { onKeys, typing, unitUrl } from './nav.js';
+
+/** Draws the review page of `sessionId`. */
+export async function reviewPage(sessionId) {
+  const who = annotator();
+  const [units, listing] = await Promise.all([
+    api.units(sessionId),
+    api.get(api.graph(sessionId, '/labels')),
+  ]);
+  const byUnit = groupSets(listing);
+  const reviewed = units.filter((u) => byUnit.has(u.event_id));
+  const list = h('div', { class: 'review-list' });
+  const only = h('input', { type: 'checkbox', id: 'only-disagreements' });
+  const draw = () => replace(list, reviewed
+    .map((u) => unitCard(sessionId, u, byUnit.get(u.event_id), who))
+    .filter((card) => !only.checked || card.classList.contains('disagree')));
+  only.addEventListener('change', draw);
+  draw();
+  page(
+    h('h1', {}, 'Review ', h('code', { text: sessionId })),
+    h('p', { text: `${reviewed.length} of ${units.length} units have labels. Adjudicating as ${who}. Keys: j/k move, a approves the majority, Enter saves.` }),
+    profileOf().reviewer ? null : h('p', { class: 'error', text: `${who} is not a reviewer: the server refuses adjudicated sets from them (403).` }),
+    h('label', {}, only, ' Only units with disagreement'),
+    list,
+  );
+  onKeys((e) => reviewKeys(e, list));
+}
+
+function groupSets(listing) {
+  const byUnit = new Map();
+  const entry = (id) => {
+    if (!byUnit.has(id)) byUnit.set(id, { sets: [], suggestions: [] });
+    return byUnit.get(id);
+  };
+  for (const s of listing.labels) entry(s.event_id).sets.push(s);
+  for (const s of listing.suggestions || []) entry(s.event_id).suggestions.push(s);
+  return byUnit;
+}
+
+function unitCard(sessionId, unit, { sets, suggestions }, who) {
+  const humans = sets.filter((s) => s.status === 'submitted');
+  const adjudicated = sets.find((s) => s.status === 'adjudicated');
+  const ids = [...new Set([...sets, ...suggestions].flatMap((s) => s.labels.map((l) => l.id)))].sort();
+  const count = (id) => humans.filter((s) => s.labels.some((l) => l.id === id)).length;
+  const majority = ids.filter((id) => count(id) * 2 > humans.length);
+  const disagree = ids.some((id) => count(id) > 0 && count(id) < humans.length);
+  const picked = new Set(adjudicated ? adjudicated.labels.map((l) => l.id) : majority);
+  const boxes = new Map(ids.map((id) => [id, h('input', { type: 'checkbox', checked: picked.has(id), 'aria-label': `Adjudicated: ${id}` })]));
+  const columns = [...humans.map((s) => [s.annotator, s]), ...suggestions.map((s) => [`model ${s.model}`, s])];
+  const has = (set, id) => (set.labels.some((l) => l.id === id) ? '✓' : '');
+  const text = (unit.text_or_artifact_ref && unit.text_or_artifact_ref.text) || '';
+  const state = { previous: adjudicated };
+  const save = (labels) => adjudicate(sessionId, unit.event_id, who, labels, state, card);
+  const card = h('section', { class: `review-unit${disagree ? ' disagree' : ''}`, tabindex: 0, 'aria-label': `Unit ${unit.event_id}` },
+    h('h2', {}, h('a', { href: unitUrl(sessionId, unit.event_id), text: unit.event_id }), disagree ? h('span', { class: 'badge warn', text: 'disagreement' }) : null),
+    h('p', { class: 'excerpt', text: text.length > 300 ? `${text.slice(0, 300)}…` : text }),
+    h('table', { class: 'grid' },
+      h('thead', {}, h('tr', {}, h('th', { text: 'Label' }), columns.map(([n]) => h('th', { scope: 'col', text: n })), h('th', { text: 'Adjudicated' }))),
+      h('tbody', {}, ids.map((id) => h('tr', { class: count(id) > 0 && count(id) < humans.length ? 'split' : '' },
+        h('th', { scope: 'row', text: id }),
+        columns.map(([, s]) => h('td', { text: has(s, id) })),
+        h('td', {}, boxes.get(id)))))),
+    h('div', { class: 'actions' },
+      h('button', { type: 'button', class: 'approve', text: 'Approve majority (a)', on: { click: () => save(majority) } }),
+      h('button', { type: 'button', class: 'save', text: 'Save adjudicated (Enter)', on: { click: () => save(ids.filter((id) => boxes.get(id).checked)) } }),
+      h('span', { class: 'result', role: 'status' })));
+  return card;
+}
+
+async function adjudicate(sessionId, eventId, who, ids, state, card) {
+  const previous = state.previous;
+  const result = card.querySelector('.result');
+  try {
+    const { json } = await api.call(api.setPath(sessionId, eventId), {
+      method: 'PUT',
+      body: { annotator: who, status: 'adjudicated', labels: ids.map((id) => ({ id })) },
+      ifMatch: previous && previous.annotator === who ? `"labels-${previous.version}"` : undefined,
+    });
+    state.previous = json;
+    result.classList.remove('error');
+    result.textContent = `Adjudicated: ${ids.join(', ') || 'no label'} (version ${json.version}).`;
+    status('Adjudicated set saved.', 'ok');
+  } catch (err) {
+    result.textContent = `Not saved (${err.status || 'network'}): ${err.message}`;
+    result.classList.add('error');
+  }
+}
+
+function reviewKeys(e, list) {
+  if (typing(e) && e.target.type !== 'checkbox') return;
+  const cards = [...list.querySelectorAll('.review-unit')];
+  const at = cards.findIndex((c) => c.contains(document.activeElement));
+  const move = (d) => cards[Math.max(0, Math.min(cards.length - 1, at + d))]?.focus();
+  if (e.key === 'j') move(1);
+  else if (e.key === 'k') move(-1);
+  else if (e.key === 'a' && at >= 0) cards[at].querySelector('.approve').click();
+  else if (e.key === 'Enter' && at >= 0 && e.target === cards[at]) cards[at].querySelector('.save').click();
+  else return;
+  e.preventDefault();
+}
