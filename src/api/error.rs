@@ -1,7 +1,6 @@
 //! The error body every route answers with: `{"error": <reason phrase>, "message": <text>,
 //! "details"?: {...}}` (CONTRACT 1), with the reference's messages and status codes.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -191,19 +190,7 @@ fn unreadable_session(id: &str, error: DiskError) -> ApiError {
     }
 }
 
-/// The most characters of a value sent by the client that an error message quotes.
-pub const ECHO_LIMIT: usize = 200;
-
-/// A value the client sent, as an error message quotes it: whole up to [`ECHO_LIMIT`]
-/// characters, else its first [`ECHO_LIMIT`] characters and `…`. Every message quoting
-/// client input (ids, query values, file names, the path) goes through here, so that no
-/// error sends kilobytes of a request back.
-pub fn echo(value: &str) -> Cow<'_, str> {
-    match value.char_indices().nth(ECHO_LIMIT) {
-        None => Cow::Borrowed(value),
-        Some((cut, _)) => Cow::Owned(format!("{}…", &value[..cut])),
-    }
-}
+pub use crate::core::text::{echo, ECHO_LIMIT};
 
 /// A session-route not-found message.
 pub fn session_not_found(id: &str) -> String {

@@ -68,6 +68,20 @@ pub fn truncate_with_ellipsis(s: &str, max: usize) -> String {
     out
 }
 
+/// The most characters of a value sent by the client that an error message quotes.
+pub const ECHO_LIMIT: usize = 200;
+
+/// A value the client sent, as an error message quotes it: whole up to [`ECHO_LIMIT`]
+/// characters, else its first [`ECHO_LIMIT`] characters and `…`. Every message quoting
+/// client input (ids, query values, file names, the path) goes through here, so that no
+/// error sends kilobytes of a request back.
+pub fn echo(value: &str) -> std::borrow::Cow<'_, str> {
+    match value.char_indices().nth(ECHO_LIMIT) {
+        None => std::borrow::Cow::Borrowed(value),
+        Some((cut, _)) => std::borrow::Cow::Owned(format!("{}…", &value[..cut])),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

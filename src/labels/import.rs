@@ -213,8 +213,8 @@ impl LabelStore {
                         "event_id",
                         format!(
                             "unit '{}' not found in session '{}'",
-                            crate::api::error::echo(&p.item.event_id),
-                            crate::api::error::echo(&p.item.session_id)
+                            crate::core::text::echo(&p.item.event_id),
+                            crate::core::text::echo(&p.item.session_id)
                         ),
                     )
                 })?;
