@@ -1,5 +1,6 @@
-//! sessiongraph: Claude Code session logs as annotation units, workflow DAGs and chat logs,
-//! served over CommuGraph's REST API.
+//! sessiongraph: Claude Code, pi and AutoGen session logs as annotation units, workflow DAGs,
+//! chat logs and communication graphs, served over CommuGraph's REST API, with a label store
+//! and a labeling page.
 //!
 //! Every view comes from one pipeline in [`core`]: frame lines, parse records, dedup, order
 //! (parent-uuid topological sort), group into turns, then render a view.
@@ -8,7 +9,8 @@
 //! - [`core`]: the pure, synchronous pipeline and the view bodies. No I/O, no async.
 //! - [`store`]: where sessions come from and live: disk layouts, configured directories,
 //!   durable uploads, the cache.
-//! - [`labels`]: labeling: the codebook.
+//! - [`labels`]: labeling: the codebook, the label database, import, queue, agreement,
+//!   progress, export.
 //! - [`api`]: the axum routes, error bodies and middleware.
 //! - [`web`]: the labeling page's files, embedded, and their routes.
 //! - [`config`]: `serve` settings; [`cli`]: the command line.
