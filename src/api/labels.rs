@@ -209,11 +209,16 @@ pub(super) async fn orphaned_units(
     .map_err(|e| ApiError::Internal(format!("finding orphaned labels: {e}")))
 }
 
-/// Who asks: the named key's annotator, else `?annotator=`.
+/// Who asks: the named key's annotator, else `?viewer=`, else `?annotator=`. (`?viewer=`
+/// lets a reviewer without a named key list everyone's sets in blind mode, where
+/// `?annotator=` would also filter them to the reviewer's own.)
 pub(super) fn viewer(state: &AppState, identity: &Option<Extension<Identity>>, query: &QueryPairs) -> Viewer {
     let annotator = match identity {
         Some(Extension(Identity(name))) => Some(name.clone()),
-        None => query.first("annotator").map(str::to_owned),
+        None => query
+            .first("viewer")
+            .or_else(|| query.first("annotator"))
+            .map(str::to_owned),
     };
     Viewer {
         reviewer: annotator.as_deref().is_some_and(|a| state.labels.is_reviewer(a)),

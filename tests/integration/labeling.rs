@@ -452,6 +452,42 @@ async fn named_keys_are_annotators_and_blind_mode_hides_others_until_submitted()
     server.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_named_keys_viewer_says_who_asks_in_blind_mode() {
+    let (server, id, units) = sample_server(Options {
+        label_policy: LabelPolicy {
+            reviewers: vec!["lead".into()],
+            blind: true,
+            ..Default::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let (unit, _) = texty_units(&units, 1).remove(0);
+    let path = format!("/api/graph/{id}/labels/{unit}");
+    put(&server, &path, &set("a", "submitted", &["EXEC_COGNITIVE"]), None).await;
+    put(&server, &path, &set("b", "draft", &["EXEC_DIGITAL"]), None).await;
+    let count = |query: &'static str| {
+        let server = &server;
+        let id = id.clone();
+        async move { server.get(&format!("/api/graph/{id}/labels{query}")).await.json["total"].clone() }
+    };
+    assert_eq!(count("?viewer=lead").await, 2, "a reviewer sees every set");
+    assert_eq!(
+        count("?annotator=lead").await,
+        0,
+        "annotator= filters to lead's own"
+    );
+    assert_eq!(count("?viewer=b").await, 1, "b has not submitted: only b's own");
+    assert_eq!(
+        count("?viewer=a&annotator=b").await,
+        1,
+        "a submitted: a sees b's set"
+    );
+    assert_eq!(count("").await, 0, "nobody named: no sets in blind mode");
+    server.stop().await;
+}
+
 /// What a round trip must keep of an export line: the unit, and each set's annotator,
 /// status, labels, note and lead time, and each suggestion.
 fn essence(line: &Value, keep_drafts: bool) -> Value {
