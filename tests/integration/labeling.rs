@@ -49,11 +49,7 @@ fn texty_units(units: &[(String, String, bool)], n: usize) -> Vec<(String, Strin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn import_answers_per_line_stores_the_valid_ones_and_twice_changes_nothing() {
-    for backend in TestDb::backends() {
-        let db = TestDb::fresh(backend).await;
-        import_lines(&db).await;
-        db.cleanup().await;
-    }
+    TestDb::each(import_lines).await;
 }
 
 async fn import_lines(db: &TestDb) {
@@ -225,11 +221,7 @@ fn strip_labels(body: &Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_never_gives_a_unit_to_more_annotators_than_the_overlap() {
-    for backend in TestDb::backends() {
-        let db = TestDb::fresh(backend).await;
-        queue_under_load(&db).await;
-        db.cleanup().await;
-    }
+    TestDb::each(queue_under_load).await;
 }
 
 async fn queue_under_load(db: &TestDb) {

@@ -68,6 +68,16 @@ impl TestDb {
         }
     }
 
+    /// Runs `scenario` on a fresh database of every backend (see [`TestDb::backends`]),
+    /// dropping each after.
+    pub async fn each(scenario: impl AsyncFn(&TestDb)) {
+        for backend in TestDb::backends() {
+            let db = TestDb::fresh(backend).await;
+            scenario(&db).await;
+            db.cleanup().await;
+        }
+    }
+
     /// Drops the database (PostgreSQL).
     pub async fn cleanup(self) {
         if let Some((admin, name)) = self.admin {
@@ -157,11 +167,7 @@ fn set(annotator: &str, status: &str, labels: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_set_is_written_listed_replaced_and_deleted_with_its_history() {
-    for backend in TestDb::backends() {
-        let db = TestDb::fresh(backend).await;
-        round_trip(&db).await;
-        db.cleanup().await;
-    }
+    TestDb::each(round_trip).await;
 }
 
 async fn round_trip(db: &TestDb) {
@@ -339,11 +345,7 @@ async fn round_trip(db: &TestDb) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_invalid_write_is_refused_naming_the_field() {
-    for backend in TestDb::backends() {
-        let db = TestDb::fresh(backend).await;
-        validation(&db).await;
-        db.cleanup().await;
-    }
+    TestDb::each(validation).await;
 }
 
 async fn validation(db: &TestDb) {
@@ -479,11 +481,7 @@ async fn validation(db: &TestDb) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writes_with_one_if_match_let_exactly_one_through() {
-    for backend in TestDb::backends() {
-        let db = TestDb::fresh(backend).await;
-        race(&db).await;
-        db.cleanup().await;
-    }
+    TestDb::each(race).await;
 }
 
 async fn race(db: &TestDb) {
@@ -536,11 +534,7 @@ async fn race(db: &TestDb) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn labels_survive_a_restart_and_read_only_mode_serves_them() {
-    for backend in TestDb::backends() {
-        let db = TestDb::fresh(backend).await;
-        restart(&db).await;
-        db.cleanup().await;
-    }
+    TestDb::each(restart).await;
 }
 
 async fn restart(db: &TestDb) {
@@ -587,11 +581,7 @@ async fn restart(db: &TestDb) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_servers_on_one_database_see_each_others_labels() {
-    for backend in TestDb::backends() {
-        let db = TestDb::fresh(backend).await;
-        replicas(&db).await;
-        db.cleanup().await;
-    }
+    TestDb::each(replicas).await;
 }
 
 async fn replicas(db: &TestDb) {
