@@ -139,6 +139,11 @@ pub struct SenderStats {
 impl SenderStats {
     /// Tallies the session's senders.
     pub fn of(session: &Session) -> Self {
+        SenderStats::of_senders(session, &senders(session))
+    }
+
+    /// Tallies `senders`, the sender of each of the session's workflow nodes.
+    fn of_senders(session: &Session, senders: &[String]) -> Self {
         let mut stats = SenderStats {
             ids: Vec::new(),
             counts: Vec::new(),
@@ -151,12 +156,12 @@ impl SenderStats {
                 .as_deref()
         };
         let mut index: HashMap<String, usize> = HashMap::new();
-        for (n, sender) in senders(session).into_iter().enumerate() {
-            let s = match index.get(&sender) {
+        for (n, sender) in senders.iter().enumerate() {
+            let s = match index.get(sender) {
                 Some(&s) => s,
                 None => {
                     index.insert(sender.clone(), stats.ids.len());
-                    stats.ids.push(sender);
+                    stats.ids.push(sender.clone());
                     stats.counts.push(0);
                     stats.first.push(None);
                     stats.last.push(None);
@@ -238,9 +243,8 @@ fn graph_with_edges(session: &Session, step: Option<u64>) -> GraphBody<'_> {
     let linked: Vec<bool> = (0..parties.ids.len())
         .map(|p| step.is_none() || edges.iter().any(|(s, t, _)| *s == p || *t == p))
         .collect();
-    let senders = senders(session);
     let mut sent = vec![0usize; parties.ids.len()];
-    for (n, sender) in senders.iter().enumerate() {
+    for (n, sender) in parties.senders.iter().enumerate() {
         if upto(n) {
             sent[parties.index[sender.as_str()]] += 1;
         }
@@ -286,6 +290,8 @@ pub(super) fn snapshot<'a>(
 /// The parties of a session: the senders (with their tallies) and the parties only
 /// addressed, in order of first appearance; and the interactions between them.
 struct Parties<'a> {
+    /// The sender of each workflow node.
+    senders: Vec<String>,
     stats: SenderStats,
     ids: Vec<String>,
     index: HashMap<String, usize>,
@@ -294,10 +300,11 @@ struct Parties<'a> {
 
 impl<'a> Parties<'a> {
     fn of(session: &'a Session) -> Parties<'a> {
-        let stats = SenderStats::of(session);
-        let interactions = interactions(session);
         let senders = senders(session);
+        let stats = SenderStats::of_senders(session, &senders);
+        let interactions = interactions(session, &senders);
         let mut parties = Parties {
+            senders: Vec::new(),
             stats,
             ids: Vec::new(),
             index: HashMap::new(),
@@ -316,6 +323,7 @@ impl<'a> Parties<'a> {
             parties.add(&i.target);
         }
         parties.interactions = interactions;
+        parties.senders = senders;
         parties
     }
 

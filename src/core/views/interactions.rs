@@ -48,9 +48,9 @@ pub struct Interaction<'a> {
     pub content_preview: String,
 }
 
-/// Every interaction of `session`, in step order (see the module's table).
-pub fn interactions(session: &Session) -> Vec<Interaction<'_>> {
-    let senders = super::graph::senders(session);
+/// Every interaction of `session`, in step order (see the module's table); `senders` is
+/// the sender of each workflow node ([`super::graph::senders`]).
+pub fn interactions<'a>(session: &'a Session, senders: &[String]) -> Vec<Interaction<'a>> {
     let returns = returns(session);
     let spawned = spawned_lanes(session);
     let w = &session.workflow;
@@ -63,7 +63,7 @@ pub fn interactions(session: &Session) -> Vec<Interaction<'_>> {
                 Cow::Owned(senders[call].clone()),
                 ("information_response", "response"),
             )),
-            None => addressed(session, node, sender, &senders, &spawned),
+            None => addressed(session, node, sender, senders, &spawned),
         };
         let Some((source, target, (intent, message_type))) = addressed else {
             continue;
