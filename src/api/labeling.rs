@@ -141,29 +141,22 @@ async fn with_unit_texts(
     state: &AppState,
     records: Records,
 ) -> Result<Vec<(usize, Result<Vec<Prepared>, Invalid>)>, ApiError> {
-    let mut sessions: Vec<String> = records
-        .iter()
-        .filter_map(|(_, r)| r.as_ref().ok())
-        .flatten()
-        .map(|item| item.session_id.clone())
-        .collect();
-    sessions.sort();
-    sessions.dedup();
+    // The units each session is asked for, gathered in one pass over the records.
+    let mut wanted: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for item in records.iter().filter_map(|(_, r)| r.as_ref().ok()).flatten() {
+        wanted
+            .entry(item.session_id.clone())
+            .or_default()
+            .push(item.event_id.clone());
+    }
     let mut texts: HashMap<(String, String), String> = HashMap::new();
-    for session_id in sessions {
+    for (session_id, events) in wanted {
         let Ok((_, loaded)) = state.store.get(&session_id).await else {
             continue;
         };
-        let wanted: Vec<String> = records
-            .iter()
-            .filter_map(|(_, r)| r.as_ref().ok())
-            .flatten()
-            .filter(|item| item.session_id == session_id)
-            .map(|item| item.event_id.clone())
-            .collect();
         let found = tokio::task::spawn_blocking(move || {
             let units = loaded.units();
-            wanted
+            events
                 .into_iter()
                 .filter_map(|e| units.get(&e).map(|u| (e, u.text.clone())))
                 .collect::<Vec<_>>()
@@ -376,14 +369,7 @@ pub async fn progress(
     };
     let mut out = Vec::with_capacity(sessions.len());
     for session_id in sessions {
-        let sets: Vec<_> = state
-            .labels
-            .sets_in(Some(&session_id), &[])
-            .await
-            .map_err(api_error)?
-            .into_iter()
-            .map(|(_, s)| s)
-            .collect();
+        let sets = state.labels.list(&session_id).await.map_err(api_error)?;
         let Ok((_, loaded)) = state.store.get(&session_id).await else {
             continue;
         };

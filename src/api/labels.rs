@@ -177,11 +177,7 @@ pub async fn list_sets(
 
 /// Every set of session `id`, by unit then annotator.
 pub(super) async fn session_sets(state: &AppState, id: &str) -> Result<Vec<LabelSet>, ApiError> {
-    state
-        .labels
-        .list(id, &SetFilter::default())
-        .await
-        .map_err(api_error)
+    state.labels.list(id).await.map_err(api_error)
 }
 
 /// The event ids of `sets` that session `id` no longer has, sorted.

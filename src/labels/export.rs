@@ -90,13 +90,12 @@ impl LabelStore {
     ) -> Result<(), LabelError> {
         let mut writer = LineWriter::new(format, out);
         for session_id in self.export_sessions(source, scope).await? {
-            let sets = self.sets_in(Some(&session_id), &[]).await?;
+            let sets = self.list(&session_id).await?;
             let suggestions = self.suggestions(&session_id, None).await?;
             if !scope.all_units && sets.is_empty() && suggestions.is_empty() {
                 continue;
             }
             let units = source.unit_rows(&session_id).await.unwrap_or_default();
-            let sets = sets.into_iter().map(|(_, s)| s).collect();
             for line in session_lines(&session_id, units, sets, suggestions, scope.all_units) {
                 if !writer.write(&line).await? {
                     return Ok(());

@@ -1,12 +1,11 @@
-//! Reads across the label store: suggestions, the sessions that have labels, and the sets
-//! agreement, progress and export are computed from.
+//! Reads across the label store: suggestions, the sessions that have labels, and the
+//! submitted sets agreement is computed from.
 
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use super::model::{Status, Suggestion};
-use super::store::{set_of_row, LabelError, LabelStore, SET_COLUMNS};
-use super::LabelSet;
+use super::store::{LabelError, LabelStore};
 
 impl LabelStore {
     /// The suggestions on session `session_id` (on one unit, or all), by unit then model.
@@ -38,40 +37,6 @@ impl LabelStore {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
-    }
-
-    /// The sets in one of `statuses` (every status when empty), of one session or all, by
-    /// session, unit and annotator.
-    pub async fn sets_in(
-        &self,
-        session_id: Option<&str>,
-        statuses: &[Status],
-    ) -> Result<Vec<(String, LabelSet)>, LabelError> {
-        let mut sql = format!("SELECT session_id, {SET_COLUMNS} FROM label_sets WHERE 1 = 1");
-        let mut binds: Vec<&str> = Vec::new();
-        if let Some(s) = session_id {
-            binds.push(s);
-            sql.push_str(&format!(" AND session_id = ${}", binds.len()));
-        }
-        if !statuses.is_empty() {
-            let slots: Vec<String> = statuses
-                .iter()
-                .map(|st| {
-                    binds.push(st.as_str());
-                    format!("${}", binds.len())
-                })
-                .collect();
-            sql.push_str(&format!(" AND status IN ({})", slots.join(", ")));
-        }
-        sql.push_str(" ORDER BY session_id, event_id, annotator");
-        let mut query = sqlx::query(&sql);
-        for b in binds {
-            query = query.bind(b);
-        }
-        let rows = query.fetch_all(&self.pool).await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("session_id")?, set_of_row(r)?)))
-            .collect()
     }
 }
 

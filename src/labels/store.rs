@@ -19,7 +19,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::{AnyConnection, AnyPool, Executor, Row};
 
 use super::codebook::Codebook;
-use super::model::{Action, HistoryEntry, LabelSet, NewSet, Precondition, SetFilter, Status};
+use super::model::{Action, HistoryEntry, LabelSet, NewSet, Precondition, Status};
 use super::validate::{validate_set, Invalid};
 
 /// Which database holds the labels.
@@ -211,7 +211,7 @@ pub struct SetKey<'a> {
     pub annotator: &'a str,
 }
 
-pub(super) const SET_COLUMNS: &str =
+const SET_COLUMNS: &str =
     "event_id, annotator, status, labels, note, lead_time_ms, version, updated_at";
 const KEY_WHERE: &str = "session_id = $1 AND event_id = $2 AND annotator = $3";
 
@@ -367,29 +367,16 @@ impl LabelStore {
         read_set(&mut conn, key).await
     }
 
-    /// The session's sets passing `filter`, by unit then annotator.
-    pub async fn list(&self, session_id: &str, filter: &SetFilter) -> Result<Vec<LabelSet>, LabelError> {
-        let mut sql = format!("SELECT {SET_COLUMNS} FROM label_sets WHERE session_id = $1");
-        let mut binds: Vec<&str> = vec![session_id];
-        if let Some(annotator) = &filter.annotator {
-            binds.push(annotator);
-            sql.push_str(&format!(" AND annotator = ${}", binds.len()));
-        }
-        if let Some(status) = filter.status {
-            binds.push(status.as_str());
-            sql.push_str(&format!(" AND status = ${}", binds.len()));
-        }
-        sql.push_str(" ORDER BY event_id, annotator");
-        let mut query = sqlx::query(&sql);
-        for b in binds {
-            query = query.bind(b);
-        }
-        let rows = query.fetch_all(&self.pool).await?;
-        let mut sets = rows.iter().map(set_of_row).collect::<Result<Vec<_>, _>>()?;
-        if let Some(label) = &filter.label {
-            sets.retain(|s| s.labels.iter().any(|l| &l.id == label));
-        }
-        Ok(sets)
+    /// Every set of the session, by unit then annotator (callers filter with
+    /// [`super::model::SetFilter::matches`] after deciding what the asker may see).
+    pub async fn list(&self, session_id: &str) -> Result<Vec<LabelSet>, LabelError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {SET_COLUMNS} FROM label_sets WHERE session_id = $1 ORDER BY event_id, annotator"
+        ))
+        .bind(session_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(set_of_row).collect()
     }
 
     /// The changes of the unit's sets (all annotators, or one), oldest first.
@@ -598,7 +585,7 @@ async fn append_history(
     Ok(())
 }
 
-pub(super) fn set_of_row(row: &AnyRow) -> Result<LabelSet, LabelError> {
+fn set_of_row(row: &AnyRow) -> Result<LabelSet, LabelError> {
     let status: String = row.try_get("status")?;
     let labels: String = row.try_get("labels")?;
     let lead_time_ms: Option<i64> = row.try_get("lead_time_ms")?;
