@@ -211,8 +211,7 @@ pub struct SetKey<'a> {
     pub annotator: &'a str,
 }
 
-const SET_COLUMNS: &str =
-    "event_id, annotator, status, labels, note, lead_time_ms, version, updated_at";
+const SET_COLUMNS: &str = "event_id, annotator, status, labels, note, lead_time_ms, version, updated_at";
 const KEY_WHERE: &str = "session_id = $1 AND event_id = $2 AND annotator = $3";
 
 impl LabelStore {
