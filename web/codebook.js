@@ -110,6 +110,7 @@ function chosenCard(label, value, focused, actions, error) {
   });
   return h('div', {
     class: `chosen${focused ? ' focused' : ''}`,
+    dataset: { id: label.id },
     on: { focusin: () => { if (!focused) actions.focus(label.id); } },
   },
   h('div', { class: 'chosen-head' },

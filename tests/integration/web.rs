@@ -114,6 +114,7 @@ fn every_import_is_an_asset(name: &str, source: &str) {
     }
 }
 
+mod walkthrough;
 mod webdriver;
 
 /// What a hostile unit says: markup that would run if it were ever inserted as HTML.

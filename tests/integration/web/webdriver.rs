@@ -42,6 +42,10 @@ pub struct Browser {
 pub const CONTROL: &str = "\u{E009}";
 /// The WebDriver key value of Enter.
 pub const ENTER: &str = "\u{E007}";
+/// The WebDriver key value of Tab.
+pub const TAB: &str = "\u{E004}";
+/// The WebDriver key value of the space bar.
+pub const SPACE: &str = "\u{E00D}";
 
 impl Browser {
     /// Starts `chromedriver --port=0` on 127.0.0.1, reads the port it took, and opens a
@@ -154,6 +158,20 @@ impl Browser {
             json!({"type": "keyUp", "value": modifier}),
         ])
         .await;
+    }
+
+    /// Drags the mouse from `from` to `to` (viewport CSS pixels) with the left button held,
+    /// as a person selecting text does.
+    pub async fn drag(&self, from: (i64, i64), to: (i64, i64)) {
+        let moves = json!([
+            {"type": "pointerMove", "duration": 0, "x": from.0, "y": from.1, "origin": "viewport"},
+            {"type": "pointerDown", "button": 0},
+            {"type": "pointerMove", "duration": 200, "x": to.0, "y": to.1, "origin": "viewport"},
+            {"type": "pointerUp", "button": 0},
+        ]);
+        let body = json!({"actions": [{"type": "pointer", "id": "mouse",
+            "parameters": {"pointerType": "mouse"}, "actions": moves}]});
+        self.command("POST", "/actions", &body).await;
     }
 
     async fn actions(&self, actions: Vec<Value>) {
