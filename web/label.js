@@ -67,6 +67,8 @@ export async function labelPage(sessionId, eventId) {
   ctx.render = () => render(ctx);
   render(ctx);
   performance.measure('sg-unit-shown', 'sg-route');
+  // A task queued from the next animation frame runs once that frame is painted.
+  requestAnimationFrame(() => setTimeout(() => performance.measure('sg-unit-painted', 'sg-route')));
   onKeys((e) => keys(ctx, e));
 }
 
