@@ -23,6 +23,7 @@ pub mod body;
 pub mod encoding;
 pub mod error;
 pub mod etag;
+pub mod export;
 pub mod labeling;
 pub mod labels;
 pub mod limits;
@@ -130,7 +131,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/graph/{id}/diagnostics", views::diagnostics())
         .route("/api/graph/{id}/branches", views::branches())
         .route("/api/graph/{id}/context", get(views::context))
-        .route("/api/graph/{id}/export", get(views::export))
+        .route("/api/graph/{id}/export", get(export::export))
         .route("/api/graph/{id}/info", get(sessions::info))
         .route("/api/graph/{id}/labels", get(labels::list_sets))
         .route("/api/graph/{id}/labels/{event_id}", label_writes)

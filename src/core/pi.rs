@@ -612,6 +612,18 @@ mod tests {
     }
 }
 
+/// What [`migrate_to_v3`] holds at its peak for a file of `len` bytes and `newlines` line
+/// ends, its input included, at most: the input, the output (the entries as written, each
+/// with an id and a parent id added) and each entry's ids from the first pass (measured by
+/// the test `pi_v3_migration_peak_is_within_its_estimate`). The server reserves this much
+/// of its render budget before it reads the file.
+pub fn migration_estimate(len: usize, newlines: usize) -> usize {
+    /// Per line: its ids (a tuple of strings) and the id fields written.
+    const PER_LINE: usize = 160;
+    len.saturating_mul(3)
+        .saturating_add(newlines.saturating_add(1).saturating_mul(PER_LINE))
+}
+
 /// The session file in pi's current format (v3), for download: a v1 file gets the ids it
 /// was read with (`%08x` of the line index, each entry's parent the one before it) and
 /// `firstKeptEntryId` for `firstKeptEntryIndex`; `uuid`/`parentUuid` become `id`/`parentId`
@@ -619,66 +631,98 @@ mod tests {
 /// `hookMessage` role becomes `custom`; the header says `version: 3`. Every other field is
 /// kept as written. Unreadable lines are left out (they are in the diagnostics).
 pub fn migrate_to_v3(data: &[u8]) -> Vec<u8> {
+    let ids = V3Ids::of(data);
     let mut out = Vec::with_capacity(data.len() + data.len() / 8);
-    let mut previous: Option<String> = None;
-    let mut header_uuid: Option<String> = None;
-    let mut ids: Vec<Option<String>> = Vec::new();
-    let mut entries: Vec<(usize, serde_json::Map<String, Value>)> = Vec::new();
     for (this, line) in frame::lines(data).enumerate() {
-        ids.push(None);
-        let Ok(Value::Object(mut entry)) = serde_json::from_slice::<Value>(line.bytes) else {
+        let Ok(Value::Object(entry)) = serde_json::from_slice::<Value>(line.bytes) else {
             continue;
         };
-        if entry.get("type").and_then(Value::as_str) == Some("session") && entries.is_empty() {
-            header_uuid = entry.remove("uuid").and_then(|v| v.as_str().map(str::to_owned));
-            entry.remove("parentUuid");
-            entry.insert("version".to_owned(), Value::from(3));
-            entries.push((this, entry));
-            continue;
-        }
-        let id = ["id", "uuid"]
-            .iter()
-            .find_map(|k| entry.get(*k).and_then(Value::as_str).map(str::to_owned));
-        let (id, parent) = match id {
-            Some(id) => {
-                let parent = ["parentId", "parentUuid"]
-                    .iter()
-                    .find_map(|k| entry.get(*k))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .filter(|p| Some(p) != header_uuid.as_ref());
-                (id, parent)
-            }
-            None => (format!("{this:08x}"), previous.clone()),
-        };
-        entry.remove("uuid");
-        entry.remove("parentUuid");
-        entry.insert("id".to_owned(), Value::String(id.clone()));
-        entry.insert("parentId".to_owned(), parent.map_or(Value::Null, Value::String));
-        if let Some(kept) = entry.remove("firstKeptEntryUuid") {
-            entry.insert("firstKeptEntryId".to_owned(), kept);
-        }
-        if let Some(Value::Object(m)) = entry.get_mut("message") {
-            if m.get("role").and_then(Value::as_str) == Some("hookMessage") {
-                m.insert("role".to_owned(), Value::String("custom".to_owned()));
-            }
-        }
-        ids[this] = Some(id.clone());
-        previous = Some(id);
-        entries.push((this, entry));
-    }
-    for (_, entry) in &mut entries {
-        if let Some(i) = entry.remove("firstKeptEntryIndex").and_then(|v| v.as_u64()) {
-            if let Some(Some(id)) = ids.get(i as usize) {
-                entry.insert("firstKeptEntryId".to_owned(), Value::String(id.clone()));
-            }
-        }
-    }
-    for (_, entry) in entries {
-        out.extend_from_slice(Value::Object(entry).to_string().as_bytes());
+        out.extend_from_slice(Value::Object(ids.rewrite(this, entry)).to_string().as_bytes());
         out.push(b'\n');
     }
     out
+}
+
+/// The ids a file's entries get in v3, found in a first pass so that the second can write
+/// each entry as soon as it is read (holding one entry, not the file's).
+struct V3Ids {
+    /// The line of the header (the first entry, when it is of type `session`).
+    header: Option<usize>,
+    /// Per line: the entry's id and parent id (None for the header and unreadable lines).
+    ids: Vec<Option<(String, Option<String>)>>,
+}
+
+impl V3Ids {
+    /// Every entry's id and parent: its `id` (else `uuid`) and `parentId` (else
+    /// `parentUuid`; none when that is the header's uuid), or for an entry with neither
+    /// the `%08x` of its line and the entry before it.
+    fn of(data: &[u8]) -> V3Ids {
+        let (mut header, mut header_uuid, mut any) = (None, None, false);
+        let mut previous: Option<String> = None;
+        let mut ids = Vec::new();
+        for (this, line) in frame::lines(data).enumerate() {
+            ids.push(None);
+            let Ok(Value::Object(entry)) = serde_json::from_slice::<Value>(line.bytes) else {
+                continue;
+            };
+            if entry.get("type").and_then(Value::as_str) == Some("session") && !any {
+                header = Some(this);
+                header_uuid = entry.get("uuid").and_then(Value::as_str).map(str::to_owned);
+                any = true;
+                continue;
+            }
+            any = true;
+            let text = |keys: [&str; 2]| keys.iter().find_map(|k| entry.get(*k).and_then(Value::as_str));
+            let (id, parent) = match text(["id", "uuid"]) {
+                Some(id) => {
+                    let parent = ["parentId", "parentUuid"]
+                        .iter()
+                        .find_map(|k| entry.get(*k))
+                        .and_then(Value::as_str)
+                        .filter(|p| Some(*p) != header_uuid.as_deref())
+                        .map(str::to_owned);
+                    (id.to_owned(), parent)
+                }
+                None => (format!("{this:08x}"), previous.clone()),
+            };
+            previous = Some(id.clone());
+            ids[this] = Some((id, parent));
+        }
+        V3Ids { header, ids }
+    }
+
+    /// The entry of line `this` as v3 writes it.
+    fn rewrite(
+        &self,
+        this: usize,
+        mut entry: serde_json::Map<String, Value>,
+    ) -> serde_json::Map<String, Value> {
+        entry.remove("uuid");
+        entry.remove("parentUuid");
+        if Some(this) == self.header {
+            entry.insert("version".to_owned(), Value::from(3));
+        } else if let Some(Some((id, parent))) = self.ids.get(this) {
+            entry.insert("id".to_owned(), Value::String(id.clone()));
+            entry.insert(
+                "parentId".to_owned(),
+                parent.clone().map_or(Value::Null, Value::String),
+            );
+            if let Some(kept) = entry.remove("firstKeptEntryUuid") {
+                entry.insert("firstKeptEntryId".to_owned(), kept);
+            }
+            if let Some(Value::Object(m)) = entry.get_mut("message") {
+                if m.get("role").and_then(Value::as_str) == Some("hookMessage") {
+                    m.insert("role".to_owned(), Value::String("custom".to_owned()));
+                }
+            }
+        }
+        if let Some(i) = entry.remove("firstKeptEntryIndex").and_then(|v| v.as_u64()) {
+            if let Some(Some((id, _))) = usize::try_from(i).ok().and_then(|i| self.ids.get(i)) {
+                entry.insert("firstKeptEntryId".to_owned(), Value::String(id.clone()));
+            }
+        }
+        entry
+    }
 }
 
 #[cfg(test)]

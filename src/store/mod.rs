@@ -24,4 +24,4 @@ pub mod scan;
 pub mod units;
 pub mod uploads;
 
-pub use registry::{Framework, Loaded, Slot, Store, StoreConfig, StoreError};
+pub use registry::{Framework, Loaded, MainFile, Slot, Store, StoreConfig, StoreError};

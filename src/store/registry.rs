@@ -766,36 +766,35 @@ impl Store {
         Ok((slot, loaded, true))
     }
 
-    /// The session's main log as it is stored (an upload's first file, or the log on disk),
-    /// with its name.
-    pub async fn main_file(&self, id: &str) -> Result<(String, Vec<u8>), StoreError> {
+    /// The session's main log as it is stored (an upload's main file, or the log on disk),
+    /// opened: its name, the handle and its length now. Reading the handle needs no memory
+    /// beyond a buffer, and it stays readable if the upload is deleted meanwhile; a file on
+    /// disk is opened as every sessions-directory file is ([`super::confined`]).
+    pub async fn open_main_file(&self, id: &str) -> Result<MainFile, StoreError> {
         let slot = self.slot(id)?;
         let uploads = self.uploads.clone();
         let reading = slot.clone();
-        blocking(move || match &reading.source {
-            Source::Upload(manifest) => {
-                let dir = uploads.ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
-                let input = dir.read(manifest)?;
-                let main = input.main_index().unwrap_or(0);
-                let file = input
-                    .files
-                    .into_iter()
-                    .nth(main)
-                    .ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
-                Ok((file.name, file.bytes))
-            }
-            Source::Disk(found) => {
-                let bytes = found
-                    .root
-                    .read(found.relative_main())
-                    .map_err(|e| StoreError::session_file(&found.id, e.into()))?;
-                let name = found
-                    .main
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                Ok((name, bytes))
-            }
+        blocking(move || {
+            let (name, file) = match &reading.source {
+                Source::Upload(manifest) => {
+                    let dir = uploads.ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
+                    dir.open_main(manifest)?
+                }
+                Source::Disk(found) => {
+                    let file = found
+                        .root
+                        .open(found.relative_main())
+                        .map_err(|e| StoreError::session_file(&found.id, e.into()))?;
+                    let name = found
+                        .main
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    (name, file)
+                }
+            };
+            let len = file.metadata()?.len();
+            Ok(MainFile { name, file, len })
         })
         .await
         .map_err(|e| slot.vanished_as_not_found(e))
@@ -945,6 +944,17 @@ pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A session's main log, opened for reading (see [`Store::open_main_file`]).
+#[derive(Debug)]
+pub struct MainFile {
+    /// Its name: the uploaded file's name, or the file name on disk.
+    pub name: String,
+    /// The open handle.
+    pub file: std::fs::File,
+    /// Its length when opened: what an export sends.
+    pub len: u64,
 }
 
 /// Runs `f` on the blocking pool.

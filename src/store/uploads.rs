@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::input::{base_name, FileRole};
 use crate::core::{SessionInput, SourceFile};
 
 /// The counts an upload's session had, kept so that listings need no parsing.
@@ -182,6 +183,20 @@ impl UploadDir {
             .map(|(i, name)| Ok(SourceFile::new(name.clone(), fs::read(dir.join(i.to_string()))?)))
             .collect::<io::Result<Vec<_>>>()?;
         Ok(SessionInput::new(files))
+    }
+
+    /// Opens the stored upload's main session file (the first file named as one, else the
+    /// first file) with its original name: a handle that stays readable even if the upload
+    /// is deleted meanwhile.
+    pub fn open_main(&self, manifest: &Manifest) -> io::Result<(String, File)> {
+        let main = manifest
+            .names
+            .iter()
+            .position(|n| FileRole::of(base_name(n)) == FileRole::Main)
+            .unwrap_or(0);
+        let name = manifest.names.get(main).cloned().unwrap_or_default();
+        let path = self.dir_of(&manifest.id)?.join("files").join(main.to_string());
+        Ok((name, File::open(path)?))
     }
 
     /// Removes a stored upload. The directory is first renamed to a temporary name, so an

@@ -348,3 +348,44 @@ fn d1_one_huge_record_costs_its_text_once_per_view() {
     );
     assert!(ratio <= 7.0, "{ratio:.1}x");
 }
+
+/// Issue 15: `/export?format=pi-v3` migrates in memory, and reserves
+/// [`migration_estimate`] in the render budget first. The migration's peak with its input
+/// must stay within that estimate, for a real pi session and for the smallest
+/// entries (where ids and parsed maps weigh most against their text).
+#[test]
+fn pi_v3_migration_peak_is_within_its_estimate() {
+    use sessiongraph::core::pi::{migrate_to_v3, migration_estimate};
+    let v1 = |entry: &dyn Fn(usize) -> String| -> Vec<u8> {
+        std::iter::once(r#"{"type":"session","id":"s"}"#.to_owned() + "\n")
+            .chain((0..200_000).map(|i| entry(i) + "\n"))
+            .collect::<String>()
+            .into_bytes()
+    };
+    let inputs = [
+        (
+            "large-session",
+            fixture_input("pi/large-session.jsonl").files.remove(0).bytes,
+        ),
+        (
+            "tiny entries",
+            v1(&|i| format!(r#"{{"type":"message","message":{{"role":"user","content":"{i}"}}}}"#)),
+        ),
+        ("empty objects", v1(&|_| "{}".to_owned())),
+    ];
+    for (name, bytes) in inputs {
+        let (work, out) = measure(|| migrate_to_v3(&bytes));
+        let newlines = bytes.iter().filter(|b| **b == b'\n').count();
+        let estimate = migration_estimate(bytes.len(), newlines) as i64;
+        let peak = work.peak + bytes.len() as i64;
+        eprintln!(
+            "{name}: {} bytes in, {} out, peak {peak} with the input, estimate {estimate}",
+            bytes.len(),
+            out.len(),
+        );
+        assert!(
+            peak <= estimate,
+            "{name}: the migration held {peak} bytes with its input; the estimate is {estimate}"
+        );
+    }
+}

@@ -432,7 +432,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     }
     // A render budget held by a body not yet sent: renders of another session are refused.
     let busy = TestServer::start(Options {
-        sessions_dirs: vec![fixture("synthetic")],
+        sessions_dirs: vec![fixture("synthetic"), fixture("pi")],
         render_budget_bytes: 1024,
         ..Options::default()
     })
@@ -452,7 +452,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     let holding =
         crate::render::get_unread(&busy, &format!("/api/graph/{}/workflow?step=1", busy_ids[0])).await;
     assert_eq!(holding.status(), 200);
-    let refused = [
+    let views = [
         ("/api/graph/{id}", ""),
         ("/api/graph/{id}/workflow", "/workflow"),
         ("/api/graph/{id}/annotations", "/annotations"),
@@ -462,10 +462,15 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         ("/api/graph/{id}/branches", "/branches"),
         ("/api/graph/{id}/context", "/context"),
     ];
-    let paths: Vec<String> = refused
+    let mut refused: Vec<(&str, String)> = views
         .iter()
-        .map(|(_, suffix)| format!("/api/graph/{}{suffix}", busy_ids[1]))
+        .map(|(template, suffix)| (*template, format!("/api/graph/{}{suffix}", busy_ids[1])))
         .collect();
+    refused.push((
+        "/api/graph/{id}/export",
+        "/api/graph/large-session/export?format=pi-v3".to_owned(),
+    ));
+    let paths: Vec<&String> = refused.iter().map(|(_, path)| path).collect();
     let replies = futures_util::future::join_all(paths.iter().map(|p| busy.get(p))).await;
     for ((template, _), reply) in refused.iter().zip(&replies) {
         assert_eq!(

@@ -294,3 +294,51 @@ async fn d4_concurrent_compressed_requests_share_one_kept_variant_per_coding() {
     assert!(graph.json["graph"].is_object());
     server.stop().await;
 }
+
+/// Issue 15: `/export` was outside the render budget: it read the whole stored upload (the
+/// sub-agents' files too) for every request, and migrated pi sessions to v3 without a
+/// bound. Now `jsonl` streams the file and needs no budget (it is served while the budget
+/// is full), and `pi-v3` reserves its estimate first: 503 with `Retry-After` while
+/// another holds the budget, 200 once it is given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_streams_the_log_and_its_pi_v3_migration_is_within_the_render_budget() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("pi")],
+        render_budget_bytes: 1024,
+        ..Options::default()
+    })
+    .await;
+    let budget = || server.state.store.render_budget();
+    let migrate = "/api/graph/large-session/export?format=pi-v3";
+    let held = get_unread(&server, migrate).await;
+    assert_eq!(held.status(), 200);
+    assert_eq!(
+        budget().available_bytes(),
+        0,
+        "the migrated body holds the budget"
+    );
+
+    let refused = server.get(migrate).await;
+    let retry_after = refused.headers.get("retry-after").and_then(|v| v.to_str().ok());
+    assert_busy(
+        refused.status.as_u16(),
+        retry_after,
+        &refused.bytes,
+        "a second migration",
+    );
+
+    let stored = std::fs::read(fixture("pi/large-session.jsonl")).unwrap();
+    let log = server.get("/api/graph/large-session/export").await;
+    assert_eq!(log.status, StatusCode::OK, "the stored log needs no budget");
+    assert_eq!(log.headers["content-length"], stored.len().to_string().as_str());
+    assert!(log.bytes == stored, "the log as stored");
+
+    let first = held.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(budget().available_bytes(), budget().total_bytes());
+    let again = server.get(migrate).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert!(again.bytes == first, "the same migration once the budget is back");
+    let header: Value = serde_json::from_slice(first.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(header["version"], 3, "{header}");
+    server.stop().await;
+}
