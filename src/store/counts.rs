@@ -62,7 +62,7 @@ impl DiskCounts {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         entries
             .get(&key(main))
-            .filter(|e| e.len == len && e.modified_ns == nanos(modified))
+            .filter(|e| e.len == len && e.modified_ns == nanos(modified) && e.counts.is_current())
             .map(|e| e.counts)
     }
 
@@ -114,6 +114,7 @@ mod tests {
             message_count: 12,
             node_count: 3,
             edge_count: 0,
+            rules: super::super::uploads::COUNT_RULES,
         };
         let kept = DiskCounts::open(dir.path());
         assert!(kept.record(main, 100, when, counts));

@@ -179,7 +179,7 @@ pub struct Slot {
 impl Slot {
     fn new(id: String, source: Source, framework: Framework, created_at_ms: i64) -> Slot {
         let counts = match &source {
-            Source::Upload(m) => Some(m.counts),
+            Source::Upload(m) => Some(m.counts).filter(StoredCounts::is_current),
             Source::Disk(_) => None,
         };
         Slot {
@@ -588,38 +588,54 @@ impl Store {
             .await?
             .clone();
         if loaded_now {
-            if let (true, Some(kept)) = (self.keep_counts(&slot, &loaded), self.disk_counts.clone()) {
+            let save = self.keep_counts(&slot, &loaded);
+            if !matches!(save, CountsToSave::Nothing) {
                 // A file write, off the async workers; rare (a parse that found new counts).
-                let _ = tokio::task::spawn_blocking(move || kept.save()).await;
+                let _ = tokio::task::spawn_blocking(move || save.save()).await;
             }
             self.enforce_budget(&slot.id);
         }
         Ok((slot, loaded))
     }
 
-    /// Keeps what a parse of `slot` counted: in the slot, and for a session on disk in the
-    /// data directory too (so that a restart lists it with its counts). True when the data
-    /// directory's counts changed and are not saved yet.
-    fn keep_counts(&self, slot: &Slot, loaded: &Loaded) -> bool {
+    /// Keeps what a parse of `slot` counted in the slot, and says what is left to write to
+    /// the data directory: a session on disk's counts (so that a restart lists it with
+    /// them), or an upload's manifest whose counts were made by older rules.
+    fn keep_counts(&self, slot: &Slot, loaded: &Loaded) -> CountsToSave {
         let counts = stored_counts(&loaded.counts);
         *lock(&slot.counts) = Some(counts);
-        match (&slot.source, &self.disk_counts, loaded.stamps.first()) {
+        match (&slot.source, loaded.stamps.first()) {
+            (Source::Upload(manifest), _) if !manifest.counts.is_current() => match &self.uploads {
+                Some(dir) => CountsToSave::Manifest(
+                    dir.clone(),
+                    Manifest {
+                        counts,
+                        ..manifest.clone()
+                    },
+                ),
+                None => CountsToSave::Nothing,
+            },
             (
                 Source::Disk(found),
-                Some(kept),
                 Some(FileStamp {
                     len,
                     modified: Some(modified),
                     ..
                 }),
-            ) => kept.record(&found.main, *len, *modified, counts),
-            _ => false,
+            ) => match &self.disk_counts {
+                Some(kept) if kept.record(&found.main, *len, *modified, counts) => {
+                    CountsToSave::DiskCounts(kept.clone())
+                }
+                _ => CountsToSave::Nothing,
+            },
+            _ => CountsToSave::Nothing,
         }
     }
 
-    /// Counts, one at a time, the sessions on disk that were never parsed (main logs up to
-    /// [`BACKGROUND_COUNT_MAX_BYTES`]), so that the session list shows numbers for them as
-    /// CommuGraph's does; nothing is cached. Blocking: run it on its own thread after
+    /// Counts, one at a time, the sessions on disk that were never parsed and the uploads
+    /// whose stored counts were made by older rules (up to [`BACKGROUND_COUNT_MAX_BYTES`]
+    /// each), so that the session list shows numbers for them as CommuGraph's does;
+    /// nothing is cached. Blocking: run it on its own thread after
     /// [`Store::restore`].
     pub fn count_unopened(&self) {
         if !self.config.background_counts {
@@ -629,28 +645,35 @@ impl Store {
             .slots
             .iter()
             .map(|e| e.value().clone())
+            .filter(|slot| slot.counts().is_none())
             .filter(|slot| match &slot.source {
-                Source::Disk(found) => found.bytes <= BACKGROUND_COUNT_MAX_BYTES && slot.counts().is_none(),
-                Source::Upload(_) => false,
+                Source::Disk(found) => found.bytes <= BACKGROUND_COUNT_MAX_BYTES,
+                Source::Upload(manifest) => self.uploads.as_ref().is_some_and(|dir| {
+                    dir.stored_bytes(manifest)
+                        .is_ok_and(|bytes| bytes <= BACKGROUND_COUNT_MAX_BYTES)
+                }),
             })
             .collect();
         let started = std::time::Instant::now();
-        let mut counted = 0usize;
+        let (mut counted, mut disk_counted) = (0usize, false);
         for slot in pending {
             // Parsed meanwhile by a request, or deleted from the list: nothing to do.
             if slot.counts().is_some() || !self.slots.contains_key(&slot.id) {
                 continue;
             }
-            match load(&slot.source, &slot.framework, None) {
+            match load(&slot.source, &slot.framework, self.uploads.as_ref()) {
                 Ok(loaded) => {
-                    self.keep_counts(&slot, &loaded);
+                    match self.keep_counts(&slot, &loaded) {
+                        CountsToSave::DiskCounts(_) => disk_counted = true,
+                        other => other.save(),
+                    }
                     counted += 1;
                 }
                 Err(e) => tracing::debug!(id = %slot.id, error = %e, "could not count a session"),
             }
         }
         // Written once for the whole pass, not once per session.
-        if let (true, Some(kept)) = (counted > 0, &self.disk_counts) {
+        if let (true, Some(kept)) = (disk_counted, &self.disk_counts) {
             kept.save();
         }
         tracing::info!(
@@ -936,6 +959,7 @@ fn stored_counts(c: &Counts) -> StoredCounts {
         message_count: c.message_count,
         node_count: c.node_count,
         edge_count: c.edge_count,
+        rules: super::uploads::COUNT_RULES,
     }
 }
 
@@ -944,6 +968,31 @@ pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// What a parse's counts leave to write to the data directory ([`Store::keep_counts`]).
+enum CountsToSave {
+    /// Nothing new.
+    Nothing,
+    /// The sessions-directory counts changed.
+    DiskCounts(Arc<DiskCounts>),
+    /// An upload's manifest, with counts made by today's rules.
+    Manifest(UploadDir, Manifest),
+}
+
+impl CountsToSave {
+    /// Writes it (blocking); a failure is logged: the counts are a cache.
+    fn save(self) {
+        match self {
+            CountsToSave::Nothing => {}
+            CountsToSave::DiskCounts(kept) => kept.save(),
+            CountsToSave::Manifest(dir, manifest) => {
+                if let Err(e) = dir.rewrite_manifest(&manifest) {
+                    tracing::warn!(id = %manifest.id, error = %e, "could not update an upload's counts");
+                }
+            }
+        }
+    }
 }
 
 /// A session's main log, opened for reading (see [`Store::open_main_file`]).

@@ -22,15 +22,34 @@ use serde::{Deserialize, Serialize};
 use crate::core::input::{base_name, FileRole};
 use crate::core::{SessionInput, SourceFile};
 
-/// The counts an upload's session had, kept so that listings need no parsing.
+/// The rules [`Counts`] are counted by now: 1 (or none written), CommuGraph's, with no edge
+/// for Claude Code and pi; 2, the graph with inferred edges (CONTRACT 3.13). Counts kept by
+/// older rules are not shown: the session is counted again.
+pub const COUNT_RULES: u32 = 2;
+
+/// The counts a session had, kept so that listings need no parsing.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Counts {
     /// Workflow nodes (the reference's "messages").
     pub message_count: usize,
-    /// Communication-graph nodes (senders).
+    /// Communication-graph nodes (parties).
     pub node_count: usize,
-    /// Communication-graph edges (always 0 for Claude Code).
+    /// Communication-graph edges (distinct sender -> receiver pairs).
     pub edge_count: usize,
+    /// The rules they were counted by ([`COUNT_RULES`]; 1 when not written).
+    #[serde(default = "first_rules")]
+    pub rules: u32,
+}
+
+fn first_rules() -> u32 {
+    1
+}
+
+impl Counts {
+    /// True when counted by today's rules.
+    pub fn is_current(&self) -> bool {
+        self.rules == COUNT_RULES
+    }
 }
 
 /// What is stored about an upload besides its files.
@@ -141,6 +160,25 @@ impl UploadDir {
                 Err(e)
             }
         }
+    }
+
+    /// Replaces a stored upload's manifest with `manifest` (a new file, synced, renamed
+    /// over the old one): an interrupted rewrite leaves the old manifest or the new one.
+    pub fn rewrite_manifest(&self, manifest: &Manifest) -> io::Result<()> {
+        let dir = self.dir_of(&manifest.id)?;
+        let json = serde_json::to_vec_pretty(manifest).map_err(io::Error::other)?;
+        let tmp = dir.join("manifest.json.tmp");
+        write_synced(&tmp, &json)?;
+        fs::rename(&tmp, dir.join("manifest.json"))?;
+        sync_dir(&dir)
+    }
+
+    /// The bytes of a stored upload's files.
+    pub fn stored_bytes(&self, manifest: &Manifest) -> io::Result<u64> {
+        let dir = self.dir_of(&manifest.id)?.join("files");
+        (0..manifest.names.len()).try_fold(0u64, |sum, i| {
+            Ok(sum + fs::metadata(dir.join(i.to_string()))?.len())
+        })
     }
 
     /// Every stored upload's manifest, plus the directories that could not be read.

@@ -10,6 +10,7 @@ use sessiongraph::core::views::{View, ViewOptions};
 use sessiongraph::core::Session;
 
 use crate::helpers::{body, fixture, load_path};
+use crate::server::{Options, TestServer};
 
 fn graph(session: &Session, step: Option<u64>) -> Value {
     let options = ViewOptions {
@@ -182,4 +183,63 @@ fn the_autogen_sample_gives_commugraphs_graph_and_metrics_exactly() {
     }
     let metrics = serde_json::to_value(autogen_graph::metrics(&messages)).unwrap();
     assert_eq!(metrics, crate::helpers::read_json(&dir.join("metrics.json")));
+}
+
+/// The CommuGraph frontend's screenshot run found the upload answer, `info` and the session
+/// list saying `edge_count: 0` for the sample while its graph has 19 edges: every route now
+/// counts the graph with edges, and an upload whose stored counts were made by the old rules
+/// is counted again (in the background after a start, and its manifest rewritten).
+#[tokio::test]
+async fn edge_counts_agree_in_the_upload_info_session_list_and_graph() {
+    let data = tempfile::tempdir().unwrap();
+    let options = Options {
+        data_dir: Some(data.path().to_owned()),
+        ..Options::default()
+    };
+    let server = TestServer::start(options.clone()).await;
+    let id = server.upload_sample().await;
+    let graph = server.get(&format!("/api/graph/{id}")).await.json;
+    let edges = graph["graph"]["metadata"]["edge_count"].clone();
+    assert_eq!(edges, 19, "the sample's graph");
+    let info = server.get(&format!("/api/graph/{id}/info")).await.json;
+    assert_eq!(info["edge_count"], edges);
+    let listed = |body: &Value| {
+        body["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id.as_str())
+            .unwrap()["edge_count"]
+            .clone()
+    };
+    assert_eq!(listed(&server.get("/api/sessions").await.json), edges);
+    server.stop().await;
+
+    // As an older version stored it: no rules, and CommuGraph's count.
+    let manifest_path = data.path().join("uploads").join(&id).join("manifest.json");
+    let mut manifest: Value = serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    assert_eq!(manifest["counts"]["rules"], 2, "{manifest}");
+    manifest["counts"].as_object_mut().unwrap().remove("rules");
+    manifest["counts"]["edge_count"] = 0.into();
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+
+    let restarted = TestServer::start(Options {
+        background_counts: true,
+        ..options
+    })
+    .await;
+    let mut seen = Value::Null;
+    for _ in 0..400 {
+        seen = listed(&restarted.get("/api/sessions").await.json);
+        if seen == edges {
+            break;
+        }
+        assert!(seen.is_null(), "old counts are not shown: {seen}");
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(seen, edges, "counted again in the background");
+    let rewritten: Value = serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    assert_eq!(rewritten["counts"]["edge_count"], edges);
+    assert_eq!(rewritten["counts"]["rules"], 2);
+    restarted.stop().await;
 }

@@ -132,9 +132,17 @@ async fn upload_errors_are_the_references() {
     let via_files = server.upload_multipart(&CLAUDE, "files", &all).await;
     let (status, body) = expected("13_upload_field_name_files_works");
     assert_eq!(via_files.status, status);
-    for key in ["node_count", "edge_count", "framework", "sub_agents_loaded"] {
+    for key in ["node_count", "framework", "sub_agents_loaded"] {
         assert_eq!(via_files.json[key], body[key], "13: {key}");
     }
+    // The reference counts no edge for Claude Code; ours are the graph's (CONTRACT 3.13).
+    assert_eq!(body["edge_count"], 0);
+    let id = via_files.json["graph_id"].as_str().unwrap();
+    let graph = server.get(&format!("/api/graph/{id}")).await;
+    assert_eq!(
+        via_files.json["edge_count"],
+        graph.json["graph"]["metadata"]["edge_count"]
+    );
     assert_eq!(via_files.json["message_count"], 654);
 }
 

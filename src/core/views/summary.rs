@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::core::session::{Branch, Session};
 use crate::core::views::annotations::annotations;
-use crate::core::views::graph::SenderStats;
+use crate::core::views::graph::GraphMode;
 
 /// A session's counts, as CommuGraph reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -13,7 +13,8 @@ pub struct Counts {
     pub message_count: usize,
     /// Communication-graph nodes: distinct senders.
     pub node_count: usize,
-    /// Communication-graph edges: always 0 for Claude Code.
+    /// Communication-graph edges: distinct sender -> receiver pairs of the graph with
+    /// inferred edges (CONTRACT 3.13; CommuGraph says 0 for Claude Code).
     pub edge_count: usize,
     /// Highest step index (0 without nodes).
     pub total_steps: usize,
@@ -37,10 +38,11 @@ pub fn counts(session: &Session) -> Counts {
         };
     }
     let nodes = &session.workflow.nodes;
+    let graph = super::graph::metrics(session, GraphMode::Edges);
     Counts {
         message_count: nodes.len(),
-        node_count: SenderStats::of(session).ids.len(),
-        edge_count: 0,
+        node_count: graph.node_count,
+        edge_count: graph.edge_count,
         total_steps: nodes.len().saturating_sub(1),
         main_agent_steps: nodes
             .iter()
