@@ -111,7 +111,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let api = args.api_config()?;
     let codebook = args.codebook()?;
     for key in &codebook.repeated_keys {
-        tracing::warn!(file = %codebook.file, key, "the codebook repeats a top-level key; its last value is used");
+        // The built-in codebook's repeated `schema_version` is known and documented
+        // (codebooks/README.md): said at debug level, not as a warning on every start.
+        if codebook.file == sessiongraph::labels::codebook::BUILT_IN_NAME {
+            tracing::debug!(file = %codebook.file, key, "the codebook repeats a top-level key; its last value is used");
+        } else {
+            tracing::warn!(file = %codebook.file, key, "the codebook repeats a top-level key; its last value is used");
+        }
     }
     let store_config = args.store_config();
     let database_url = args.database_url()?;
