@@ -5,7 +5,7 @@
 //! `messages`, a `ChatResult`'s `chat_history`, or an agent's `chat_messages` (a dict keyed by
 //! the peer agent).
 //!
-//! Neither names a receiver, so one is derived (see [`route`]): a handoff goes to its
+//! Neither names a receiver, so one is derived: a handoff goes to its
 //! `target`, a speaker selection to the speaker it selects, a tool call to the [`TOOLS`]
 //! party and its result from [`TOOLS`] back to the caller; any other message goes to the next
 //! speaker in turn order (the sender of the next message from someone else), the last one to

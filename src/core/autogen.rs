@@ -1,6 +1,7 @@
 //! AutoGen logs, read as CommuGraph reads them (`tests/reference/autogen/README.md`): sender
 //! and recipient messages, one JSON object per line or a JSON array of them, into
-//! [`AgMessage`]s; and their communication graph and metrics.
+//! [`AgMessage`]s. AutoGen's own dumps (AgentChat, 0.2 / AG2) are told apart and read onto
+//! the same messages by [`super::agentchat`].
 //!
 //! The rules, in short: sender = `sender` || `name` || `from` || `unknown`; receiver =
 //! `recipient` || `to` (`all` or none: no receiver); text from `message` (a string, or an

@@ -167,9 +167,8 @@ fn inspect(root: &SessionsRoot, log: &Path) -> Result<(fs::Metadata, Format), St
     Ok((meta, format_of(file)))
 }
 
-/// The format of a log, from its first line (a pi session starts with a
-/// `{"type":"session"}` header; an AutoGen log with a JSON array or a message object with
-/// `sender` or `recipient`).
+/// The format of a log, from its start (a pi session starts with a `{"type":"session"}`
+/// header; an AutoGen log's first message is told by [`crate::core::autogen::looks_like`]).
 fn format_of(file: fs::File) -> Format {
     let mut head = Vec::with_capacity(4096);
     let read = file.take(64 * 1024).read_to_end(&mut head);
