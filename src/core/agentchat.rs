@@ -1,7 +1,9 @@
 //! AutoGen's own message dumps, read onto the same [`AgMessage`]s as CommuGraph's
 //! sender/recipient form: AgentChat (0.4+) message lists (`source`, `type`, `content`), bare
 //! or wrapped in a `TaskResult` (`messages`), a `task_result`, or a team state's
-//! `message_thread`; and the older (0.2 / AG2) `{role, name?, content}` lists: a GroupChat's
+//! `message_thread` (autogen-core's model-context messages, `UserMessage`, `AssistantMessage`,
+//! `FunctionExecutionResultMessage`, `SystemMessage`, as an agent's state keeps them, are read
+//! the same way); and the older (0.2 / AG2) `{role, name?, content}` lists: a GroupChat's
 //! `messages`, a `ChatResult`'s `chat_history`, or an agent's `chat_messages` (a dict keyed by
 //! the peer agent).
 //!
@@ -37,6 +39,15 @@ pub const AGENTCHAT_TYPES: [&str; 15] = [
     "CodeExecutionEvent",
 ];
 
+/// The model-context message types (autogen-core's `LLMMessage`s, as an agent's state and
+/// chat history files keep them), read as AgentChat messages are.
+pub const MODEL_CONTEXT_TYPES: [&str; 4] = [
+    "UserMessage",
+    "AssistantMessage",
+    "SystemMessage",
+    "FunctionExecutionResultMessage",
+];
+
 /// The roles of a 0.2 / AG2 chat message.
 const ROLES: [&str; 5] = ["user", "assistant", "system", "tool", "function"];
 
@@ -57,9 +68,11 @@ pub enum Form {
     ChatList,
 }
 
-/// True for an AgentChat message: a string `source` and a known `type`.
+/// True for an AgentChat message: a string `source` and a known AgentChat (or model-context)
+/// `type`.
 pub fn is_agentchat_message(object: &Map<String, Value>) -> bool {
-    let known = matches!(object.get("type"), Some(Value::String(t)) if AGENTCHAT_TYPES.contains(&t.as_str()));
+    let known = matches!(object.get("type"), Some(Value::String(t))
+        if AGENTCHAT_TYPES.contains(&t.as_str()) || MODEL_CONTEXT_TYPES.contains(&t.as_str()));
     known && object.get("source").is_some_and(Value::is_string) && !is_claude(object)
 }
 
@@ -101,19 +114,22 @@ pub enum Wrapped<'a> {
 
 /// The messages a whole-document object wraps: a `TaskResult` or `{"messages": [...]}`, a
 /// `{"task_result": {...}}`, a manager's or a team's state (`message_thread`, also under
-/// `agent_states`), a `ChatResult` (`chat_history`), or a `chat_messages` dict; `None` for
-/// anything else (a CommuGraph entry, a Claude Code record).
+/// `agent_states`), an agent's state (`llm_messages`, `llm_context.messages`), a `ChatResult`
+/// (`chat_history`), or a `chat_messages` dict; `None` for anything else (a CommuGraph
+/// entry, a Claude Code record).
 pub fn unwrap(object: &Map<String, Value>) -> Option<Wrapped<'_>> {
     if is_claude(object) || COMMUGRAPH_KEYS.iter().any(|k| object.contains_key(*k)) {
         return None;
     }
-    for key in ["messages", "message_thread", "chat_history"] {
+    for key in ["messages", "message_thread", "chat_history", "llm_messages"] {
         if let Some(Value::Array(list)) = object.get(key) {
             return Some(Wrapped::List(list));
         }
     }
-    if let Some(Value::Object(result)) = object.get("task_result") {
-        return unwrap(result);
+    for key in ["task_result", "llm_context"] {
+        if let Some(Value::Object(inner)) = object.get(key) {
+            return unwrap(inner);
+        }
     }
     if let Some(Value::Object(states)) = object.get("agent_states") {
         return states
@@ -235,9 +251,13 @@ pub fn read_agentchat(entries: &[(usize, &Value)]) -> Vec<AgMessage> {
     route(drafts)
 }
 
-/// The draft of one AgentChat message, or `None` when it holds no text.
+/// The draft of one AgentChat message, or `None` when it holds no text or is a streamed
+/// chunk (the whole message follows it).
 fn agentchat_draft(object: &Map<String, Value>, step: usize) -> Option<Draft> {
     let kind = object.get("type").and_then(Value::as_str).unwrap_or("");
+    if kind == "ModelClientStreamingChunkEvent" {
+        return None;
+    }
     let source = object
         .get("source")
         .filter(|v| truthy(v))
@@ -246,7 +266,11 @@ fn agentchat_draft(object: &Map<String, Value>, step: usize) -> Option<Draft> {
     if content.trim().is_empty() {
         return None;
     }
+    let calls = kind == "AssistantMessage" && object.get("content").is_some_and(Value::is_array);
     let (sender, route, message_type) = match kind {
+        "AssistantMessage" if calls => (source, Route::To(TOOLS.to_owned()), "action"),
+        "FunctionExecutionResultMessage" => (TOOLS.to_owned(), Route::Caller, "observation"),
+        "SystemMessage" => ("system".to_owned(), Route::Turn, "system"),
         "HandoffMessage" => match object.get("target").filter(|v| truthy(v)) {
             Some(target) => (source, Route::To(js_string(target)), "delegation"),
             None => (source, Route::Turn, "delegation"),
@@ -629,6 +653,32 @@ mod tests {
         assert!(
             super::super::autogen::looks_like(&text[..text.len() / 2]),
             "cut short"
+        );
+    }
+
+    #[test]
+    fn model_context_messages_are_read_as_agentchat_messages_are() {
+        // The shape of microsoft/autogen's
+        // python/samples/core_streaming_handoffs_fastapi/chat_history/history-*.json.
+        let history = json!({"messages": [
+            {"content": "my unicycle exploded", "source": "User", "type": "UserMessage"},
+            {"content": [{"id": "c", "arguments": "{}", "name": "transfer_to_repairs"}],
+             "thought": null, "source": "TriageAgent", "type": "AssistantMessage"},
+            {"content": [{"content": "Transferred", "name": "transfer_to_repairs", "call_id": "c",
+                          "is_error": false}], "type": "FunctionExecutionResultMessage"},
+            {"content": "What happened?", "source": "RepairsAgent", "type": "AssistantMessage"},
+            {"content": "chunk", "source": "RepairsAgent", "type": "ModelClientStreamingChunkEvent"},
+        ]});
+        let text = serde_json::to_string_pretty(&history).unwrap();
+        assert!(super::super::autogen::looks_like(&text));
+        assert_eq!(
+            pairs(&text),
+            vec![
+                pair("User", "TriageAgent"),
+                pair("TriageAgent", TOOLS),
+                pair(TOOLS, "TriageAgent"),
+                pair("RepairsAgent", "TriageAgent"),
+            ]
         );
     }
 

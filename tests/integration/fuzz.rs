@@ -267,10 +267,17 @@ const AUTOGEN_KEYS: [&str; 12] = [
 
 /// An AutoGen dump entry: its keys with values of any type, or a known AgentChat type.
 fn any_autogen_entry() -> impl Strategy<Value = Value> {
+    use sessiongraph::core::agentchat;
     let value = prop_oneof![
         any_json(),
-        prop::sample::select(sessiongraph::core::agentchat::AGENTCHAT_TYPES.to_vec())
-            .prop_map(|t| Value::String(t.to_owned())),
+        prop::sample::select(
+            [
+                agentchat::AGENTCHAT_TYPES.as_slice(),
+                agentchat::MODEL_CONTEXT_TYPES.as_slice()
+            ]
+            .concat()
+        )
+        .prop_map(|t| Value::String(t.to_owned())),
         prop::sample::select(vec!["a", "b", "user", "tools", "assistant", "tool"])
             .prop_map(|s| Value::String(s.to_owned())),
     ];
