@@ -176,6 +176,13 @@ pub fn first_entry(head: &str) -> Option<Map<String, Value>> {
     if let Ok(Value::Object(object)) = serde_json::from_str::<Value>(head) {
         return first_of_wrapped(&object);
     }
+    let first_line = head.lines().next().unwrap_or("");
+    if CLAUDE_KEYS
+        .iter()
+        .any(|k| first_line.contains(&format!("\"{k}\"")))
+    {
+        return None;
+    }
     first_in_cut_object(head)
 }
 
@@ -774,6 +781,11 @@ mod tests {
         assert!(!looks_like(
             "{\n \"a\": 1,\n \"b\": [\n {\"role\": \"user\", \"content\": \"x\"}"
         ));
+        let long_claude_line = r#"{"parentUuid": null, "sessionId": "s", "x": {"messages": [{"role": "user", "content": "x"}]}, "cut"#;
+        assert!(
+            !looks_like(long_claude_line),
+            "a Claude Code line the head cuts short"
+        );
     }
 
     #[test]
