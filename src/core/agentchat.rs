@@ -82,6 +82,11 @@ pub fn is_chat_message(object: &Map<String, Value>) -> bool {
     role && object.contains_key("content") && !object.contains_key("type") && !is_claude(object)
 }
 
+/// True for an entry of CommuGraph's form: it has a `sender`, `recipient`, `from` or `to`.
+pub fn names_parties(object: &Map<String, Value>) -> bool {
+    COMMUGRAPH_KEYS.iter().any(|k| object.contains_key(*k))
+}
+
 fn is_claude(object: &Map<String, Value>) -> bool {
     CLAUDE_KEYS.iter().any(|k| object.contains_key(*k))
 }
@@ -90,10 +95,7 @@ fn is_claude(object: &Map<String, Value>) -> bool {
 /// the form of the first object entry.
 pub fn form_of<'a>(entries: impl Iterator<Item = &'a Value> + Clone) -> Form {
     let mut objects = entries.filter_map(Value::as_object);
-    if objects
-        .clone()
-        .any(|o| COMMUGRAPH_KEYS.iter().any(|k| o.contains_key(*k)))
-    {
+    if objects.clone().any(names_parties) {
         return Form::CommuGraph;
     }
     match objects.next() {
@@ -118,7 +120,7 @@ pub enum Wrapped<'a> {
 /// (`chat_history`), or a `chat_messages` dict; `None` for anything else (a CommuGraph
 /// entry, a Claude Code record).
 pub fn unwrap(object: &Map<String, Value>) -> Option<Wrapped<'_>> {
-    if is_claude(object) || COMMUGRAPH_KEYS.iter().any(|k| object.contains_key(*k)) {
+    if is_claude(object) || names_parties(object) {
         return None;
     }
     for key in ["messages", "message_thread", "chat_history", "llm_messages"] {
@@ -750,6 +752,21 @@ mod tests {
             (m[1].sender.as_str(), m[1].receiver.as_deref()),
             ("unknown", None)
         );
+    }
+
+    #[test]
+    fn a_sender_on_any_line_makes_json_lines_commugraphs_form() {
+        let log = concat!(
+            r#"{"source": "x", "type": "TextMessage", "content": "first"}"#,
+            "\n",
+            r#"{"sender": "a", "recipient": "b", "message": "hi"}"#,
+        );
+        let m = parse(log).unwrap();
+        assert_eq!(
+            (m[0].sender.as_str(), m[0].receiver.as_deref()),
+            ("unknown", None)
+        );
+        assert_eq!((m[1].sender.as_str(), m[1].receiver.as_deref()), ("a", Some("b")));
     }
 
     #[test]

@@ -91,11 +91,8 @@ pub fn parse(text: &str) -> Result<Vec<AgMessage>, AutogenError> {
         .flatten();
     let messages = match document.as_ref().and_then(agentchat::unwrap) {
         Some(wrapped) => agentchat::read_wrapped(&wrapped)?,
-        None => {
-            let entries = entries(text)?;
-            let borrowed: Vec<(usize, &Value)> = entries.iter().map(|(s, v)| (*s, v)).collect();
-            read_entries(&borrowed)
-        }
+        None if trimmed.starts_with('[') => read_array(text)?,
+        None => read_lines(text)?,
     };
     if messages.is_empty() {
         return Err(AutogenError::NoMessages);
@@ -103,27 +100,60 @@ pub fn parse(text: &str) -> Result<Vec<AgMessage>, AutogenError> {
     Ok(messages)
 }
 
-/// The entries of a JSON array or of JSON lines, with their steps (the 0-based position or
-/// line); a `null` entry is an error, as is a line or an array that does not parse.
-fn entries(text: &str) -> Result<Vec<(usize, Value)>, AutogenError> {
-    let checked = |i: usize, entry: Value| match entry {
-        Value::Null => Err(AutogenError::Entry(i + 1)),
-        entry => Ok((i, entry)),
-    };
-    if text.trim_start().starts_with('[') {
-        let list: Vec<Value> = serde_json::from_str(text).map_err(|_| AutogenError::Array)?;
-        return list.into_iter().enumerate().map(|(i, v)| checked(i, v)).collect();
+/// The messages of a JSON array, its steps the 0-based positions; a `null` entry is an error,
+/// as is an array that does not parse.
+fn read_array(text: &str) -> Result<Vec<AgMessage>, AutogenError> {
+    let list: Vec<Value> = serde_json::from_str(text).map_err(|_| AutogenError::Array)?;
+    if let Some(i) = list.iter().position(Value::is_null) {
+        return Err(AutogenError::Entry(i + 1));
     }
-    let mut entries = Vec::new();
+    let entries: Vec<(usize, &Value)> = list.iter().enumerate().collect();
+    Ok(read_entries(&entries))
+}
+
+/// The messages of JSON lines, their steps the 0-based line numbers; a `null` entry or a line
+/// that does not parse is an error. CommuGraph's form is read line by line as soon as it is
+/// told (any entry with a sender or recipient key, or a first object of neither of AutoGen's
+/// own forms); AutoGen's own dumps are kept whole until the end, their receivers needing
+/// every message.
+fn read_lines(text: &str) -> Result<Vec<AgMessage>, AutogenError> {
+    let mut kept: Vec<(usize, Value)> = Vec::new();
+    let mut messages = Vec::new();
+    let mut commugraph = false;
     for (i, line) in text.split('\n').enumerate() {
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
         let entry: Value = serde_json::from_str(line).map_err(|_| AutogenError::Line(i + 1))?;
-        entries.push(checked(i, entry)?);
+        if entry.is_null() {
+            return Err(AutogenError::Entry(i + 1));
+        }
+        if !commugraph && tells_commugraph(&entry, kept.iter().any(|(_, v)| v.is_object())) {
+            commugraph = true;
+            messages.extend(kept.drain(..).filter_map(|(step, v)| message(&v, step)));
+        }
+        if commugraph {
+            messages.extend(message(&entry, i));
+        } else {
+            kept.push((i, entry));
+        }
     }
-    Ok(entries)
+    if commugraph {
+        return Ok(messages);
+    }
+    let entries: Vec<(usize, &Value)> = kept.iter().map(|(step, v)| (*step, v)).collect();
+    Ok(read_entries(&entries))
+}
+
+/// True when `entry` settles a list as CommuGraph's form ([`agentchat::form_of`]): it has a
+/// sender or recipient key, or it is the first object and of neither of AutoGen's own forms.
+fn tells_commugraph(entry: &Value, object_before: bool) -> bool {
+    let Some(object) = entry.as_object() else {
+        return false;
+    };
+    let own_form = agentchat::is_agentchat_message(object) || agentchat::is_chat_message(object);
+    agentchat::names_parties(object) || !(object_before || own_form)
 }
 
 /// The messages of a list of (step, entry), read in the list's form.

@@ -310,6 +310,15 @@ proptest! {
     ) {
         use sessiongraph::core::autogen;
         use sessiongraph::core::views::autogen_graph;
+        if shape == 4 && !entries.is_empty() {
+            let lines = autogen_document(entries.clone(), 4);
+            let array = autogen_document(entries.clone(), 0);
+            prop_assert_eq!(
+                autogen::parse(&String::from_utf8_lossy(&lines)),
+                autogen::parse(&String::from_utf8_lossy(&array)),
+                "JSON lines read as the same entries in an array"
+            );
+        }
         let bytes = autogen_document(entries, shape);
         let _ = autogen::looks_like_bytes(&bytes);
         let _ = autogen::looks_like_bytes(&bytes[..bytes.len() / 2]);
