@@ -1,6 +1,7 @@
 //! AutoGen logs, read as CommuGraph reads them (`tests/reference/autogen/README.md`): sender
 //! and recipient messages, one JSON object per line or a JSON array of them, into
-//! [`AgMessage`]s; and their communication graph and metrics.
+//! [`AgMessage`]s. AutoGen's own dumps (AgentChat, 0.2 / AG2) are told apart and read onto
+//! the same messages by [`super::agentchat`].
 //!
 //! The rules, in short: sender = `sender` || `name` || `from` || `unknown`; receiver =
 //! `recipient` || `to` (`all` or none: no receiver); text from `message` (a string, or an
@@ -15,6 +16,8 @@ use std::borrow::Cow;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
+
+use super::agentchat;
 
 /// One message of an AutoGen log.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,50 +78,111 @@ const TYPES: [&str; 6] = [
     "system",
 ];
 
-/// Reads an AutoGen log.
+/// Reads an AutoGen log: CommuGraph's sender/recipient form, or one of AutoGen's own dumps
+/// ([`super::agentchat`]), whole-document objects first.
 pub fn parse(text: &str) -> Result<Vec<AgMessage>, AutogenError> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
         return Err(AutogenError::Empty);
     }
-    let mut messages = Vec::new();
-    if trimmed.starts_with('[') {
-        let entries: Vec<Value> = serde_json::from_str(text).map_err(|_| AutogenError::Array)?;
-        for (i, entry) in entries.iter().enumerate() {
-            messages.extend(message(entry, i).map_err(|()| AutogenError::Entry(i + 1))?);
-        }
-    } else {
-        for (i, line) in text.split('\n').enumerate() {
-            let line = line.trim();
-            if line.is_empty() {
-                continue;
-            }
-            let entry: Value = serde_json::from_str(line).map_err(|_| AutogenError::Line(i + 1))?;
-            messages.extend(message(&entry, i).map_err(|()| AutogenError::Entry(i + 1))?);
-        }
-    }
+    let document = trimmed
+        .starts_with('{')
+        .then(|| serde_json::from_str::<Map<String, Value>>(trimmed).ok())
+        .flatten();
+    let messages = match document.as_ref().and_then(agentchat::unwrap) {
+        Some(wrapped) => agentchat::read_wrapped(&wrapped)?,
+        None if trimmed.starts_with('[') => read_array(text)?,
+        None => read_lines(text)?,
+    };
     if messages.is_empty() {
         return Err(AutogenError::NoMessages);
     }
     Ok(messages)
 }
 
+/// The messages of a JSON array, its steps the 0-based positions; a `null` entry is an error,
+/// as is an array that does not parse.
+fn read_array(text: &str) -> Result<Vec<AgMessage>, AutogenError> {
+    let list: Vec<Value> = serde_json::from_str(text).map_err(|_| AutogenError::Array)?;
+    if let Some(i) = list.iter().position(Value::is_null) {
+        return Err(AutogenError::Entry(i + 1));
+    }
+    let entries: Vec<(usize, &Value)> = list.iter().enumerate().collect();
+    Ok(read_entries(&entries))
+}
+
+/// The messages of JSON lines, their steps the 0-based line numbers; a `null` entry or a line
+/// that does not parse is an error. CommuGraph's form is read line by line as soon as it is
+/// told (any entry with a sender or recipient key, or a first object of neither of AutoGen's
+/// own forms); AutoGen's own dumps are kept whole until the end, their receivers needing
+/// every message.
+fn read_lines(text: &str) -> Result<Vec<AgMessage>, AutogenError> {
+    let mut kept: Vec<(usize, Value)> = Vec::new();
+    let mut messages = Vec::new();
+    let mut commugraph = false;
+    for (i, line) in text.split('\n').enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let entry: Value = serde_json::from_str(line).map_err(|_| AutogenError::Line(i + 1))?;
+        if entry.is_null() {
+            return Err(AutogenError::Entry(i + 1));
+        }
+        if !commugraph && tells_commugraph(&entry, kept.iter().any(|(_, v)| v.is_object())) {
+            commugraph = true;
+            messages.extend(kept.drain(..).filter_map(|(step, v)| message(&v, step)));
+        }
+        if commugraph {
+            messages.extend(message(&entry, i));
+        } else {
+            kept.push((i, entry));
+        }
+    }
+    if commugraph {
+        return Ok(messages);
+    }
+    let entries: Vec<(usize, &Value)> = kept.iter().map(|(step, v)| (*step, v)).collect();
+    Ok(read_entries(&entries))
+}
+
+/// True when `entry` settles a list as CommuGraph's form ([`agentchat::form_of`]): it has a
+/// sender or recipient key, or it is the first object and of neither of AutoGen's own forms.
+fn tells_commugraph(entry: &Value, object_before: bool) -> bool {
+    let Some(object) = entry.as_object() else {
+        return false;
+    };
+    let own_form = agentchat::is_agentchat_message(object) || agentchat::is_chat_message(object);
+    agentchat::names_parties(object) || !(object_before || own_form)
+}
+
+/// The messages of a list of (step, entry), read in the list's form.
+pub(crate) fn read_entries(entries: &[(usize, &Value)]) -> Vec<AgMessage> {
+    match agentchat::form_of(entries.iter().map(|(_, v)| *v)) {
+        agentchat::Form::AgentChat => agentchat::read_agentchat(entries),
+        agentchat::Form::ChatList => agentchat::read_chat_list(entries, None),
+        agentchat::Form::CommuGraph => entries
+            .iter()
+            .filter_map(|(step, entry)| message(entry, *step))
+            .collect(),
+    }
+}
+
 /// How much of a file [`looks_like`] needs to see.
 pub const SNIFF_BYTES: usize = 64 << 10;
 
 /// True when `head` (the start of a file, [`SNIFF_BYTES`] is enough) looks like an AutoGen
-/// log: its first line, or the first element of a JSON array, is an object with `sender`
-/// or `recipient`.
+/// log: its first message ([`agentchat::first_entry`]: the first line, the first element of
+/// a JSON array, or the first message a wrapping object holds) is an object with `sender` or
+/// `recipient`, an AgentChat message (`source` and a known `type`) or a 0.2 / AG2 chat
+/// message (`role` and `content`, no `type`); never a Claude Code record.
 pub fn looks_like(head: &str) -> bool {
-    let head = head.trim_start();
-    let first = match head.strip_prefix('[') {
-        Some(rest) => serde_json::Deserializer::from_str(rest)
-            .into_iter::<Map<String, Value>>()
-            .next()
-            .and_then(Result::ok),
-        None => serde_json::from_str(head.lines().next().unwrap_or("")).ok(),
-    };
-    first.is_some_and(|o| o.contains_key("sender") || o.contains_key("recipient"))
+    agentchat::first_entry(head).is_some_and(|o| {
+        o.contains_key("sender")
+            || o.contains_key("recipient")
+            || agentchat::is_agentchat_message(&o)
+            || agentchat::is_chat_message(&o)
+    })
 }
 
 /// [`looks_like`] on the first bytes of a file.
@@ -127,13 +191,9 @@ pub fn looks_like_bytes(bytes: &[u8]) -> bool {
     looks_like(&String::from_utf8_lossy(head))
 }
 
-/// The message of one entry; `Ok(None)` when it holds no text; `Err` for `null`.
-fn message(entry: &Value, step: usize) -> Result<Option<AgMessage>, ()> {
-    let object = match entry {
-        Value::Null => return Err(()),
-        Value::Object(o) => o,
-        _ => return Ok(None),
-    };
+/// The message of one entry in CommuGraph's form; `None` when it holds no text.
+fn message(entry: &Value, step: usize) -> Option<AgMessage> {
+    let object = entry.as_object()?;
     let field = |k: &str| object.get(k).filter(|v| truthy(v));
     let sender = ["sender", "name", "from"]
         .iter()
@@ -143,10 +203,8 @@ fn message(entry: &Value, step: usize) -> Result<Option<AgMessage>, ()> {
         .or_else(|| field("to"))
         .map(js_string)
         .filter(|r| r != "all");
-    let Some(content) = content(object).filter(|c| !c.trim().is_empty()) else {
-        return Ok(None);
-    };
-    Ok(Some(AgMessage {
+    let content = content(object).filter(|c| !c.trim().is_empty())?;
+    Some(AgMessage {
         step,
         timestamp: timestamp(object, step),
         sender,
@@ -154,7 +212,7 @@ fn message(entry: &Value, step: usize) -> Result<Option<AgMessage>, ()> {
         message_type: message_type(object, &content),
         content,
         human: matches!(object.get("role"), Some(Value::String(r)) if r.eq_ignore_ascii_case("user")),
-    }))
+    })
 }
 
 fn content(object: &Map<String, Value>) -> Option<String> {
@@ -176,7 +234,7 @@ fn content(object: &Map<String, Value>) -> Option<String> {
 }
 
 /// The first readable time field, else the step's made-up time.
-fn timestamp(object: &Map<String, Value>, step: usize) -> String {
+pub(crate) fn timestamp(object: &Map<String, Value>, step: usize) -> String {
     let read = |v: &Value| -> Option<DateTime<Utc>> {
         match v {
             Value::Number(n) => {
@@ -218,7 +276,9 @@ fn parse_date(s: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.and_utc())
 }
 
-fn message_type(object: &Map<String, Value>, content: &str) -> &'static str {
+/// The type of a message: an explicit known `type`, else by `role`, `function_call` and
+/// keywords.
+pub(crate) fn message_type(object: &Map<String, Value>, content: &str) -> &'static str {
     if let Some(Value::String(t)) = object.get("type") {
         let t = t.to_lowercase();
         if let Some(known) = TYPES.iter().find(|k| **k == t) {
@@ -257,7 +317,7 @@ pub fn intent(message_type: &str) -> &'static str {
 }
 
 /// JavaScript's truthiness of a JSON value.
-fn truthy(v: &Value) -> bool {
+pub(crate) fn truthy(v: &Value) -> bool {
     match v {
         Value::Null => false,
         Value::Bool(b) => *b,
@@ -268,7 +328,7 @@ fn truthy(v: &Value) -> bool {
 }
 
 /// JavaScript's `String(value)` of a JSON value.
-fn js_string(v: &Value) -> String {
+pub(crate) fn js_string(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => "null".to_owned(),

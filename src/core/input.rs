@@ -48,9 +48,10 @@ impl SessionInput {
         self.files.iter().map(|f| f.bytes.len()).sum()
     }
 
-    /// The format of the session, told by its main file's first line: a pi session starts
-    /// with a `{"type":"session"}` header; an AutoGen log is a JSON array or starts with an
-    /// object with `sender` or `recipient`; anything else is read as Claude Code.
+    /// The format of the session, told by its main file's start: a pi session starts with a
+    /// `{"type":"session"}` header; an AutoGen log's first message has `sender` or
+    /// `recipient`, or is an AgentChat or 0.2 chat message ([`super::autogen::looks_like`]);
+    /// anything else is read as Claude Code.
     pub fn detect_format(&self) -> Format {
         let Some(main) = self.main_index().map(|i| &self.files[i].bytes) else {
             return Format::ClaudeCode;
@@ -76,7 +77,8 @@ pub enum Format {
     ClaudeCode,
     /// pi: one file, a header and a tree of entries (v1, v2 or v3).
     Pi,
-    /// AutoGen: sender and recipient messages, JSON lines or a JSON array (one file).
+    /// AutoGen (one file): sender and recipient messages, JSON lines or a JSON array, or
+    /// AutoGen's own AgentChat and 0.2 dumps.
     Autogen,
 }
 

@@ -16,6 +16,7 @@
 //! Everything here is synchronous and free of I/O so that the server, the command line
 //! and the tests share exactly the same code.
 
+pub mod agentchat;
 pub mod autogen;
 pub mod classify;
 pub mod dedup;

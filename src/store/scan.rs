@@ -1,12 +1,15 @@
 //! Finding sessions in a configured directory (`~/.claude/projects` or any tree below it).
 //!
 //! Every `*.jsonl` file not named `agent-*` is a session's main log (a session's
-//! `subagents/` folder holds only `agent-*` files); its id is the file's stem (the Claude Code session uuid). Only the
+//! `subagents/` folder holds only `agent-*` files), and so is a `*.json` file whose content
+//! is an AutoGen log (an AgentChat or `chat_messages` dump); its id is the file's stem (the
+//! Claude Code session uuid). Only the
 //! configured directories are walked, and nothing else is ever read: symbolic links are
 //! not followed, and a log is opened as every file of a sessions directory is
 //! ([`super::confined`]).
 
 use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -86,8 +89,10 @@ pub fn scan_dir(root: &Path, taken: &mut HashSet<String>, mut progress: impl FnM
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
+            let extension = path.extension().map(|e| e.to_ascii_lowercase());
+            let is_json = extension.as_deref() == Some(OsStr::new("json"));
             let is_log = kind.is_file()
-                && path.extension().is_some_and(|e| e.eq_ignore_ascii_case("jsonl"))
+                && (is_json || extension.as_deref() == Some(OsStr::new("jsonl")))
                 && FileRole::of(&name) == FileRole::Main;
             if !is_log {
                 continue;
@@ -99,6 +104,9 @@ pub fn scan_dir(root: &Path, taken: &mut HashSet<String>, mut progress: impl FnM
                     continue;
                 }
             };
+            if is_json && format != Format::Autogen {
+                continue;
+            }
             let stem = path
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -159,9 +167,8 @@ fn inspect(root: &SessionsRoot, log: &Path) -> Result<(fs::Metadata, Format), St
     Ok((meta, format_of(file)))
 }
 
-/// The format of a log, from its first line (a pi session starts with a
-/// `{"type":"session"}` header; an AutoGen log with a JSON array or a message object with
-/// `sender` or `recipient`).
+/// The format of a log, from its start (a pi session starts with a `{"type":"session"}`
+/// header; an AutoGen log's first message is told by [`crate::core::autogen::looks_like`]).
 fn format_of(file: fs::File) -> Format {
     let mut head = Vec::with_capacity(4096);
     let read = file.take(64 * 1024).read_to_end(&mut head);
@@ -201,5 +208,30 @@ mod tests {
         assert_eq!(got[1], ("pi", "proj-b", Format::Pi));
         assert!(got[2].0.starts_with("s1-") && got[2].1 == "proj-b", "{got:?}");
         assert!(found.skipped.is_empty());
+    }
+
+    #[test]
+    fn agentchat_and_chat_message_dumps_on_disk_are_autogen_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::create_dir_all(d.join("team")).unwrap();
+        let task_result = "{\n  \"messages\": [\n    {\"source\": \"user\", \"type\": \"TextMessage\", \"content\": \"hi\"}\n  ]\n}\n";
+        fs::write(d.join("team/run.json"), task_result).unwrap();
+        let chat = "{\"chat_manager\": [{\"role\": \"user\", \"name\": \"A\", \"content\": \"x\"}]}";
+        fs::write(d.join("team/chat.json"), chat).unwrap();
+        let claude = "{\"type\":\"user\",\"uuid\":\"u\",\"message\":{\"role\":\"user\",\"content\":\"x\"}}\n";
+        fs::write(d.join("team/claude.jsonl"), claude).unwrap();
+        let mut taken = HashSet::new();
+        let found = scan_dir(d, &mut taken, |_| {});
+        let mut got: Vec<(&str, Format)> = found.sessions.iter().map(|s| (s.id.as_str(), s.format)).collect();
+        got.sort_by_key(|(id, _)| *id);
+        assert_eq!(
+            got,
+            vec![
+                ("chat", Format::Autogen),
+                ("claude", Format::ClaudeCode),
+                ("run", Format::Autogen)
+            ]
+        );
     }
 }

@@ -129,3 +129,305 @@ async fn bad_autogen_logs_get_commugraphs_errors() {
     }
     server.stop().await;
 }
+
+/// A real AutoGen dump kept under `fixtures/autogen/` (see the README beside each).
+struct Dump {
+    path: &'static str,
+    /// Every node the graph has.
+    nodes: &'static [&'static str],
+    /// (source, target, weight) of every edge.
+    edges: &'static [(&'static str, &'static str, u64)],
+}
+
+const DUMPS: [Dump; 4] = [
+    Dump {
+        path: "autogen/agentchat/swarm_task_result.json",
+        nodes: &[
+            "user",
+            "planner",
+            "tools",
+            "financial_analyst",
+            "news_analyst",
+            "writer",
+        ],
+        edges: &[
+            ("user", "planner", 1),
+            ("planner", "tools", 3),
+            ("planner", "financial_analyst", 1),
+            ("planner", "news_analyst", 1),
+            ("planner", "writer", 2),
+            ("tools", "planner", 3),
+            ("tools", "financial_analyst", 2),
+            ("tools", "news_analyst", 2),
+            ("tools", "writer", 1),
+            ("financial_analyst", "tools", 2),
+            ("financial_analyst", "planner", 2),
+            ("news_analyst", "tools", 2),
+            ("news_analyst", "planner", 3),
+            ("writer", "tools", 1),
+            ("writer", "planner", 1),
+        ],
+    },
+    Dump {
+        path: "autogen/agentchat/selector_messages.json",
+        nodes: &[
+            "user",
+            "PlanningAgent",
+            "WebSearchAgent",
+            "tools",
+            "DataAnalystAgent",
+        ],
+        edges: &[
+            ("user", "PlanningAgent", 1),
+            ("PlanningAgent", "WebSearchAgent", 1),
+            ("PlanningAgent", "DataAnalystAgent", 1),
+            ("WebSearchAgent", "tools", 3),
+            ("WebSearchAgent", "DataAnalystAgent", 4),
+            ("tools", "WebSearchAgent", 3),
+            ("tools", "DataAnalystAgent", 1),
+            ("DataAnalystAgent", "tools", 1),
+            ("DataAnalystAgent", "PlanningAgent", 1),
+        ],
+    },
+    Dump {
+        path: "autogen/chat_messages/groupchat_chat_result.json",
+        nodes: &["assistant", "Planner", "Engineer", "Executor", "Scientist"],
+        edges: &[
+            ("assistant", "Planner", 1),
+            ("assistant", "Engineer", 1),
+            ("assistant", "Scientist", 1),
+            ("Planner", "assistant", 1),
+            ("Engineer", "Executor", 1),
+            ("Executor", "Scientist", 1),
+            ("Scientist", "assistant", 1),
+        ],
+    },
+    Dump {
+        path: "autogen/chat_messages/fsm_chat_messages.json",
+        nodes: &["assistant", "A1", "A2", "B0", "B1", "B2", "C0", "C1", "C2"],
+        edges: &[
+            ("assistant", "A1", 1),
+            ("assistant", "B0", 1),
+            ("A1", "A2", 1),
+            ("A2", "assistant", 1),
+            ("B0", "B1", 1),
+            ("B0", "C0", 1),
+            ("B1", "B2", 1),
+            ("B2", "B0", 1),
+            ("C0", "C1", 1),
+            ("C1", "C2", 1),
+            ("C2", "C1", 1),
+        ],
+    },
+];
+
+fn dump_bytes(dump: &Dump) -> Vec<u8> {
+    std::fs::read(crate::helpers::fixture(dump.path)).unwrap()
+}
+
+/// The edges of a graph body as (source, target, weight).
+fn edges_of(graph: &Value) -> Vec<(String, String, u64)> {
+    graph["graph"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["source"].as_str().unwrap().to_owned(),
+                e["target"].as_str().unwrap().to_owned(),
+                e["weight"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn node_ids(graph: &Value) -> Vec<String> {
+    graph["graph"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Checks one uploaded dump's graph, steps, metrics, chat log and units.
+async fn check_dump(server: &TestServer, id: &str, dump: &Dump) {
+    let graph = server.get(&format!("/api/graph/{id}")).await;
+    assert_eq!(graph.status, StatusCode::OK, "{}", graph.json);
+    let nodes = node_ids(&graph.json);
+    let edges = edges_of(&graph.json);
+    eprintln!("{}: nodes {nodes:?}\n edges {edges:?}", dump.path);
+    assert_eq!(nodes, dump.nodes, "{}", dump.path);
+    let expected: Vec<(String, String, u64)> = dump
+        .edges
+        .iter()
+        .map(|(s, t, w)| ((*s).to_owned(), (*t).to_owned(), *w))
+        .collect();
+    assert_eq!(edges, expected, "{}", dump.path);
+    for (s, t, _) in &edges {
+        assert!(
+            nodes.contains(s) && nodes.contains(t),
+            "edge {s} -> {t} to a missing node"
+        );
+        assert_ne!(s, t, "no edge from a party to itself");
+    }
+    let units = server.get(&format!("/api/graph/{id}/annotations")).await;
+    assert_eq!(units.status, StatusCode::OK, "{}", units.json);
+    let units = units.json["annotations"].as_array().unwrap().clone();
+    let addressed = units.iter().filter(|u| u["receiver"].is_string()).count() as u64;
+    let total: u64 = edges.iter().map(|(_, _, w)| w).sum();
+    assert_eq!(total, addressed, "edge weights sum to the addressed messages");
+    for u in &units {
+        let event = u["event_id"].as_str().unwrap();
+        assert!(event.starts_with("M:"), "{event}");
+        assert!(u["actor_id"].is_string() && u["intent"].is_string(), "{u}");
+    }
+    let metrics = server.get(&format!("/api/graph/{id}/metrics")).await;
+    assert_eq!(metrics.json["node_count"], nodes.len(), "{}", metrics.json);
+    assert!(
+        metrics.json["density"].as_f64().unwrap() > 0.0,
+        "{}",
+        metrics.json
+    );
+    let chatlog = server.get(&format!("/api/graph/{id}/chatlog")).await;
+    assert_eq!(chatlog.json["total"], addressed, "{}", chatlog.json);
+    let total_steps = graph.json["graph"]["total_steps"].as_u64().unwrap();
+    let mut last = 0;
+    for step in 0..=total_steps {
+        let cut = server.get(&format!("/api/graph/{id}?step={step}")).await;
+        let sum: u64 = edges_of(&cut.json).iter().map(|(_, _, w)| w).sum();
+        assert!(sum >= last, "?step={step} is monotone");
+        last = sum;
+    }
+    assert_eq!(last, total, "the last step shows the whole graph");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_autogen_dumps_are_read_with_derived_receivers() {
+    let server = TestServer::start(Options::default()).await;
+    for dump in &DUMPS {
+        let name = dump.path.rsplit('/').next().unwrap().to_owned();
+        let files = vec![(name.clone(), dump_bytes(dump))];
+        let up = server
+            .upload_multipart(&[("framework", "autogen")], "file", &files)
+            .await;
+        assert_eq!(up.status, StatusCode::OK, "{}: {}", dump.path, up.json);
+        assert_eq!(up.json["framework"], "autogen");
+        let id = up.json["graph_id"].as_str().unwrap().to_owned();
+        check_dump(&server, &id, dump).await;
+        let raw = server
+            .upload_raw(&format!("filename={name}"), dump_bytes(dump))
+            .await;
+        assert_eq!(raw.status, StatusCode::OK, "{}: {}", dump.path, raw.json);
+        assert_eq!(raw.json["framework"], "autogen", "told from its content");
+        assert_eq!(raw.json["edge_count"], up.json["edge_count"]);
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentchat_units_carry_the_derived_receiver_and_intent() {
+    let server = TestServer::start(Options::default()).await;
+    let files = vec![("swarm_task_result.json".to_owned(), dump_bytes(&DUMPS[0]))];
+    let up = server
+        .upload_multipart(&[("framework", "AutoGen")], "file", &files)
+        .await;
+    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    assert_eq!(up.json["message_count"], 27, "{}", up.json);
+    let units = server.get(&format!("/api/graph/{id}/annotations")).await;
+    let unit = |event: &str| {
+        units.json["annotations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["event_id"] == event)
+            .unwrap_or_else(|| panic!("{event}"))
+            .clone()
+    };
+    let expect = [
+        ("M:0", "user", "planner", "user_turn"),
+        ("M:1", "planner", "tools", "coordination"),
+        ("M:2", "tools", "planner", "information_response"),
+        ("M:3", "planner", "financial_analyst", "delegation"),
+        ("M:26", "planner", "writer", "information_response"),
+    ];
+    for (event, actor, receiver, kind) in expect {
+        let u = unit(event);
+        assert_eq!(u["actor_id"], actor, "{event}: {u}");
+        assert_eq!(u["receiver"], receiver, "{event}: {u}");
+        if kind == "user_turn" {
+            assert_eq!(u["unit_type"], "user_turn", "{event}: {u}");
+        } else {
+            assert_eq!(u["intent"], kind, "{event}: {u}");
+        }
+    }
+    let chatlog = server.get(&format!("/api/graph/{id}/chatlog")).await;
+    let first = &chatlog.json["messages"][1];
+    assert_eq!(first["displayStepLabel"], "#1");
+    assert_eq!(first["content"], "transfer_to_financial_analyst({})");
+    let small = server.get(&format!("/api/graph/{id}?step=3")).await;
+    insta::assert_json_snapshot!("agentchat_swarm_step_3", small.json);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_agentchat_dumps_get_commugraphs_errors() {
+    let server = TestServer::start(Options::default()).await;
+    for (body, message) in [
+        ("{\"messages\": []}", "No valid messages found in log"),
+        (
+            "{\"messages\": [{\"source\": \"a\", \"type\": \"TextMessage\", \"content\": \" \"}]}",
+            "No valid messages found in log",
+        ),
+        ("{\n  \"messages\": [\n", "Invalid JSON on line 1"),
+        ("{\"messages\": [null]}", "Failed to parse AutoGen log"),
+        (
+            "{\"chat_manager\": [{\"role\": \"user\", \"content\": \"\"}]}",
+            "No valid messages found in log",
+        ),
+    ] {
+        let got = server
+            .upload_raw("framework=autogen&filename=dump.json", body.as_bytes().to_vec())
+            .await;
+        assert_eq!(got.status, StatusCode::BAD_REQUEST, "{body}: {}", got.json);
+        assert_eq!(got.json["error"], "Parse Error", "{body}");
+        assert_eq!(got.json["message"], message, "{body}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autogen_json_dumps_in_a_sessions_directory_are_served() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![crate::helpers::fixture("autogen")],
+        ..Options::default()
+    })
+    .await;
+    let list = server.get("/api/sessions").await;
+    let mut ids: Vec<String> = list.json["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        [
+            "fsm_chat_messages",
+            "groupchat_chat_result",
+            "selector_messages",
+            "swarm_task_result"
+        ],
+        "the READMEs are not sessions: {}",
+        list.json
+    );
+    for dump in &DUMPS {
+        let stem = dump.path.rsplit('/').next().unwrap().trim_end_matches(".json");
+        let info = server.get(&format!("/api/graph/{stem}/info")).await;
+        assert_eq!(info.status, StatusCode::OK, "{stem}: {}", info.json);
+        assert_eq!(info.json["framework"], "autogen", "{stem}");
+        assert_eq!(info.json["edge_count"], dump.edges.len(), "{stem}");
+    }
+    server.stop().await;
+}

@@ -248,3 +248,92 @@ proptest! {
         check(&lines)?;
     }
 }
+
+/// The keys of AutoGen's own dumps (AgentChat and 0.2 / AG2).
+const AUTOGEN_KEYS: [&str; 12] = [
+    "source",
+    "type",
+    "content",
+    "target",
+    "role",
+    "name",
+    "tool_calls",
+    "function_call",
+    "tool_responses",
+    "created_at",
+    "models_usage",
+    "arguments",
+];
+
+/// An AutoGen dump entry: its keys with values of any type, or a known AgentChat type.
+fn any_autogen_entry() -> impl Strategy<Value = Value> {
+    use sessiongraph::core::agentchat;
+    let value = prop_oneof![
+        any_json(),
+        prop::sample::select(
+            [
+                agentchat::AGENTCHAT_TYPES.as_slice(),
+                agentchat::MODEL_CONTEXT_TYPES.as_slice()
+            ]
+            .concat()
+        )
+        .prop_map(|t| Value::String(t.to_owned())),
+        prop::sample::select(vec!["a", "b", "user", "tools", "assistant", "tool"])
+            .prop_map(|s| Value::String(s.to_owned())),
+    ];
+    prop::collection::vec((prop::sample::select(AUTOGEN_KEYS.to_vec()), value), 0..6)
+        .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()))
+}
+
+/// `entries` as one of the shapes a dump comes in.
+fn autogen_document(entries: Vec<Value>, shape: u8) -> Vec<u8> {
+    let document = match shape {
+        0 => Value::Array(entries),
+        1 => json!({ "messages": entries }),
+        2 => json!({ "agent_states": { "manager": { "message_thread": entries } } }),
+        3 => json!({ "chat_manager": entries }),
+        _ => {
+            let lines: Vec<String> = entries.iter().map(Value::to_string).collect();
+            return lines.join("\n").into_bytes();
+        }
+    };
+    serde_json::to_vec_pretty(&document).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn autogen_dumps_with_fields_of_any_type_keep_their_edges_on_nodes(
+        entries in prop::collection::vec(any_autogen_entry(), 0..12),
+        shape in 0u8..5,
+    ) {
+        use sessiongraph::core::autogen;
+        use sessiongraph::core::views::autogen_graph;
+        if shape == 4 && !entries.is_empty() {
+            let lines = autogen_document(entries.clone(), 4);
+            let array = autogen_document(entries.clone(), 0);
+            prop_assert_eq!(
+                autogen::parse(&String::from_utf8_lossy(&lines)),
+                autogen::parse(&String::from_utf8_lossy(&array)),
+                "JSON lines read as the same entries in an array"
+            );
+        }
+        let bytes = autogen_document(entries, shape);
+        let _ = autogen::looks_like_bytes(&bytes);
+        let _ = autogen::looks_like_bytes(&bytes[..bytes.len() / 2]);
+        let Ok(messages) = autogen::parse(&String::from_utf8_lossy(&bytes)) else {
+            return Ok(());
+        };
+        for m in &messages {
+            prop_assert_ne!(Some(&m.sender), m.receiver.as_ref(), "no message to its sender");
+        }
+        let graph = serde_json::to_value(autogen_graph::graph(&messages, None)).unwrap();
+        let nodes: Vec<&Value> = graph["graph"]["nodes"].as_array().unwrap().iter().map(|n| &n["id"]).collect();
+        for e in graph["graph"]["edges"].as_array().unwrap() {
+            prop_assert!(nodes.contains(&&e["source"]) && nodes.contains(&&e["target"]));
+        }
+        let _ = serde_json::to_value(autogen_graph::metrics(&messages)).unwrap();
+        let _ = serde_json::to_value(autogen_graph::chatlog(&messages)).unwrap();
+    }
+}

@@ -1,0 +1,814 @@
+//! AutoGen's own message dumps, read onto the same [`AgMessage`]s as CommuGraph's
+//! sender/recipient form: AgentChat (0.4+) message lists (`source`, `type`, `content`), bare
+//! or wrapped in a `TaskResult` (`messages`), a `task_result`, or a team state's
+//! `message_thread` (autogen-core's model-context messages, `UserMessage`, `AssistantMessage`,
+//! `FunctionExecutionResultMessage`, `SystemMessage`, as an agent's state keeps them, are read
+//! the same way); and the older (0.2 / AG2) `{role, name?, content}` lists: a GroupChat's
+//! `messages`, a `ChatResult`'s `chat_history`, or an agent's `chat_messages` (a dict keyed by
+//! the peer agent).
+//!
+//! Neither names a receiver, so one is derived: a handoff goes to its
+//! `target`, a speaker selection to the speaker it selects, a tool call to the [`TOOLS`]
+//! party and its result from [`TOOLS`] back to the caller; any other message goes to the next
+//! speaker in turn order (the sender of the next message from someone else), the last one to
+//! the previous speaker, and a log with one speaker to `user`.
+
+use serde_json::{Map, Value};
+
+use super::autogen::{js_string, message_type, timestamp, truthy, AgMessage, AutogenError};
+
+/// The party tool calls go to and tool results come from.
+pub const TOOLS: &str = "tools";
+
+/// The AgentChat message and event types (autogen-agentchat 0.4+) that mark a dump as one.
+pub const AGENTCHAT_TYPES: [&str; 15] = [
+    "TextMessage",
+    "MultiModalMessage",
+    "StopMessage",
+    "HandoffMessage",
+    "StructuredMessage",
+    "ToolCallRequestEvent",
+    "ToolCallExecutionEvent",
+    "ToolCallSummaryMessage",
+    "UserInputRequestedEvent",
+    "MemoryQueryEvent",
+    "ModelClientStreamingChunkEvent",
+    "ThoughtEvent",
+    "SelectSpeakerEvent",
+    "CodeGenerationEvent",
+    "CodeExecutionEvent",
+];
+
+/// The model-context message types (autogen-core's `LLMMessage`s, as an agent's state and
+/// chat history files keep them), read as AgentChat messages are.
+pub const MODEL_CONTEXT_TYPES: [&str; 4] = [
+    "UserMessage",
+    "AssistantMessage",
+    "SystemMessage",
+    "FunctionExecutionResultMessage",
+];
+
+/// The roles of a 0.2 / AG2 chat message.
+const ROLES: [&str; 5] = ["user", "assistant", "system", "tool", "function"];
+
+/// Keys that make an entry CommuGraph's sender/recipient form.
+const COMMUGRAPH_KEYS: [&str; 4] = ["sender", "recipient", "from", "to"];
+
+/// Keys of a Claude Code record, which is never an AutoGen message.
+const CLAUDE_KEYS: [&str; 3] = ["uuid", "sessionId", "parentUuid"];
+
+/// The form of a list of entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// CommuGraph's sender/recipient messages.
+    CommuGraph,
+    /// AgentChat messages and events (`source`, `type`).
+    AgentChat,
+    /// 0.2 / AG2 chat messages (`role`, `content`, `name`).
+    ChatList,
+}
+
+/// True for an AgentChat message: a string `source` and a known AgentChat (or model-context)
+/// `type`.
+pub fn is_agentchat_message(object: &Map<String, Value>) -> bool {
+    let known = matches!(object.get("type"), Some(Value::String(t))
+        if AGENTCHAT_TYPES.contains(&t.as_str()) || MODEL_CONTEXT_TYPES.contains(&t.as_str()));
+    known && object.get("source").is_some_and(Value::is_string) && !is_claude(object)
+}
+
+/// True for a 0.2 / AG2 chat message: a known `role` and a `content` key, no `type`.
+pub fn is_chat_message(object: &Map<String, Value>) -> bool {
+    let role = matches!(object.get("role"), Some(Value::String(r)) if ROLES.contains(&r.as_str()));
+    role && object.contains_key("content") && !object.contains_key("type") && !is_claude(object)
+}
+
+/// True for an entry of CommuGraph's form: it has a `sender`, `recipient`, `from` or `to`.
+pub fn names_parties(object: &Map<String, Value>) -> bool {
+    COMMUGRAPH_KEYS.iter().any(|k| object.contains_key(*k))
+}
+
+fn is_claude(object: &Map<String, Value>) -> bool {
+    CLAUDE_KEYS.iter().any(|k| object.contains_key(*k))
+}
+
+/// The form of `entries`: CommuGraph's when any entry has a sender or recipient key, else
+/// the form of the first object entry.
+pub fn form_of<'a>(entries: impl Iterator<Item = &'a Value> + Clone) -> Form {
+    let mut objects = entries.filter_map(Value::as_object);
+    if objects.clone().any(names_parties) {
+        return Form::CommuGraph;
+    }
+    match objects.next() {
+        Some(o) if is_agentchat_message(o) => Form::AgentChat,
+        Some(o) if is_chat_message(o) => Form::ChatList,
+        _ => Form::CommuGraph,
+    }
+}
+
+/// What a whole-document JSON object holds.
+#[derive(Debug)]
+pub enum Wrapped<'a> {
+    /// One list of messages (`messages`, `message_thread`, `chat_history`).
+    List(&'a [Value]),
+    /// `chat_messages`: the peer's name and the conversation with it, per peer.
+    Dict(Vec<(&'a str, &'a [Value])>),
+}
+
+/// The messages a whole-document object wraps: a `TaskResult` or `{"messages": [...]}`, a
+/// `{"task_result": {...}}`, a manager's or a team's state (`message_thread`, also under
+/// `agent_states`), an agent's state (`llm_messages`, `llm_context.messages`), a `ChatResult`
+/// (`chat_history`), or a `chat_messages` dict; `None` for anything else (a CommuGraph
+/// entry, a Claude Code record).
+pub fn unwrap(object: &Map<String, Value>) -> Option<Wrapped<'_>> {
+    if is_claude(object) || names_parties(object) {
+        return None;
+    }
+    for key in ["messages", "message_thread", "chat_history", "llm_messages"] {
+        if let Some(Value::Array(list)) = object.get(key) {
+            return Some(Wrapped::List(list));
+        }
+    }
+    for key in ["task_result", "llm_context"] {
+        if let Some(Value::Object(inner)) = object.get(key) {
+            return unwrap(inner);
+        }
+    }
+    if let Some(Value::Object(states)) = object.get("agent_states") {
+        return states
+            .values()
+            .filter_map(|s| match s.get("message_thread") {
+                Some(Value::Array(list)) => Some(Wrapped::List(list)),
+                _ => None,
+            })
+            .next();
+    }
+    chat_messages(object).map(Wrapped::Dict)
+}
+
+/// A `chat_messages` dict: every value a list of chat messages (or `null`s), one not empty.
+fn chat_messages(object: &Map<String, Value>) -> Option<Vec<(&str, &[Value])>> {
+    let mut peers = Vec::with_capacity(object.len());
+    for (peer, list) in object {
+        let list = list.as_array()?;
+        let chat = |v: &Value| v.is_null() || v.as_object().is_some_and(is_chat_message);
+        if !list.iter().all(chat) {
+            return None;
+        }
+        peers.push((peer.as_str(), list.as_slice()));
+    }
+    peers.iter().any(|(_, list)| !list.is_empty()).then_some(peers)
+}
+
+/// The first message of a file's head (the first [`super::autogen::SNIFF_BYTES`]), for
+/// telling its format: the first element of a JSON array, the first line's object (or, if
+/// that wraps a list, its first message), or the first message of a wrapping object that
+/// spans lines, even when the head cuts it short.
+pub fn first_entry(head: &str) -> Option<Map<String, Value>> {
+    let head = head.trim_start();
+    if let Some(rest) = head.strip_prefix('[') {
+        return first_object(rest);
+    }
+    if !head.starts_with('{') {
+        return None;
+    }
+    let line: Option<Map<String, Value>> = serde_json::from_str(head.lines().next().unwrap_or("")).ok();
+    if let Some(object) = line {
+        return Some(first_of_wrapped(&object).unwrap_or(object));
+    }
+    if let Ok(Value::Object(object)) = serde_json::from_str::<Value>(head) {
+        return first_of_wrapped(&object);
+    }
+    let first_line = head.lines().next().unwrap_or("");
+    if CLAUDE_KEYS
+        .iter()
+        .any(|k| first_line.contains(&format!("\"{k}\"")))
+    {
+        return None;
+    }
+    first_in_cut_object(head)
+}
+
+fn first_of_wrapped(object: &Map<String, Value>) -> Option<Map<String, Value>> {
+    let first = match unwrap(object)? {
+        Wrapped::List(list) => list.iter().find_map(Value::as_object),
+        Wrapped::Dict(peers) => peers
+            .iter()
+            .flat_map(|(_, l)| l.iter())
+            .find_map(Value::as_object),
+    };
+    first.cloned()
+}
+
+/// The first message of a wrapping object the head cuts short: the first element of the
+/// list under a `messages`, `message_thread` or `chat_history` key, or under the object's
+/// first key (a `chat_messages` dict).
+fn first_in_cut_object(head: &str) -> Option<Map<String, Value>> {
+    for key in ["\"messages\"", "\"message_thread\"", "\"chat_history\""] {
+        let found = head
+            .match_indices(key)
+            .find_map(|(at, _)| first_in_list_value(&head[at + key.len()..]));
+        if found.is_some() {
+            return found;
+        }
+    }
+    let body = head.strip_prefix('{')?;
+    let mut keys = serde_json::Deserializer::from_str(body).into_iter::<String>();
+    keys.next()?.ok()?;
+    let after_key = &body[keys.byte_offset()..];
+    first_in_list_value(after_key).filter(is_chat_message)
+}
+
+/// `s` is `: [ {...}` (with any whitespace): the object.
+fn first_in_list_value(s: &str) -> Option<Map<String, Value>> {
+    let s = s.trim_start().strip_prefix(':')?.trim_start().strip_prefix('[')?;
+    first_object(s)
+}
+
+fn first_object(s: &str) -> Option<Map<String, Value>> {
+    serde_json::Deserializer::from_str(s)
+        .into_iter::<Map<String, Value>>()
+        .next()
+        .and_then(Result::ok)
+}
+
+/// How a message's receiver is found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Route {
+    /// The next speaker in turn order.
+    Turn,
+    /// A named party.
+    To(String),
+    /// A tool result: back to the sender of the last tool call.
+    Caller,
+}
+
+/// A message read, its receiver not yet known.
+#[derive(Debug)]
+struct Draft {
+    message: AgMessage,
+    route: Route,
+    /// True when the sender takes a turn (not the tools, not a speaker selection).
+    speaks: bool,
+}
+
+/// Reads an AgentChat list of (step, entry).
+pub fn read_agentchat(entries: &[(usize, &Value)]) -> Vec<AgMessage> {
+    let drafts = entries
+        .iter()
+        .filter_map(|(step, entry)| agentchat_draft(entry.as_object()?, *step))
+        .collect();
+    route(drafts)
+}
+
+/// The draft of one AgentChat message, or `None` when it holds no text or is a streamed
+/// chunk (the whole message follows it).
+fn agentchat_draft(object: &Map<String, Value>, step: usize) -> Option<Draft> {
+    let kind = object.get("type").and_then(Value::as_str).unwrap_or("");
+    if kind == "ModelClientStreamingChunkEvent" {
+        return None;
+    }
+    let source = object
+        .get("source")
+        .filter(|v| truthy(v))
+        .map_or_else(|| "unknown".to_owned(), js_string);
+    let content = object.get("content").map(render).unwrap_or_default();
+    if content.trim().is_empty() {
+        return None;
+    }
+    let calls = kind == "AssistantMessage" && object.get("content").is_some_and(Value::is_array);
+    let (sender, route, message_type) = match kind {
+        "AssistantMessage" if calls => (source, Route::To(TOOLS.to_owned()), "action"),
+        "FunctionExecutionResultMessage" => (TOOLS.to_owned(), Route::Caller, "observation"),
+        "SystemMessage" => ("system".to_owned(), Route::Turn, "system"),
+        "HandoffMessage" => match object.get("target").filter(|v| truthy(v)) {
+            Some(target) => (source, Route::To(js_string(target)), "delegation"),
+            None => (source, Route::Turn, "delegation"),
+        },
+        "SelectSpeakerEvent" => match selected(object) {
+            Some(speaker) => (source, Route::To(speaker), "system"),
+            None => (source, Route::Turn, "system"),
+        },
+        "ToolCallRequestEvent" => (source, Route::To(TOOLS.to_owned()), "action"),
+        "ToolCallExecutionEvent" => (TOOLS.to_owned(), Route::To(source), "observation"),
+        "ThoughtEvent" => (source, Route::Turn, "thought"),
+        "StopMessage" => (source, Route::Turn, "system"),
+        _ => (source, Route::Turn, message_type(object, &content)),
+    };
+    let speaks = sender != TOOLS && kind != "SelectSpeakerEvent";
+    Some(Draft {
+        message: AgMessage {
+            step,
+            timestamp: timestamp(object, step),
+            sender,
+            receiver: None,
+            message_type,
+            content,
+            human: false,
+        },
+        route,
+        speaks,
+    })
+}
+
+/// The first speaker a `SelectSpeakerEvent` selects.
+fn selected(object: &Map<String, Value>) -> Option<String> {
+    match object.get("content")? {
+        Value::Array(names) => names.iter().find(|v| truthy(v)).map(js_string),
+        Value::String(name) if !name.is_empty() => Some(name.clone()),
+        _ => None,
+    }
+}
+
+/// The text of an AgentChat `content`: a string; a list of function calls (`name(arguments)`),
+/// of function results (their `content`), of strings and images (`[image]`), one a line; any
+/// other value as JSON.
+fn render(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        Value::Array(items) => items
+            .iter()
+            .map(render_item)
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    }
+}
+
+fn render_item(item: &Value) -> String {
+    let Value::Object(o) = item else {
+        return match item {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        };
+    };
+    if let (Some(name), Some(arguments)) = (o.get("name"), o.get("arguments")) {
+        let arguments = match arguments {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        return format!("{}({arguments})", js_string(name));
+    }
+    if o.contains_key("call_id") || o.contains_key("tool_call_id") {
+        return o.get("content").map(render).unwrap_or_default();
+    }
+    if o.contains_key("data") || o.get("type").and_then(Value::as_str) == Some("image") {
+        return "[image]".to_owned();
+    }
+    item.to_string()
+}
+
+/// Reads a 0.2 / AG2 list of `{role, name?, content, tool_calls?, function_call?}`, `peer` the
+/// `chat_messages` key it was saved under (if any).
+pub fn read_chat_list(entries: &[(usize, &Value)], peer: Option<&str>) -> Vec<AgMessage> {
+    let drafts = entries
+        .iter()
+        .filter_map(|(step, entry)| chat_draft(entry.as_object()?, *step, peer))
+        .collect();
+    route(drafts)
+}
+
+/// The draft of one 0.2 / AG2 message, or `None` when it holds no text. The sender is `name`,
+/// else by role: `user` the peer (or `user`), `tool`/`function` the tools, any other the role
+/// (the agent who saved the list, whose name it does not hold, is `assistant`).
+fn chat_draft(object: &Map<String, Value>, step: usize, peer: Option<&str>) -> Option<Draft> {
+    let role = object.get("role").and_then(Value::as_str).unwrap_or("");
+    let named = object.get("name").filter(|v| truthy(v)).map(js_string);
+    let calls = calls(object);
+    let result = matches!(role, "tool" | "function");
+    let sender = match (result, named, role) {
+        (true, _, _) => TOOLS.to_owned(),
+        (false, Some(name), _) => name,
+        (false, None, "user") => peer.unwrap_or("user").to_owned(),
+        (false, None, "") => "unknown".to_owned(),
+        (false, None, other) => other.to_owned(),
+    };
+    let mut content = object.get("content").map(render).unwrap_or_default();
+    if content.trim().is_empty() {
+        content = if result {
+            object.get("tool_responses").map(render).unwrap_or_default()
+        } else {
+            calls.clone().unwrap_or_default()
+        };
+    }
+    if content.trim().is_empty() {
+        return None;
+    }
+    let (route, kind) = match (result, calls.is_some()) {
+        (true, _) => (Route::Caller, "observation"),
+        (false, true) => (Route::To(TOOLS.to_owned()), "action"),
+        (false, false) => (Route::Turn, message_type(object, &content)),
+    };
+    Some(Draft {
+        speaks: !result,
+        message: AgMessage {
+            step,
+            timestamp: timestamp(object, step),
+            sender,
+            receiver: None,
+            message_type: kind,
+            content,
+            human: false,
+        },
+        route,
+    })
+}
+
+/// A message's tool or function calls as `name(arguments)` lines, if it makes any.
+fn calls(object: &Map<String, Value>) -> Option<String> {
+    let mut lines = Vec::new();
+    if let Some(Value::Array(tool_calls)) = object.get("tool_calls") {
+        lines.extend(
+            tool_calls
+                .iter()
+                .filter_map(|c| c.get("function"))
+                .map(render_item),
+        );
+    }
+    if let Some(call) = object.get("function_call").filter(|v| truthy(v)) {
+        lines.push(render_item(call));
+    }
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// Gives every draft its receiver (the rule is the module's): a named party for
+/// [`Route::To`]; the sender of the last tool call for [`Route::Caller`]; else, and for a
+/// result no call precedes, the next speaker other than the sender, else the previous one,
+/// else `user` (none for `user` itself). Nothing goes from a party to itself.
+fn route(drafts: Vec<Draft>) -> Vec<AgMessage> {
+    let mut next = other_speakers(drafts.iter().rev());
+    next.reverse();
+    let previous = other_speakers(drafts.iter());
+    let mut caller: Option<String> = None;
+    let mut messages = Vec::with_capacity(drafts.len());
+    for ((draft, next), previous) in drafts.into_iter().zip(next).zip(previous) {
+        let mut m = draft.message;
+        let turn = next
+            .or(previous)
+            .or_else(|| (m.sender != "user").then(|| "user".to_owned()));
+        let receiver = match draft.route {
+            Route::To(party) => Some(party),
+            Route::Caller => caller.clone().or(turn),
+            Route::Turn => turn,
+        };
+        if receiver.as_deref() == Some(TOOLS) {
+            caller = Some(m.sender.clone());
+        }
+        m.receiver = receiver.filter(|r| *r != m.sender);
+        messages.push(m);
+    }
+    messages
+}
+
+/// For each draft in the order given, the nearest speaker seen before it (in that order)
+/// whose name differs from the draft's sender.
+fn other_speakers<'a>(drafts: impl Iterator<Item = &'a Draft>) -> Vec<Option<String>> {
+    let mut nearest: Option<&str> = None;
+    let mut other_than_nearest: Option<&str> = None;
+    let mut out = Vec::new();
+    for d in drafts {
+        let sender = d.message.sender.as_str();
+        let pick = if nearest == Some(sender) {
+            other_than_nearest
+        } else {
+            nearest
+        };
+        out.push(pick.map(str::to_owned));
+        if d.speaks && nearest != Some(sender) {
+            other_than_nearest = nearest;
+            nearest = Some(sender);
+        }
+    }
+    out
+}
+
+/// Reads what a whole-document object wraps; `Err` for a `null` message (its 1-based
+/// position in its list).
+pub fn read_wrapped(wrapped: &Wrapped<'_>) -> Result<Vec<AgMessage>, AutogenError> {
+    match wrapped {
+        Wrapped::List(list) => {
+            let entries = indexed(list, 0)?;
+            Ok(super::autogen::read_entries(&entries))
+        }
+        Wrapped::Dict(peers) => {
+            let mut messages = Vec::new();
+            let mut first_step = 0;
+            for (peer, list) in peers {
+                let entries = indexed(list, first_step)?;
+                messages.extend(read_chat_list(&entries, Some(peer)));
+                first_step += list.len();
+            }
+            Ok(messages)
+        }
+    }
+}
+
+fn indexed(list: &[Value], first_step: usize) -> Result<Vec<(usize, &Value)>, AutogenError> {
+    list.iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            Value::Null => Err(AutogenError::Entry(first_step + i + 1)),
+            v => Ok((first_step + i, v)),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::autogen::parse;
+    use super::*;
+
+    fn pairs(text: &str) -> Vec<(String, Option<String>)> {
+        parse(text)
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.sender, m.receiver))
+            .collect()
+    }
+
+    fn pair(sender: &str, receiver: &str) -> (String, Option<String>) {
+        (sender.to_owned(), Some(receiver.to_owned()))
+    }
+
+    #[test]
+    fn a_handoff_goes_to_its_target() {
+        let log = json!([
+            {"source": "planner", "type": "HandoffMessage", "target": "writer", "content": "over to you"},
+            {"source": "writer", "type": "TextMessage", "content": "done"},
+        ]);
+        let got = pairs(&log.to_string());
+        assert_eq!(got, vec![pair("planner", "writer"), pair("writer", "planner")]);
+        assert_eq!(parse(&log.to_string()).unwrap()[0].message_type, "delegation");
+    }
+
+    #[test]
+    fn a_speaker_selection_names_the_next_speaker_and_takes_no_turn() {
+        let log = json!([
+            {"source": "user", "type": "TextMessage", "content": "task"},
+            {"source": "manager", "type": "SelectSpeakerEvent", "content": ["coder"]},
+            {"source": "coder", "type": "TextMessage", "content": "code"},
+        ]);
+        assert_eq!(
+            pairs(&log.to_string()),
+            vec![
+                pair("user", "coder"),
+                pair("manager", "coder"),
+                pair("coder", "user")
+            ]
+        );
+    }
+
+    #[test]
+    fn turn_order_skips_the_senders_own_messages() {
+        let log = json!([
+            {"source": "user", "type": "TextMessage", "content": "task"},
+            {"source": "a", "type": "ThoughtEvent", "content": "hmm"},
+            {"source": "a", "type": "TextMessage", "content": "part one"},
+            {"source": "b", "type": "TextMessage", "content": "part two"},
+        ]);
+        assert_eq!(
+            pairs(&log.to_string()),
+            vec![pair("user", "a"), pair("a", "b"), pair("a", "b"), pair("b", "a")]
+        );
+    }
+
+    #[test]
+    fn tool_calls_go_to_the_tools_and_results_come_back_to_the_caller() {
+        let log = json!({"messages": [
+            {"source": "user", "type": "TextMessage", "content": "weather?"},
+            {"source": "agent", "type": "ToolCallRequestEvent",
+             "content": [{"id": "c1", "name": "get_weather", "arguments": "{\"city\":\"NYC\"}"}]},
+            {"source": "agent", "type": "ToolCallExecutionEvent",
+             "content": [{"call_id": "c1", "content": "sunny", "is_error": false}]},
+            {"source": "agent", "type": "ToolCallSummaryMessage", "content": "sunny"},
+        ]});
+        let messages = parse(&log.to_string()).unwrap();
+        let got: Vec<_> = messages
+            .iter()
+            .map(|m| (m.sender.as_str(), m.receiver.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("user", Some("agent")),
+                ("agent", Some(TOOLS)),
+                (TOOLS, Some("agent")),
+                ("agent", Some("user")),
+            ]
+        );
+        assert_eq!(messages[1].content, "get_weather({\"city\":\"NYC\"})");
+        assert_eq!(messages[2].content, "sunny");
+        assert_eq!(
+            (messages[1].message_type, messages[2].message_type),
+            ("action", "observation")
+        );
+    }
+
+    #[test]
+    fn the_last_message_goes_back_to_the_previous_speaker_and_a_lone_one_to_user() {
+        let log = json!([
+            {"source": "a", "type": "TextMessage", "content": "one"},
+            {"source": "b", "type": "TextMessage", "content": "two"},
+            {"source": "b", "type": "StopMessage", "content": "stop"},
+        ]);
+        assert_eq!(
+            pairs(&log.to_string()),
+            vec![pair("a", "b"), pair("b", "a"), pair("b", "a")]
+        );
+        let lone = json!([{"source": "a", "type": "TextMessage", "content": "hi"}]);
+        assert_eq!(pairs(&lone.to_string()), vec![pair("a", "user")]);
+        let user = json!([{"source": "user", "type": "TextMessage", "content": "hi"}]);
+        assert_eq!(pairs(&user.to_string()), vec![("user".to_owned(), None)]);
+    }
+
+    #[test]
+    fn created_at_is_the_time_and_blank_events_are_dropped() {
+        let log = concat!(
+            r#"{"source": "user", "type": "TextMessage", "content": "hi", "created_at": "2025-01-02T03:04:05.678Z"}"#,
+            "\n",
+            r#"{"source": "user_proxy", "type": "UserInputRequestedEvent", "content": ""}"#,
+            "\n",
+            r#"{"source": "a", "type": "MultiModalMessage", "content": ["look", {"data": "iVBOR"}]}"#,
+        );
+        let m = parse(log).unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].timestamp, "2025-01-02T03:04:05.678Z");
+        assert_eq!((m[1].step, m[1].content.as_str()), (2, "look\n[image]"));
+        assert_eq!(m[1].timestamp, "2024-01-01T00:00:00.002Z", "no time: the step's");
+    }
+
+    #[test]
+    fn a_team_state_is_read_from_its_managers_message_thread() {
+        // Trimmed from the team state printed in AutoGen's "Managing State" tutorial
+        // (microsoft/autogen, python/docs/src/user-guide/agentchat-user-guide/tutorial/state.ipynb).
+        let state = json!({"type": "TeamState", "version": "1.0.0", "agent_states": {
+            "group_chat_manager/a55364ad": {"type": "RoundRobinManagerState", "version": "1.0.0",
+                "message_thread": [
+                    {"source": "user", "models_usage": null, "content": "Write a poem", "type": "TextMessage"},
+                    {"source": "assistant_agent", "models_usage": {"prompt_tokens": 29, "completion_tokens": 36},
+                     "content": "In Tanganyika's depths", "type": "TextMessage"}],
+                "current_turn": 0, "next_speaker_index": 0},
+            "assistant_agent/a55364ad": {"type": "ChatAgentContainerState", "agent_state": {"llm_messages": []}}}});
+        let text = serde_json::to_string_pretty(&state).unwrap();
+        assert_eq!(
+            pairs(&text),
+            vec![pair("user", "assistant_agent"), pair("assistant_agent", "user")]
+        );
+        assert!(super::super::autogen::looks_like(&text));
+        assert!(
+            super::super::autogen::looks_like(&text[..text.len() / 2]),
+            "cut short"
+        );
+    }
+
+    #[test]
+    fn model_context_messages_are_read_as_agentchat_messages_are() {
+        // The shape of microsoft/autogen's
+        // python/samples/core_streaming_handoffs_fastapi/chat_history/history-*.json.
+        let history = json!({"messages": [
+            {"content": "my unicycle exploded", "source": "User", "type": "UserMessage"},
+            {"content": [{"id": "c", "arguments": "{}", "name": "transfer_to_repairs"}],
+             "thought": null, "source": "TriageAgent", "type": "AssistantMessage"},
+            {"content": [{"content": "Transferred", "name": "transfer_to_repairs", "call_id": "c",
+                          "is_error": false}], "type": "FunctionExecutionResultMessage"},
+            {"content": "What happened?", "source": "RepairsAgent", "type": "AssistantMessage"},
+            {"content": "chunk", "source": "RepairsAgent", "type": "ModelClientStreamingChunkEvent"},
+        ]});
+        let text = serde_json::to_string_pretty(&history).unwrap();
+        assert!(super::super::autogen::looks_like(&text));
+        assert_eq!(
+            pairs(&text),
+            vec![
+                pair("User", "TriageAgent"),
+                pair("TriageAgent", TOOLS),
+                pair(TOOLS, "TriageAgent"),
+                pair("RepairsAgent", "TriageAgent"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_group_chat_list_takes_its_senders_from_names_and_turn_order() {
+        let log = json!([
+            {"role": "user", "name": "Admin", "content": "plan it"},
+            {"role": "user", "name": "Planner", "content": "a plan"},
+            {"role": "assistant", "content": null,
+             "tool_calls": [{"id": "c", "type": "function", "function": {"name": "run", "arguments": "{}"}}]},
+            {"role": "tool", "content": "ok", "tool_responses": [{"tool_call_id": "c", "content": "ok"}]},
+            {"role": "user", "name": "Engineer", "content": "built"},
+        ]);
+        assert_eq!(
+            pairs(&log.to_string()),
+            vec![
+                pair("Admin", "Planner"),
+                pair("Planner", "assistant"),
+                pair("assistant", TOOLS),
+                pair(TOOLS, "assistant"),
+                pair("Engineer", "assistant"),
+            ]
+        );
+    }
+
+    #[test]
+    fn chat_messages_are_read_per_peer_with_the_peer_as_the_unnamed_user() {
+        let dump = json!({
+            "critic": [
+                {"role": "assistant", "content": "draft"},
+                {"role": "user", "content": "fix it"},
+            ],
+            "chat_manager": [
+                {"role": "user", "name": "A1", "content": "one"},
+                {"role": "assistant", "content": "two"},
+            ],
+        });
+        let messages = parse(&serde_json::to_string_pretty(&dump).unwrap()).unwrap();
+        let got: Vec<_> = messages
+            .iter()
+            .map(|m| (m.step, m.sender.as_str(), m.receiver.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, "assistant", Some("critic")),
+                (1, "critic", Some("assistant")),
+                (2, "A1", Some("assistant")),
+                (3, "assistant", Some("A1")),
+            ]
+        );
+    }
+
+    #[test]
+    fn sender_recipient_logs_keep_commugraphs_form() {
+        let log = json!([
+            {"sender": "a", "recipient": "b", "message": "hi"},
+            {"source": "x", "type": "TextMessage", "content": "no receiver here"},
+        ]);
+        let m = parse(&log.to_string()).unwrap();
+        assert_eq!(
+            (m[1].sender.as_str(), m[1].receiver.as_deref()),
+            ("unknown", None)
+        );
+    }
+
+    #[test]
+    fn a_sender_on_any_line_makes_json_lines_commugraphs_form() {
+        let log = concat!(
+            r#"{"source": "x", "type": "TextMessage", "content": "first"}"#,
+            "\n",
+            r#"{"sender": "a", "recipient": "b", "message": "hi"}"#,
+        );
+        let m = parse(log).unwrap();
+        assert_eq!(
+            (m[0].sender.as_str(), m[0].receiver.as_deref()),
+            ("unknown", None)
+        );
+        assert_eq!((m[1].sender.as_str(), m[1].receiver.as_deref()), ("a", Some("b")));
+    }
+
+    #[test]
+    fn agentchat_and_chat_lists_are_told_without_taking_claude_code() {
+        use super::super::autogen::looks_like;
+        assert!(looks_like(
+            r#"[{"source": "user", "type": "TextMessage", "content": "x"}]"#
+        ));
+        assert!(looks_like(
+            r#"{"source": "user", "type": "TextMessage", "content": "x"}"#
+        ));
+        assert!(looks_like(
+            "{\n  \"messages\": [\n    {\"source\": \"u\", \"type\": \"TextMessage\"}"
+        ));
+        assert!(looks_like(
+            "[{\"role\": \"user\", \"name\": \"A\", \"content\": \"x\"}]"
+        ));
+        assert!(looks_like(
+            "{\n \"chat_manager\": [\n  {\"role\": \"user\", \"content\": \"x\"},"
+        ));
+        assert!(!looks_like(
+            r#"{"type": "user", "uuid": "u", "message": {"role": "user", "content": "x"}}"#
+        ));
+        assert!(!looks_like(r#"{"source": "x", "type": "user", "uuid": "u"}"#));
+        assert!(!looks_like(r#"{"type": "session", "version": 3, "id": "x"}"#));
+        assert!(!looks_like(
+            r#"{"messages": [{"role": "user", "content": "x", "uuid": "u"}]}"#
+        ));
+        assert!(!looks_like(
+            "{\n \"a\": 1,\n \"b\": [\n {\"role\": \"user\", \"content\": \"x\"}"
+        ));
+        let long_claude_line = r#"{"parentUuid": null, "sessionId": "s", "x": {"messages": [{"role": "user", "content": "x"}]}, "cut"#;
+        assert!(
+            !looks_like(long_claude_line),
+            "a Claude Code line the head cuts short"
+        );
+    }
+
+    #[test]
+    fn a_null_message_in_a_wrapped_list_is_commugraphs_entry_error() {
+        let dump = r#"{"messages": [{"source": "a", "type": "TextMessage", "content": "x"}, null]}"#;
+        assert_eq!(parse(dump), Err(AutogenError::Entry(2)));
+        assert_eq!(parse(r#"{"messages": []}"#), Err(AutogenError::NoMessages));
+    }
+}
