@@ -145,6 +145,7 @@ async fn one(http: reqwest::Client, url: String, accept: Option<String>) -> Outc
             }
         }
     }
+    let kept = decoded(encoding.as_deref(), kept);
     let json_error = serde_json::from_slice::<serde_json::Value>(&kept)
         .is_ok_and(|v| v["error"] == "Service Unavailable" && v["message"].is_string());
     Outcome {
@@ -152,6 +153,23 @@ async fn one(http: reqwest::Client, url: String, accept: Option<String>) -> Outc
         bytes,
         encoding,
         well_formed_refusal: status.as_u16() == 503 && retry_after && json_error,
+    }
+}
+
+/// A refusal's body as the server meant it: small error bodies are compressed too when the
+/// request accepts it.
+fn decoded(encoding: Option<&str>, bytes: Vec<u8>) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let read = match encoding {
+        Some("gzip") => flate2::read::GzDecoder::new(&bytes[..]).read_to_end(&mut out),
+        Some("br") => brotli::Decompressor::new(&bytes[..], 4096).read_to_end(&mut out),
+        _ => return bytes,
+    };
+    if read.is_ok() {
+        out
+    } else {
+        bytes
     }
 }
 

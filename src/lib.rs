@@ -58,6 +58,7 @@ pub async fn run(
     use hyper_util::server::graceful::GracefulShutdown;
     use hyper_util::service::TowerToHyperService;
 
+    store::cpu_pool::configure();
     let store: Arc<store::Store> = state.store.clone();
     tokio::task::spawn_blocking(move || {
         if let Err(e) = store.restore() {

@@ -18,6 +18,7 @@ pub mod budget;
 pub mod compress;
 pub mod confined;
 pub mod counts;
+pub mod cpu_pool;
 pub mod disk;
 pub mod registry;
 pub mod scan;
