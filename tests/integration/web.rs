@@ -182,19 +182,24 @@ async fn with_screenshot_on_failure(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn web_label_page_in_chromium_labels_by_keyboard_and_shows_markup_as_text() {
-    let Some(installed) = browser_or_skip("web_label_page_in_chromium") else {
-        return;
-    };
-    let (server, id, units) = crate::labels::sample_server(Options {
+/// A server holding the sample session, where `lead` is a reviewer: its id and units.
+async fn sample_server_with_a_reviewer() -> (TestServer, String, Vec<(String, String, bool)>) {
+    crate::labels::sample_server(Options {
         label_policy: sessiongraph::labels::LabelPolicy {
             reviewers: vec!["lead".into()],
             ..Default::default()
         },
         ..Options::default()
     })
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_label_page_in_chromium_labels_by_keyboard_and_shows_markup_as_text() {
+    let Some(installed) = browser_or_skip("web_label_page_in_chromium") else {
+        return;
+    };
+    let (server, id, units) = sample_server_with_a_reviewer().await;
     let hostile = upload_hostile(&server).await;
     let browser = webdriver::Browser::start(&installed).await;
     with_screenshot_on_failure(&browser, "label", async {

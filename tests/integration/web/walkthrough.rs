@@ -198,14 +198,7 @@ async fn web_reviewer_adjudicates_by_keyboard_only() {
     let Some(installed) = browser_or_skip("web_reviewer_adjudicates_by_keyboard_only") else {
         return;
     };
-    let (server, id, units) = crate::labels::sample_server(Options {
-        label_policy: sessiongraph::labels::LabelPolicy {
-            reviewers: vec!["lead".into()],
-            ..Default::default()
-        },
-        ..Options::default()
-    })
-    .await;
+    let (server, id, units) = super::sample_server_with_a_reviewer().await;
     let codebook = server.get("/api/codebook").await.json;
     let label = |i: usize| codebook["labels"][i]["id"].as_str().unwrap().to_owned();
     let [majority, split, agreed] = [&units[10].0, &units[20].0, &units[30].0];
