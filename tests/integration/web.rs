@@ -640,13 +640,7 @@ async fn take_from_queue(
     browser.press(&["n"]).await;
     let reserved = "return document.getElementById('status').textContent.startsWith('Reserved for you') && !!document.querySelector('#current .unit');";
     browser.wait_for("a reserved unit", reserved, json!([])).await;
-    let unit = browser
-        .run(
-            "return document.querySelector('#current .unit').dataset.eventId;",
-            json!([]),
-        )
-        .await;
-    unit.as_str().unwrap().to_owned()
+    walkthrough::current_event(browser).await
 }
 
 /// A quote taken from the reasoning is not in the unit's text: the server refuses it, and

@@ -106,7 +106,7 @@ async fn sign_in_and_pick_the_session(server: &TestServer, browser: &Browser, id
 }
 
 /// The event id of the unit the label page shows.
-async fn current_event(browser: &Browser) -> String {
+pub async fn current_event(browser: &Browser) -> String {
     let event = browser
         .run(
             "return document.querySelector('#current .unit').dataset.eventId;",
