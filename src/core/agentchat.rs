@@ -200,10 +200,15 @@ fn first_of_wrapped(object: &Map<String, Value>) -> Option<Map<String, Value>> {
 }
 
 /// The first message of a wrapping object the head cuts short: the first element of the
-/// list under a `messages`, `message_thread` or `chat_history` key, or under the object's
-/// first key (a `chat_messages` dict).
+/// list under a `messages`, `message_thread`, `chat_history` or `llm_messages` key, or under
+/// the object's first key (a `chat_messages` dict).
 fn first_in_cut_object(head: &str) -> Option<Map<String, Value>> {
-    for key in ["\"messages\"", "\"message_thread\"", "\"chat_history\""] {
+    for key in [
+        "\"messages\"",
+        "\"message_thread\"",
+        "\"chat_history\"",
+        "\"llm_messages\"",
+    ] {
         let found = head
             .match_indices(key)
             .find_map(|(at, _)| first_in_list_value(&head[at + key.len()..]));
@@ -639,6 +644,17 @@ mod tests {
         assert_eq!(m[0].timestamp, "2025-01-02T03:04:05.678Z");
         assert_eq!((m[1].step, m[1].content.as_str()), (2, "look\n[image]"));
         assert_eq!(m[1].timestamp, "2024-01-01T00:00:00.002Z", "no time: the step's");
+    }
+
+    /// Review finding: an agent state cut short by the sniff limit was not told apart,
+    /// its `llm_messages` key not being searched for.
+    #[test]
+    fn an_agent_state_cut_short_is_told_by_its_llm_messages() {
+        let head = format!(
+            r#"{{"type":"AssistantAgentState","version":"1.0.0","llm_messages":[{{"source":"user","type":"UserMessage","content":"Write a poem"}},{{"source":"assistant","type":"AssistantMessage","content":"{}"#,
+            "x".repeat(super::super::autogen::SNIFF_BYTES)
+        );
+        assert!(super::super::autogen::looks_like_bytes(head.as_bytes()));
     }
 
     #[test]

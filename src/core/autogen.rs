@@ -129,7 +129,11 @@ fn read_lines(text: &str) -> Result<Vec<AgMessage>, AutogenError> {
         if entry.is_null() {
             return Err(AutogenError::Entry(i + 1));
         }
-        if !commugraph && tells_commugraph(&entry, kept.iter().any(|(_, v)| v.is_object())) {
+        // Scalars and arrays are no message in any form: nothing to keep.
+        if !entry.is_object() {
+            continue;
+        }
+        if !commugraph && tells_commugraph(&entry, !kept.is_empty()) {
             commugraph = true;
             messages.extend(kept.drain(..).filter_map(|(step, v)| message(&v, step)));
         }
