@@ -132,9 +132,9 @@ impl Loaded {
         let cell = self.bodies.cell(key, Encoding::Identity);
         let kept = cell
             .get_or_try_init(|| async {
-                let _permit = budget.reserve(self.whole_render_estimate(view, branch)).await?;
+                let permit = budget.reserve(self.whole_render_estimate(view, branch)).await?;
                 let me = self.clone();
-                let rendered = on_cpu_pool(move || {
+                let (rendered, _permit) = on_cpu_pool(permit, move || {
                     if view == View::Workflow {
                         Cached::Workflow(Arc::new(WholeWorkflow::render(&me.session, branch)))
                     } else {
@@ -176,11 +176,11 @@ impl Loaded {
         let cell = self.bodies.cell(key, encoding);
         let variant = cell
             .get_or_try_init(|| async {
-                let _permit = budget.reserve(compressed_estimate(body)).await?;
+                let permit = budget.reserve(compressed_estimate(body)).await?;
                 let plain = body.clone();
-                let compressed = on_cpu_pool(move || compress(&plain, encoding, Effort::Kept))
-                    .await?
-                    .map_err(compression_failed)?;
+                let (compressed, _permit) =
+                    on_cpu_pool(permit, move || compress(&plain, encoding, Effort::Kept)).await?;
+                let compressed = compressed.map_err(compression_failed)?;
                 let variant = Cached::Body(compressed);
                 self.bodies.keep(&variant);
                 self.bodies.compressions.fetch_add(1, Ordering::Relaxed);
@@ -214,7 +214,7 @@ impl Loaded {
             };
             let permit = budget.reserve(whole.cut_fresh_bytes(&self.session, step)).await?;
             let me = self.clone();
-            let body = on_cpu_pool(move || whole.cut(&me.session, step)).await?;
+            let (body, permit) = on_cpu_pool(permit, move || whole.cut(&me.session, step)).await?;
             return Ok(Served {
                 body,
                 encoding: Encoding::Identity,
@@ -233,7 +233,7 @@ impl Loaded {
             branch,
             graph,
         };
-        let body = on_cpu_pool(move || views::render(&me.session, view, options)).await?;
+        let (body, permit) = on_cpu_pool(permit, move || views::render(&me.session, view, options)).await?;
         Ok(Served {
             body,
             encoding: Encoding::Identity,
@@ -254,7 +254,7 @@ impl Loaded {
             .reserve(self.whole_render_estimate(View::Context, Branch::All))
             .await?;
         let me = self.clone();
-        let rendered = on_cpu_pool(move || {
+        let (rendered, permit) = on_cpu_pool(permit, move || {
             context_body(&me.session, Some(&leaf))
                 .ok()
                 .map(|b| Body::from(serde_json::to_vec(&b).unwrap_or_default()))
@@ -286,7 +286,7 @@ impl Loaded {
             .reserve(self.whole_render_estimate(View::Annotations, options.branch))
             .await?;
         let me = self.clone();
-        let body = on_cpu_pool(move || {
+        let (body, permit) = on_cpu_pool(permit, move || {
             let mut body = annotations(&me.session, options.include_subagents, options.branch);
             body.attach_labels(&labels);
             // Serialising the body cannot fail: every key is a string.
@@ -322,9 +322,9 @@ async fn compressed_for_one_request(served: Served, encoding: Encoding, budget: 
         return served;
     };
     let plain = served.body.clone();
-    let compressed = on_cpu_pool(move || compress(&plain, encoding, Effort::OneOff)).await;
-    match compressed.and_then(|c| c.map_err(compression_failed)) {
-        Ok(body) => Served {
+    let compressed = on_cpu_pool(permit, move || compress(&plain, encoding, Effort::OneOff)).await;
+    match compressed.and_then(|(c, permit)| Ok((c.map_err(compression_failed)?, permit))) {
+        Ok((body, permit)) => Served {
             body,
             encoding,
             permit: Some(permit),
@@ -347,17 +347,22 @@ fn compressed_estimate(body: &Body) -> usize {
 }
 
 /// Runs `render` on the CPU pool (rayon's threads, one per core), where the renders' own
-/// parallel parts run too. Unlike the blocking pool, which starts a thread for every task
-/// waiting, it never runs more renders at once than there are cores: a burst of cheap
-/// renders queues instead of starting hundreds of threads, each with its own allocator
-/// heap, that then compete with the async workers for the CPU.
+/// parallel parts run too, holding `permit` until it is done: the permit comes back with
+/// the result, and when nobody waits any more (the request went away) it is given back
+/// only once the render ends, so that the budget always covers the work running. Unlike
+/// the blocking pool, which starts a thread for every task waiting, the CPU pool never
+/// runs more renders at once than there are cores: a burst of cheap renders queues
+/// instead of starting hundreds of threads, each with its own allocator heap, that then
+/// compete with the async workers for the CPU.
 async fn on_cpu_pool<T: Send + 'static>(
+    permit: BudgetPermit,
     render: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, StoreError> {
+) -> Result<(T, BudgetPermit), StoreError> {
     let (done, result) = tokio::sync::oneshot::channel();
     rayon::spawn(move || {
-        // Nobody waits any more when the request went away.
-        let _ = done.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(render)));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(render));
+        // Nobody waits any more when the request went away: the permit drops here.
+        let _ = done.send(outcome.map(|rendered| (rendered, permit)));
     });
     match result.await {
         Ok(Ok(rendered)) => Ok(rendered),
