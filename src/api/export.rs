@@ -92,7 +92,11 @@ fn streamed(file: std::fs::File, len: u64) -> Body {
         loop {
             let mut chunk = BytesMut::with_capacity(CHUNK);
             let next = match reader.read_buf(&mut chunk).await {
-                Ok(0) => return,
+                // The whole length announced is sent.
+                Ok(0) if reader.limit() == 0 => return,
+                // The file was cut short meanwhile: the response ends in an error, not as a
+                // shorter body under the announced Content-Length.
+                Ok(0) => Err(std::io::ErrorKind::UnexpectedEof.into()),
                 Ok(_) => Ok(chunk.freeze()),
                 Err(e) => Err(e),
             };
@@ -120,10 +124,12 @@ async fn migrated(state: &AppState, main: MainFile) -> Result<(String, u64, Body
         .reserve(estimate)
         .await
         .map_err(|e| ApiError::from_store(e, session_not_found))?;
-    let bytes = blocking(move || {
+    // The permit goes with the work: a request that goes away gives it back only when the
+    // migration it started has ended.
+    let (bytes, permit) = blocking(move || {
         let mut data = Vec::new();
         file.take(len).read_to_end(&mut data)?;
-        Ok(migrate_to_v3(&data))
+        Ok((migrate_to_v3(&data), permit))
     })
     .await?;
     let name = name.trim_end_matches(".jsonl").to_owned() + ".v3.jsonl";

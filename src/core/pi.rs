@@ -614,13 +614,14 @@ mod tests {
 
 /// What [`migrate_to_v3`] holds at its peak for a file of `len` bytes and `newlines` line
 /// ends, its input included, at most: the input, the output (the entries as written, each
-/// with an id and a parent id added) and each entry's ids from the first pass (measured by
+/// with an id and a parent id added, in a buffer that may have doubled once past its first
+/// capacity) and each entry's ids from the first pass (measured by
 /// the test `pi_v3_migration_peak_is_within_its_estimate`). The server reserves this much
 /// of its render budget before it reads the file.
 pub fn migration_estimate(len: usize, newlines: usize) -> usize {
     /// Per line: its ids (a tuple of strings) and the id fields written.
     const PER_LINE: usize = 160;
-    len.saturating_mul(3)
+    len.saturating_mul(4)
         .saturating_add(newlines.saturating_add(1).saturating_mul(PER_LINE))
 }
 

@@ -372,6 +372,16 @@ fn pi_v3_migration_peak_is_within_its_estimate() {
             v1(&|i| format!(r#"{{"type":"message","message":{{"role":"user","content":"{i}"}}}}"#)),
         ),
         ("empty objects", v1(&|_| "{}".to_owned())),
+        (
+            // Lines of about 250 bytes: the ids added push the output past its first capacity.
+            "mid-sized entries",
+            v1(&|i| {
+                format!(
+                    r#"{{"type":"message","timestamp":"2025-01-01T00:00:00Z","message":{{"role":"user","content":"{i} {}"}}}}"#,
+                    "w".repeat(170)
+                )
+            }),
+        ),
     ];
     for (name, bytes) in inputs {
         let (work, out) = measure(|| migrate_to_v3(&bytes));
