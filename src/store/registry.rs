@@ -603,18 +603,22 @@ impl Store {
     /// them), or an upload's manifest whose counts were made by older rules.
     fn keep_counts(&self, slot: &Slot, loaded: &Loaded) -> CountsToSave {
         let counts = stored_counts(&loaded.counts);
-        *lock(&slot.counts) = Some(counts);
+        let before = lock(&slot.counts).replace(counts);
         match (&slot.source, loaded.stamps.first()) {
-            (Source::Upload(manifest), _) if !manifest.counts.is_current() => match &self.uploads {
-                Some(dir) => CountsToSave::Manifest(
-                    dir.clone(),
-                    Manifest {
-                        counts,
-                        ..manifest.clone()
-                    },
-                ),
-                None => CountsToSave::Nothing,
-            },
+            // Once per process: after the rewrite the slot holds these counts (a reload after
+            // the cache dropped the session finds them), while its manifest stays as read.
+            (Source::Upload(manifest), _) if !manifest.counts.is_current() && before != Some(counts) => {
+                match &self.uploads {
+                    Some(dir) => CountsToSave::Manifest(
+                        dir.clone(),
+                        Manifest {
+                            counts,
+                            ..manifest.clone()
+                        },
+                    ),
+                    None => CountsToSave::Nothing,
+                }
+            }
             (
                 Source::Disk(found),
                 Some(FileStamp {
@@ -657,8 +661,13 @@ impl Store {
         let started = std::time::Instant::now();
         let (mut counted, mut disk_counted) = (0usize, false);
         for slot in pending {
-            // Parsed meanwhile by a request, or deleted from the list: nothing to do.
-            if slot.counts().is_some() || !self.slots.contains_key(&slot.id) {
+            // Parsed meanwhile by a request, or deleted (perhaps uploaded again since, a new
+            // slot under the same id): nothing to do.
+            let current = self
+                .slots
+                .get(&slot.id)
+                .is_some_and(|s| Arc::ptr_eq(s.value(), &slot));
+            if slot.counts().is_some() || !current {
                 continue;
             }
             match load(&slot.source, &slot.framework, self.uploads.as_ref()) {

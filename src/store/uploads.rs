@@ -27,6 +27,9 @@ use crate::core::{SessionInput, SourceFile};
 /// older rules are not shown: the session is counted again.
 pub const COUNT_RULES: u32 = 2;
 
+/// Manifest rewrites made by this process, numbering their temporary files.
+static REWRITES: AtomicU64 = AtomicU64::new(0);
+
 /// The counts a session had, kept so that listings need no parsing.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Counts {
@@ -167,7 +170,9 @@ impl UploadDir {
     pub fn rewrite_manifest(&self, manifest: &Manifest) -> io::Result<()> {
         let dir = self.dir_of(&manifest.id)?;
         let json = serde_json::to_vec_pretty(manifest).map_err(io::Error::other)?;
-        let tmp = dir.join("manifest.json.tmp");
+        // A name of its own: two rewrites at once never write into one file.
+        let n = REWRITES.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!("manifest.json.{}-{n}.tmp", std::process::id()));
         write_synced(&tmp, &json)?;
         fs::rename(&tmp, dir.join("manifest.json"))?;
         sync_dir(&dir)
