@@ -11,19 +11,25 @@
 pub const NICENESS: i32 = 10;
 
 /// Builds rayon's global pool with threads that lower their own priority when they start.
-/// Once per process; later calls (a second server in one test process) change nothing.
+/// Once per process: a pool already built (a second server in one test process, or work
+/// that ran before) is left as it is, with a warning when it is the first call.
 pub fn configure() {
-    let built = rayon::ThreadPoolBuilder::new()
-        .thread_name(|i| format!("sessiongraph-cpu-{i}"))
-        .start_handler(|_| lower_this_threads_priority())
-        .build_global();
-    if built.is_err() {
-        tracing::debug!("the CPU pool was already built");
-    }
+    static CONFIGURED: std::sync::Once = std::sync::Once::new();
+    CONFIGURED.call_once(|| {
+        let built = rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("sessiongraph-cpu-{i}"))
+            .start_handler(|_| lower_this_threads_priority())
+            .build_global();
+        if let Err(e) = built {
+            tracing::warn!(error = %e, "the CPU pool was built before: its threads keep their priority");
+        }
+    });
 }
 
 /// Raises the calling thread's nice value by [`NICENESS`] (Linux keeps one per thread); a
-/// refusal is logged and the thread keeps its priority.
+/// refusal is logged and the thread keeps its priority. Elsewhere the nice value is the
+/// process's: the threads are left as they are.
+#[cfg(target_os = "linux")]
 fn lower_this_threads_priority() {
     let tid = rustix::thread::gettid();
     let result = rustix::process::getpriority_process(Some(tid))
@@ -33,7 +39,10 @@ fn lower_this_threads_priority() {
     }
 }
 
-#[cfg(test)]
+#[cfg(not(target_os = "linux"))]
+fn lower_this_threads_priority() {}
+
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
