@@ -100,7 +100,7 @@ async fn measure(browser: &webdriver::Browser, name: &str, count: usize) -> (f64
         }
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    panic!("no {name} measure #{count} within 2 s");
+    panic!("no {name} measure #{count} after 400 looks");
 }
 
 /// One page load and `moves` presses of `j`: (shown, painted) of the first unit from
@@ -123,8 +123,11 @@ async fn one_round(browser: &webdriver::Browser, page: &str, moves: usize) -> ((
     ((shown, painted), next)
 }
 
-/// "median / p90 / max" of `values` in ms.
+/// "median / p90 / max" of `values` in ms ("none" without values).
 fn spread(values: &mut [f64]) -> String {
+    if values.is_empty() {
+        return "none".to_owned();
+    }
     values.sort_by(f64::total_cmp);
     let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
     format!(

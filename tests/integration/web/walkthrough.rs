@@ -134,15 +134,21 @@ async fn quote_by_mouse_on_a_unit_with_text(browser: &Browser) -> (String, Strin
         .wait_for("a unit with a line of text", line, json!([]))
         .await;
     browser.press(&["4"]).await;
-    let span = "const pre = document.querySelector('#current pre.text'); pre.scrollIntoView({block: 'center'}); \
+    // The 20 characters' own rectangle is scrolled to the middle of the window (a long unit
+    // may be taller than it), and must then lie inside the window and the unit's box.
+    let span = "const pre = document.querySelector('#current pre.text'); \
                 const node = pre.firstChild; const m = /\\S[^\\n]{24}/.exec(node.textContent); \
+                const range = document.createRange(); range.setStart(node, m.index); range.setEnd(node, m.index + 20); \
+                window.scrollBy(0, range.getBoundingClientRect().top - innerHeight / 2); \
                 const at = (i) => { const r = document.createRange(); r.setStart(node, i); r.setEnd(node, i + 1); return r.getBoundingClientRect(); }; \
-                const a = at(m.index), b = at(m.index + 19); \
+                const a = at(m.index), b = at(m.index + 19), box = pre.getBoundingClientRect(); \
+                const inside = (r) => r.top >= Math.max(0, box.top) && r.bottom <= Math.min(innerHeight, box.bottom) && r.left >= box.left && r.right <= box.right; \
+                if (!inside(a) || !inside(b)) return null; \
                 return [Math.ceil(a.left + 1), Math.round((a.top + a.bottom) / 2), Math.floor(b.right - 1), Math.round((b.top + b.bottom) / 2)];";
     let xy = browser.run(span, json!([])).await;
     let xy: Vec<i64> = xy
         .as_array()
-        .unwrap()
+        .unwrap_or_else(|| panic!("the characters to select are not in view: {xy}"))
         .iter()
         .map(|v| v.as_i64().unwrap())
         .collect();
