@@ -31,7 +31,7 @@ pub const COUNT_RULES: u32 = 2;
 static REWRITES: AtomicU64 = AtomicU64::new(0);
 
 /// The counts a session had, kept so that listings need no parsing.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Counts {
     /// Workflow nodes (the reference's "messages").
     pub message_count: usize,
@@ -276,7 +276,12 @@ mod tests {
             framework: "claudecode".to_owned(),
             created_at_ms: 1,
             names: vec!["main.jsonl".to_owned(), "agent-a.jsonl".to_owned()],
-            counts: Counts::default(),
+            counts: Counts {
+                message_count: 1,
+                node_count: 1,
+                edge_count: 0,
+                rules: COUNT_RULES,
+            },
         }
     }
 
