@@ -427,12 +427,7 @@ async fn quote_then_conflict(
                   const sel = getSelection(); sel.removeAllRanges(); sel.addRange(range); return sel.toString().trim();";
     let quote = browser.run(select, json!([])).await.as_str().unwrap().to_owned();
     assert!(text.contains(&quote), "{quote:?}");
-    browser.press(&["e"]).await;
-    let marked =
-        "const m = document.querySelector('#current mark'); return !!m && m.textContent === arguments[0];";
-    browser
-        .wait_for("the quote highlighted", marked, json!([quote]))
-        .await;
+    quote_selection(browser, &quote).await;
     browser.screenshot(&output_dir().join("label-page.png")).await;
     browser.chord(webdriver::CONTROL, webdriver::ENTER).await;
     let stored = wait_for_set(server, id, &event, "alice", |s| s["status"] == "submitted").await;
@@ -551,14 +546,30 @@ async fn review_adjudicates(
     let body = server
         .get(&format!("/api/graph/{id}/annotations?include_sidechains=true"))
         .await;
-    let unit = body.json["annotations"]
+    let unit = annotation_unit(&body.json, event);
+    assert_eq!(unit["labels"].as_array().unwrap().len(), 1, "{}", unit["labels"]);
+    assert_eq!(unit["labels"][0]["id"], a, "the adjudicated set wins");
+}
+
+/// The unit `event` of an annotations body.
+fn annotation_unit<'a>(body: &'a Value, event: &str) -> &'a Value {
+    body["annotations"]
         .as_array()
         .unwrap()
         .iter()
         .find(|u| u["event_id"] == event)
-        .unwrap();
-    assert_eq!(unit["labels"].as_array().unwrap().len(), 1, "{}", unit["labels"]);
-    assert_eq!(unit["labels"][0]["id"], a, "the adjudicated set wins");
+        .unwrap_or_else(|| panic!("no unit {event} in the annotations body"))
+}
+
+/// Presses `e` to make the selection the focused label's quote, and waits until the unit
+/// shows `quote` highlighted.
+async fn quote_selection(browser: &webdriver::Browser, quote: &str) {
+    browser.press(&["e"]).await;
+    let marked =
+        "const m = document.querySelector('#current mark'); return !!m && m.textContent === arguments[0];";
+    browser
+        .wait_for("the quote highlighted", marked, json!([quote]))
+        .await;
 }
 
 /// The sessions page shows progress bars, the agreement page its chart.

@@ -158,12 +158,7 @@ async fn quote_by_mouse_on_a_unit_with_text(browser: &Browser) -> (String, Strin
         .await;
     let quote = selected.as_str().unwrap().to_owned();
     assert!(quote.chars().count() >= 10, "the drag selected {quote:?}");
-    browser.press(&["e"]).await;
-    let marked =
-        "const m = document.querySelector('#current mark'); return !!m && m.textContent === arguments[0];";
-    browser
-        .wait_for("the quote highlighted", marked, json!([quote]))
-        .await;
+    super::quote_selection(browser, &quote).await;
     (current_event(browser).await, quote)
 }
 
@@ -271,12 +266,7 @@ async fn web_reviewer_adjudicates_by_keyboard_only() {
         .get(&format!("/api/graph/{id}/annotations?include_sidechains=true"))
         .await;
     let shown = |event: &str| {
-        let unit = body.json["annotations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|u| u["event_id"] == event)
-            .unwrap();
+        let unit = super::annotation_unit(&body.json, event);
         let ids: Vec<String> = unit["labels"]
             .as_array()
             .unwrap()
