@@ -514,9 +514,9 @@ pub fn compact_text(records: &[Record], boundary: usize, summary: Option<usize>)
         .or_else(|| {
             records[boundary]
                 .content
-                .as_deref()
+                .as_ref()
                 .filter(|s| !s.is_empty())
-                .map(Cow::Borrowed)
+                .map(|s| s.get())
         })
         .unwrap_or(Cow::Borrowed("Context compacted"))
 }
