@@ -342,3 +342,62 @@ async fn export_streams_the_log_and_its_pi_v3_migration_is_within_the_render_bud
     assert_eq!(header["version"], 3, "{header}");
     server.stop().await;
 }
+
+/// The workflow and chat log are written in parallel windows of segments (in memory for
+/// the server, streamed for `export`): their bytes are those of serialising the body in
+/// one sequential pass, on sessions larger than one window too.
+#[test]
+fn bodies_written_in_parallel_windows_are_the_sequential_serialisation() {
+    use sessiongraph::core::views::{chatlog, workflow};
+
+    use sessiongraph::core::{LoadOptions, Session};
+
+    let scaled = crate::scaled::scaled(&crate::helpers::fixture_input("commugraph-sample"), 8, false);
+    let sessions = [
+        ("commugraph-sample", load_path(&fixture("commugraph-sample"))),
+        (
+            "synthetic/edge_cases",
+            load_path(&fixture("synthetic/edge_cases")),
+        ),
+        (
+            "the sample x8",
+            Session::build(&scaled, LoadOptions::default()).unwrap(),
+        ),
+    ];
+    assert!(
+        sessions[2].1.workflow.nodes.len() > 4 * 512 * rayon::current_num_threads(),
+        "the scaled session spans more than one window"
+    );
+    for (name, session) in &sessions {
+        for branch in [Branch::All, Branch::Active] {
+            let w = session.workflow_for(branch);
+            for step in [None, Some(3)] {
+                let body = workflow::workflow(session, &w, step);
+                let sequential = serde_json::to_vec(&body).unwrap();
+                let mut streamed = Vec::new();
+                workflow::write_parallel(&body, &mut views::StreamWriter::new(&mut streamed)).unwrap();
+                assert!(
+                    streamed == sequential,
+                    "{name} {branch:?} {step:?}: streamed workflow"
+                );
+                let options = ViewOptions {
+                    branch,
+                    step,
+                    ..ViewOptions::default()
+                };
+                let rendered = views::render(session, View::Workflow, options).to_bytes();
+                assert!(
+                    rendered == sequential,
+                    "{name} {branch:?} {step:?}: rendered workflow"
+                );
+            }
+            for include_subagents in [false, true] {
+                let body = chatlog::chatlog(session, &w, include_subagents);
+                let sequential = serde_json::to_vec(&body).unwrap();
+                let mut streamed = Vec::new();
+                chatlog::write_parallel(&body, &mut views::StreamWriter::new(&mut streamed)).unwrap();
+                assert!(streamed == sequential, "{name} {branch:?}: streamed chat log");
+            }
+        }
+    }
+}

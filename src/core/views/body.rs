@@ -210,77 +210,157 @@ impl io::Write for ChunkWriter {
     }
 }
 
+/// Where a body is written in parallel parts: memory ([`ChunkWriter`], whose parts are
+/// kept as they are) or a stream ([`StreamWriter`], which writes each part and lets it go).
+pub trait BodyWriter: io::Write {
+    /// Bytes written so far.
+    fn written(&self) -> usize;
+
+    /// Appends a part rendered on its own.
+    fn append_part(&mut self, part: Body) -> io::Result<()>;
+}
+
+impl BodyWriter for ChunkWriter {
+    fn written(&self) -> usize {
+        self.len()
+    }
+
+    fn append_part(&mut self, part: Body) -> io::Result<()> {
+        self.append(part);
+        Ok(())
+    }
+}
+
+/// A [`BodyWriter`] that passes everything on to `inner` (a file, standard output): a body
+/// rendered in parallel through it holds only the parts of one window in memory.
+#[derive(Debug)]
+pub struct StreamWriter<W> {
+    inner: W,
+    written: usize,
+}
+
+impl<W: io::Write> StreamWriter<W> {
+    /// A writer onto `inner`.
+    pub fn new(inner: W) -> Self {
+        StreamWriter { inner, written: 0 }
+    }
+}
+
+impl<W: io::Write> io::Write for StreamWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<W: io::Write> BodyWriter for StreamWriter<W> {
+    fn written(&self) -> usize {
+        self.written
+    }
+
+    fn append_part(&mut self, part: Body) -> io::Result<()> {
+        for chunk in part.chunks() {
+            io::Write::write_all(self, chunk)?;
+        }
+        Ok(())
+    }
+}
+
 /// Items rendered per parallel task by [`write_elements`].
 const ITEMS_PER_SEGMENT: usize = 512;
+
+/// Segments rendered at once, per thread of the pool: the parts of one window are what a
+/// [`StreamWriter`] holds in memory.
+const SEGMENTS_PER_THREAD: usize = 4;
 
 /// Writes the elements of a JSON array (without its brackets): `item(i)` for `i` in
 /// `0..count`, the `None`s left out, separated by commas. Segments of items are serialised
 /// in parallel, each into its own chunks, and appended in order: the bytes are those of a
 /// sequential write.
-pub fn write_elements<T, F>(out: &mut ChunkWriter, count: usize, item: F)
+pub fn write_elements<T, F>(out: &mut impl BodyWriter, count: usize, item: F) -> io::Result<()>
 where
     T: serde::Serialize,
     F: Fn(usize) -> Option<T> + Sync,
 {
-    write_elements_indexed(out, count, item);
+    write_elements_indexed(out, count, item).map(|_| ())
 }
 
 /// [`write_elements`], returning where each written element ends in `out` (an offset from
 /// the start of `out`; the `None`s have no entry). An element starts right after the end of
 /// the one before and its comma.
-pub fn write_elements_indexed<T, F>(out: &mut ChunkWriter, count: usize, item: F) -> Vec<usize>
+pub fn write_elements_indexed<T, F>(
+    out: &mut impl BodyWriter,
+    count: usize,
+    item: F,
+) -> io::Result<Vec<usize>>
 where
     T: serde::Serialize,
     F: Fn(usize) -> Option<T> + Sync,
 {
     use rayon::prelude::*;
 
-    let segments: Vec<(Body, Vec<usize>)> = (0..count.div_ceil(ITEMS_PER_SEGMENT))
-        .into_par_iter()
-        .map(|s| {
-            let mut w = ChunkWriter::new();
-            let mut ends = Vec::new();
-            let end = ((s + 1) * ITEMS_PER_SEGMENT).min(count);
-            for value in (s * ITEMS_PER_SEGMENT..end).filter_map(&item) {
-                if !ends.is_empty() {
-                    io::Write::write_all(&mut w, b",").expect("writing into memory cannot fail");
-                }
-                // Writing into memory cannot fail; the views' types always serialise.
-                let _ = serde_json::to_writer(&mut w, &value);
-                ends.push(w.len());
-            }
-            (w.finish(), ends)
-        })
-        .collect();
+    let segments = count.div_ceil(ITEMS_PER_SEGMENT);
+    let window = SEGMENTS_PER_THREAD * rayon::current_num_threads().max(1);
     let mut all_ends = Vec::new();
-    for (segment, ends) in segments.into_iter().filter(|(s, _)| !s.is_empty()) {
-        if !all_ends.is_empty() {
-            io::Write::write_all(out, b",").expect("writing into memory cannot fail");
+    for first in (0..segments).step_by(window) {
+        let rendered: Vec<(Body, Vec<usize>)> = (first..(first + window).min(segments))
+            .into_par_iter()
+            .map(|s| render_segment(s, count, &item))
+            .collect();
+        for (segment, ends) in rendered.into_iter().filter(|(s, _)| !s.is_empty()) {
+            if !all_ends.is_empty() {
+                out.write_all(b",")?;
+            }
+            let base = out.written();
+            out.append_part(segment)?;
+            all_ends.extend(ends.into_iter().map(|e| base + e));
         }
-        let base = out.len();
-        out.append(segment);
-        all_ends.extend(ends.into_iter().map(|e| base + e));
     }
-    all_ends
+    Ok(all_ends)
+}
+
+/// Segment `s` of the elements: its bytes and where each element ends in them.
+fn render_segment<T, F>(s: usize, count: usize, item: &F) -> (Body, Vec<usize>)
+where
+    T: serde::Serialize,
+    F: Fn(usize) -> Option<T>,
+{
+    let mut w = ChunkWriter::new();
+    let mut ends = Vec::new();
+    let end = ((s + 1) * ITEMS_PER_SEGMENT).min(count);
+    for value in (s * ITEMS_PER_SEGMENT..end).filter_map(item) {
+        if !ends.is_empty() {
+            io::Write::write_all(&mut w, b",").expect("writing into memory cannot fail");
+        }
+        // Writing into memory cannot fail; the views' types always serialise.
+        let _ = serde_json::to_writer(&mut w, &value);
+        ends.push(w.len());
+    }
+    (w.finish(), ends)
 }
 
 /// A writer that passes on the members of one serialised JSON object, dropping its opening
 /// brace: serialising a struct through it continues an object already open (its closing
 /// brace closes that object).
 #[derive(Debug)]
-pub struct ObjectMembers<'w> {
-    out: &'w mut ChunkWriter,
+pub struct ObjectMembers<'w, W> {
+    out: &'w mut W,
     opened: bool,
 }
 
-impl<'w> ObjectMembers<'w> {
+impl<'w, W: io::Write> ObjectMembers<'w, W> {
     /// Members written after what `out` holds.
-    pub fn new(out: &'w mut ChunkWriter) -> Self {
+    pub fn new(out: &'w mut W) -> Self {
         ObjectMembers { out, opened: false }
     }
 }
 
-impl io::Write for ObjectMembers<'_> {
+impl<W: io::Write> io::Write for ObjectMembers<'_, W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let mut rest = buf;
         if !self.opened {
@@ -334,7 +414,7 @@ mod tests {
             let keep = |i: usize| (i % 3 != 1).then(|| format!("item {i}"));
             let mut w = ChunkWriter::new();
             w.write_all(b"[").unwrap();
-            write_elements(&mut w, count, keep);
+            write_elements(&mut w, count, keep).unwrap();
             w.write_all(b"]").unwrap();
             let expected: Vec<String> = (0..count).filter_map(keep).collect();
             assert_eq!(
@@ -347,11 +427,11 @@ mod tests {
 
     #[test]
     fn element_ends_mark_each_element_and_ranges_slice_without_copying() {
-        let count = 3 * ITEMS_PER_SEGMENT + 7;
+        let count = 3 * SEGMENTS_PER_THREAD * rayon::current_num_threads() * ITEMS_PER_SEGMENT + 7;
         let keep = |i: usize| (i % 5 != 2).then(|| format!("item {i}"));
         let mut w = ChunkWriter::new();
         w.write_all(b"[").unwrap();
-        let ends = write_elements_indexed(&mut w, count, keep);
+        let ends = write_elements_indexed(&mut w, count, keep).unwrap();
         w.write_all(b"]").unwrap();
         let body = w.finish();
         let all = body.to_bytes();

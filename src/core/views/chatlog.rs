@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::core::classify::ImageRef;
 use crate::core::session::Session;
-use crate::core::views::body::{write_elements, ChunkWriter};
+use crate::core::views::body::{write_elements, BodyWriter};
 use crate::core::views::workflow::{lane_id, node_compaction, node_images, node_label};
 use crate::core::workflow::{NodeType, Workflow};
 
@@ -104,12 +104,10 @@ impl Serialize for Messages<'_> {
 }
 
 /// Writes `body` as serialising it would, with the messages rendered in parallel.
-pub fn write_parallel(body: &ChatLogBody<'_>, out: &mut ChunkWriter) -> std::io::Result<()> {
-    use std::io::Write;
-
+pub fn write_parallel(body: &ChatLogBody<'_>, out: &mut impl BodyWriter) -> std::io::Result<()> {
     let numbers = body.messages.numbers();
     out.write_all(br#"{"messages":["#)?;
-    write_elements(out, numbers.len(), |i| body.messages.message(i, numbers[i]));
+    write_elements(out, numbers.len(), |i| body.messages.message(i, numbers[i]))?;
     write!(out, r#"],"total":{}}}"#, body.total)
 }
 

@@ -18,7 +18,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::session::{Branch, Session};
-pub use body::{Body, ChunkWriter};
+pub use body::{Body, BodyWriter, ChunkWriter, StreamWriter};
 
 /// The views a session can be rendered as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,13 +138,27 @@ pub fn render(session: &Session, view: View, options: ViewOptions) -> Body {
 }
 
 /// Writes `view` of `session` as compact JSON to `out`, without building the whole body in
-/// memory first.
+/// memory first: the workflow's nodes and the chat log's messages are rendered in parallel,
+/// a window of them at a time, and written in order (the bytes of [`render`]).
 pub fn write(
     session: &Session,
     view: View,
     options: ViewOptions,
-    out: impl std::io::Write,
+    mut out: impl std::io::Write,
 ) -> std::io::Result<()> {
+    match view {
+        View::Workflow if session.autogen.is_none() => {
+            let w = session.workflow_for(options.branch);
+            let body = workflow::workflow(session, &w, options.step);
+            return workflow::write_parallel(&body, &mut body::StreamWriter::new(&mut out)).map(|_| ());
+        }
+        View::Chatlog if session.autogen.is_none() => {
+            let w = session.workflow_for(options.branch);
+            let body = chatlog::chatlog(session, &w, options.include_subagents);
+            return chatlog::write_parallel(&body, &mut body::StreamWriter::new(&mut out));
+        }
+        _ => {}
+    }
     let written = match view {
         View::Annotations => serde_json::to_writer(
             out,

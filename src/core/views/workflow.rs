@@ -13,7 +13,7 @@ use crate::core::records::{Record, RecordKind};
 use crate::core::session::{ItemKind, Session};
 use crate::core::subagents::{tool_use_at, Agent};
 use crate::core::time::iso_millis;
-use crate::core::views::body::{write_elements_indexed, ChunkWriter, ObjectMembers};
+use crate::core::views::body::{write_elements_indexed, BodyWriter, ObjectMembers};
 use crate::core::views::step::WorkflowLayout;
 use crate::core::workflow::{preview, result_preview, Node, NodeType, Workflow};
 
@@ -346,26 +346,24 @@ pub(super) const EDGES_OPEN: &[u8] = br#"],"edges":["#;
 /// Writes `body` as serialising it would, with the nodes rendered in parallel (they are
 /// most of a workflow's bytes), into an empty `out`. Returns where its nodes and edges are,
 /// for bodies cut at a step to share them (see [`crate::core::views::step`]).
-pub fn write_parallel(body: &WorkflowBody<'_>, out: &mut ChunkWriter) -> std::io::Result<WorkflowLayout> {
-    use std::io::Write;
-
+pub fn write_parallel(body: &WorkflowBody<'_>, out: &mut impl BodyWriter) -> std::io::Result<WorkflowLayout> {
     let nodes = &body.workflow.nodes;
     let spawned = nodes.spawned();
     out.write_all(NODES_OPEN)?;
-    let nodes_start = out.len();
-    let node_ends = write_elements_indexed(out, nodes.w.nodes.len(), |n| nodes.node(n, &spawned));
+    let nodes_start = out.written();
+    let node_ends = write_elements_indexed(out, nodes.w.nodes.len(), |n| nodes.node(n, &spawned))?;
     out.write_all(EDGES_OPEN)?;
-    let edges_start = out.len();
+    let edges_start = out.written();
     let mut edge_ends = Vec::with_capacity(body.workflow.rest.edges.len());
     for edge in &body.workflow.rest.edges {
         if !edge_ends.is_empty() {
             out.write_all(b",")?;
         }
         serde_json::to_writer(&mut *out, edge)?;
-        edge_ends.push(out.len());
+        edge_ends.push(out.written());
     }
     out.write_all(b"],")?;
-    let tail_start = out.len();
+    let tail_start = out.written();
     serde_json::to_writer(ObjectMembers::new(out), &body.workflow.rest.tail)?;
     out.write_all(b"}")?;
     Ok(WorkflowLayout {
@@ -373,7 +371,7 @@ pub fn write_parallel(body: &WorkflowBody<'_>, out: &mut ChunkWriter) -> std::io
         node_ends,
         edges_start,
         edge_ends,
-        tail_len: out.len() - tail_start,
+        tail_len: out.written() - tail_start,
     })
 }
 
