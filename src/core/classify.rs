@@ -6,7 +6,6 @@
 
 use std::borrow::Cow;
 
-use super::json_text::JsonStr;
 use super::records::{Block, Content, Record, ToolUse};
 use super::text::prefix_utf16;
 
@@ -76,9 +75,9 @@ pub fn classify_user(r: &Record) -> UserClass {
         }
     };
     let found = match r.message.as_ref().map(|m| &m.content) {
-        Some(Content::Text(s)) => notice(&s.get()),
+        Some(Content::Text(s)) => notice(s),
         Some(Content::Blocks(blocks)) => blocks.iter().find_map(|b| match b {
-            Block::Text(t) => notice(&t.get()),
+            Block::Text(t) => notice(t),
             _ => None,
         }),
         _ => None,
@@ -109,62 +108,59 @@ pub const ARRAY_TEXT_LIMIT: usize = 10_000;
 /// Borrowed when the text is one string as written; built only when parts are joined.
 pub fn user_text(r: &Record) -> Cow<'_, str> {
     let blocks = match r.message.as_ref().map(|m| &m.content) {
-        Some(Content::Text(s)) => return s.get(),
+        Some(Content::Text(s)) => return Cow::Borrowed(s),
         Some(Content::Blocks(b)) => b,
         _ => return Cow::Borrowed(""),
     };
-    let mut parts: Vec<Cow<'_, str>> = Vec::new();
+    let mut parts: Vec<&'_ str> = Vec::new();
     for b in blocks {
         match b {
-            Block::Text(t) => parts.push(t.get()),
-            Block::ToolResult(t) => parts.extend(t.texts.iter().map(JsonStr::get)),
+            Block::Text(t) => parts.push(t),
+            Block::ToolResult(t) => parts.extend(t.texts.iter().map(String::as_str)),
             _ => {}
         }
     }
+    let mut owned: Vec<String> = Vec::new();
     if let Some(t) = &r.tool_use_result {
-        fn nonempty(s: &Option<JsonStr>) -> Option<Cow<'_, str>> {
-            s.as_ref().filter(|s| !s.is_empty()).map(JsonStr::get)
+        if let Some(s) = t.stdout.as_deref().filter(|s| !s.is_empty()) {
+            owned.push(s.to_owned());
         }
-        if let Some(s) = nonempty(&t.stdout) {
-            parts.push(s);
+        if let Some(s) = t.stderr.as_deref().filter(|s| !s.is_empty()) {
+            owned.push(format!("[stderr] {s}"));
         }
-        if let Some(s) = nonempty(&t.stderr) {
-            parts.push(Cow::Owned(format!("[stderr] {s}")));
-        }
-        if let Some(s) = nonempty(&t.file_content) {
+        if let Some(s) = t.file_content.as_deref().filter(|s| !s.is_empty()) {
             let path = t.file_path.as_deref().unwrap_or("undefined");
-            parts.push(Cow::Owned(format!("[file: {path}]\n{s}")));
+            owned.push(format!("[file: {path}]\n{s}"));
         }
     }
-    if parts.len() <= 1 {
-        return match parts.pop() {
-            None => Cow::Borrowed(""),
-            Some(Cow::Borrowed(one)) => Cow::Borrowed(prefix_utf16(one, ARRAY_TEXT_LIMIT)),
-            Some(Cow::Owned(mut one)) => {
-                one.truncate(prefix_utf16(&one, ARRAY_TEXT_LIMIT).len());
-                Cow::Owned(one)
-            }
-        };
+    if owned.is_empty() {
+        match parts.as_slice() {
+            [] => return Cow::Borrowed(""),
+            [one] => return Cow::Borrowed(prefix_utf16(one, ARRAY_TEXT_LIMIT)),
+            _ => {}
+        }
     }
-    let mut joined = parts.join("\n");
+    let mut all: Vec<&str> = parts;
+    all.extend(owned.iter().map(String::as_str));
+    let mut joined = all.join("\n");
     let cut = prefix_utf16(&joined, ARRAY_TEXT_LIMIT).len();
     joined.truncate(cut);
     Cow::Owned(joined)
 }
 
 /// The text of a `system` record: its `content`, else its `subtype`, else `System event`.
-pub fn system_text(r: &Record) -> Cow<'_, str> {
-    match (&r.content, r.subtype.as_deref()) {
-        (Some(c), _) if !c.is_empty() => c.get(),
-        (_, Some(s)) if !s.is_empty() => Cow::Borrowed(s),
-        _ => Cow::Borrowed("System event"),
-    }
+pub fn system_text(r: &Record) -> &str {
+    [r.content.as_deref(), r.subtype.as_deref()]
+        .into_iter()
+        .flatten()
+        .find(|s| !s.is_empty())
+        .unwrap_or("System event")
 }
 
 /// The text of a notice: [`system_text`] for `system` records, [`user_text`] otherwise.
 pub fn notice_text(r: &Record) -> Cow<'_, str> {
     if r.kind == super::records::RecordKind::System {
-        system_text(r)
+        Cow::Borrowed(system_text(r))
     } else {
         user_text(r)
     }
@@ -174,18 +170,18 @@ pub fn notice_text(r: &Record) -> Cow<'_, str> {
 /// joined with `\n`.
 pub fn prompt_text(r: &Record) -> Cow<'_, str> {
     match r.message.as_ref().map(|m| &m.content) {
-        Some(Content::Text(s)) => s.get(),
+        Some(Content::Text(s)) => Cow::Borrowed(s),
         Some(Content::Blocks(blocks)) => {
-            let mut texts: Vec<Cow<'_, str>> = blocks
+            let texts: Vec<&str> = blocks
                 .iter()
                 .filter_map(|b| match b {
-                    Block::Text(t) => Some(t.get()),
+                    Block::Text(t) => Some(t.as_str()),
                     _ => None,
                 })
                 .collect();
-            match texts.len() {
-                0 => Cow::Borrowed(""),
-                1 => texts.remove(0),
+            match texts.as_slice() {
+                [] => Cow::Borrowed(""),
+                [one] => Cow::Borrowed(one),
                 _ => Cow::Owned(texts.join("\n")),
             }
         }
@@ -201,7 +197,7 @@ pub struct ImageRef<'a> {
     pub media_type: Option<&'a str>,
     /// `source.data` (base64).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub data: Option<&'a JsonStr>,
+    pub data: Option<&'a str>,
 }
 
 /// The base64 images of a record's content (URL images are not carried).
@@ -211,7 +207,7 @@ pub fn images(r: &Record) -> Vec<ImageRef<'_>> {
         .filter_map(|b| match b {
             Block::Image(img) if img.source_type.as_deref() == Some("base64") => Some(ImageRef {
                 media_type: img.media_type.as_deref(),
-                data: img.data.as_ref(),
+                data: img.data.as_deref(),
             }),
             _ => None,
         })
@@ -325,10 +321,11 @@ fn js_string(v: &serde_json::Value) -> String {
 mod tests {
     use super::*;
     use crate::core::parse::parse_line;
+    use crate::core::records::Position;
 
     fn record(json: &str) -> Record {
-        let buffer = bytes::Bytes::copy_from_slice(json.as_bytes());
-        parse_line(&buffer, &buffer).unwrap().records.remove(0)
+        let wire = parse_line(json.as_bytes()).unwrap().records.remove(0);
+        Record::from_wire(wire, Position::default())
     }
 
     #[test]

@@ -323,7 +323,7 @@ mod tests {
     use crate::core::parse::parse_file;
 
     fn load(lines: &[String]) -> Vec<Record> {
-        parse_file(0, &bytes::Bytes::copy_from_slice(lines.join("\n").as_bytes())).records
+        parse_file(0, lines.join("\n").as_bytes()).records
     }
 
     fn user(uuid: &str, parent: &str, ts: &str, content: &str) -> String {

@@ -5,8 +5,6 @@
 //!
 //! The same turns feed the annotation units, the workflow nodes and the chat log.
 
-use std::borrow::Cow;
-
 use foldhash::{HashMap, HashMapExt};
 
 use super::records::{Block, Record, RecordKind, ToolUse, Usage};
@@ -34,20 +32,20 @@ impl Turn {
     }
 
     /// The non-empty thinking blocks, in chunk order.
-    pub fn thinking<'a>(&self, records: &'a [Record]) -> Vec<Cow<'a, str>> {
+    pub fn thinking<'a>(&self, records: &'a [Record]) -> Vec<&'a str> {
         self.blocks(records)
             .filter_map(|(_, b)| match b {
-                Block::Thinking { thinking, .. } if !thinking.is_empty() => Some(thinking.get()),
+                Block::Thinking { thinking, .. } if !thinking.is_empty() => Some(thinking.as_str()),
                 _ => None,
             })
             .collect()
     }
 
     /// The non-empty text blocks, in chunk order.
-    pub fn texts<'a>(&self, records: &'a [Record]) -> Vec<Cow<'a, str>> {
+    pub fn texts<'a>(&self, records: &'a [Record]) -> Vec<&'a str> {
         self.blocks(records)
             .filter_map(|(_, b)| match b {
-                Block::Text(t) if !t.is_empty() => Some(t.get()),
+                Block::Text(t) if !t.is_empty() => Some(t.as_str()),
                 _ => None,
             })
             .collect()
@@ -209,7 +207,7 @@ mod tests {
                 0,
             ),
         ];
-        let records = parse_file(0, &bytes::Bytes::copy_from_slice(lines.join("\n").as_bytes())).records;
+        let records = parse_file(0, lines.join("\n").as_bytes()).records;
         let (turns, turn_of) = group_turns(&records, |_| true);
         assert_eq!(turns.len(), 4);
         assert_eq!(turns[0].records, vec![0, 1]);
@@ -245,7 +243,7 @@ mod tests {
                 1,
             ),
         ];
-        let records = parse_file(0, &bytes::Bytes::copy_from_slice(lines.join("\n").as_bytes())).records;
+        let records = parse_file(0, lines.join("\n").as_bytes()).records;
         let (turns, _) = group_turns(&records, |_| true);
         assert_eq!(turns[0].anchor(), 1);
         assert_eq!(turns[0].texts(&records), vec!["first", "second"]);

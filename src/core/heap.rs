@@ -13,7 +13,6 @@ use serde_json::value::RawValue;
 
 use super::diagnostics::{Diagnostics, FileSummary, LineIssue, RecordIssue, Samples};
 use super::group::Turn;
-use super::json_text::{JsonStr, RawJson};
 use super::pi::PiHeader;
 use super::records::{
     Block, Content, Image, Message, Record, RecordKind, ToolResultBlock, ToolUse, ToolUseResult,
@@ -63,20 +62,6 @@ impl HeapSize for String {
 impl HeapSize for Box<RawValue> {
     fn heap_size(&self) -> usize {
         self.get().len()
-    }
-}
-
-/// Text shared with an input file counts nothing here: the session counts the input
-/// buffers it keeps alive once, whole ([`Session::shared_input_bytes`]).
-impl HeapSize for JsonStr {
-    fn heap_size(&self) -> usize {
-        self.own_heap_size()
-    }
-}
-
-impl HeapSize for RawJson {
-    fn heap_size(&self) -> usize {
-        self.own_heap_size()
     }
 }
 
@@ -340,7 +325,6 @@ impl HeapSize for Session {
         let records = self.records.capacity() * size_of::<Record>()
             + self.records.iter().map(HeapSize::heap_size).sum::<usize>();
         records
-            + self.shared_input_bytes
             + self.files.heap_size()
             + self.dedup.heap_size()
             + self.session_id.heap_size()

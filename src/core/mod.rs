@@ -26,7 +26,6 @@ pub mod group;
 pub mod heap;
 pub mod input;
 pub mod jsnum;
-pub mod json_text;
 pub mod lenient;
 pub mod order;
 pub mod parse;

@@ -6,7 +6,6 @@
 //! surrogate pair. Each is repaired where the data allows and recorded; a line that cannot
 //! be read becomes a [`LineError`] and the lines after it still load.
 
-use bytes::Bytes;
 use rayon::prelude::*;
 use serde_json::Deserializer;
 
@@ -31,85 +30,71 @@ pub enum LineError {
 /// How a line was read.
 #[derive(Default)]
 pub(crate) struct LineRecords {
-    /// The records found, in line order (their positions are still to be set).
-    pub(crate) records: Vec<Record>,
+    /// The records found, in line order.
+    pub(crate) records: Vec<WireRecord>,
     /// Set when the line needed a repair to be read; says which.
     pub(crate) repair: Option<&'static str>,
 }
 
-impl LineRecords {
-    /// `records` read from `buffer`, after `repair` if any.
-    fn new(records: Vec<WireRecord<'_>>, buffer: &Bytes, repair: Option<&'static str>) -> LineRecords {
-        LineRecords {
-            records: records
-                .into_iter()
-                .map(|w| w.into_record(Position::default(), buffer))
-                .collect(),
-            repair,
-        }
-    }
-}
-
-/// Reads one line, `line`, which lies inside `buffer`: the records' text is shared with
-/// `buffer` (or, for a line that needed a repair, with the repaired copy). At most one
-/// repair is applied per line, and only when the plain parse fails, so well-formed input
-/// pays nothing for them.
-pub(crate) fn parse_line(buffer: &Bytes, line: &[u8]) -> Result<LineRecords, LineError> {
-    let error = match parse_objects(line) {
+/// Reads one line. At most one repair is applied per line, and only when the plain parse
+/// fails, so well-formed input pays nothing for them.
+pub(crate) fn parse_line(bytes: &[u8]) -> Result<LineRecords, LineError> {
+    let error = match parse_objects(bytes) {
         Ok(records) if records.len() > 1 => {
-            return Ok(LineRecords::new(
+            return Ok(LineRecords {
                 records,
-                buffer,
-                Some("two or more records glued on one line"),
-            ))
+                repair: Some("two or more records glued on one line"),
+            })
         }
-        Ok(records) => return Ok(LineRecords::new(records, buffer, None)),
+        Ok(records) => {
+            return Ok(LineRecords {
+                records,
+                repair: None,
+            })
+        }
         Err(e) => e,
     };
     if let LineError::NotAnObject(_) = error {
         return Err(error);
     }
-    let reread = |fixed: Vec<u8>, repair: &'static str| {
-        let fixed = Bytes::from(fixed);
-        parse_objects(&fixed)
-            .ok()
-            .map(|records| LineRecords::new(records, &fixed, Some(repair)))
-    };
     if let LineError::Invalid(message) = &error {
         if message.starts_with("duplicate field") {
-            if let Some(read) = keep_last_duplicate(line).and_then(|fixed| {
-                reread(
-                    fixed,
-                    "duplicate keys: the last value of each was kept, as JSON.parse does",
-                )
-            }) {
-                return Ok(read);
+            if let Some(records) = keep_last_duplicate(bytes) {
+                return Ok(LineRecords {
+                    records,
+                    repair: Some("duplicate keys: the last value of each was kept, as JSON.parse does"),
+                });
             }
         }
     }
-    if std::str::from_utf8(line).is_err() {
-        let fixed = String::from_utf8_lossy(line).into_owned().into_bytes();
-        if let Some(read) = reread(fixed, "invalid UTF-8 replaced with U+FFFD") {
-            return Ok(read);
+    if std::str::from_utf8(bytes).is_err() {
+        let fixed = String::from_utf8_lossy(bytes).into_owned();
+        if let Ok(records) = parse_objects(fixed.as_bytes()) {
+            return Ok(LineRecords {
+                records,
+                repair: Some("invalid UTF-8 replaced with U+FFFD"),
+            });
         }
     }
-    if let Some(read) = replace_lone_surrogates(line)
-        .and_then(|fixed| reread(fixed, "lone UTF-16 surrogate escape replaced with U+FFFD"))
-    {
-        return Ok(read);
+    if let Some(fixed) = replace_lone_surrogates(bytes) {
+        if let Ok(records) = parse_objects(&fixed) {
+            return Ok(LineRecords {
+                records,
+                repair: Some("lone UTF-16 surrogate escape replaced with U+FFFD"),
+            });
+        }
     }
-    if let Some(records) = recover_glued_tail(line) {
-        return Ok(LineRecords::new(
+    if let Some(records) = recover_glued_tail(bytes) {
+        return Ok(LineRecords {
             records,
-            buffer,
-            Some("truncated record glued to a complete one; the complete one was kept"),
-        ));
+            repair: Some("truncated record glued to a complete one; the complete one was kept"),
+        });
     }
     Err(error)
 }
 
 /// Parses every JSON object on the line; fails on the first problem.
-fn parse_objects(bytes: &[u8]) -> Result<Vec<WireRecord<'_>>, LineError> {
+fn parse_objects(bytes: &[u8]) -> Result<Vec<WireRecord>, LineError> {
     match bytes.first() {
         Some(b'{') => {}
         Some(b'[') => return Err(LineError::NotAnObject("an array")),
@@ -134,14 +119,13 @@ fn is_json(bytes: &[u8]) -> bool {
     serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
 }
 
-/// Rewrites an object with repeated keys as JavaScript's `JSON.parse` reads it: the last
-/// value of each key wins. The typed reader refuses repeated fields, so the line goes
-/// through a generic value (which keeps the last) and back.
-fn keep_last_duplicate(bytes: &[u8]) -> Option<Vec<u8>> {
+/// Reads an object with repeated keys as JavaScript's `JSON.parse` does: the last value of
+/// each key wins. The typed reader refuses repeated fields, so the line goes through a
+/// generic value (which keeps the last) and back.
+fn keep_last_duplicate(bytes: &[u8]) -> Option<Vec<WireRecord>> {
     let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
     let rewritten = serde_json::to_vec(&value).ok()?;
-    parse_objects(&rewritten).ok()?;
-    Some(rewritten)
+    parse_objects(&rewritten).ok()
 }
 
 /// How many start positions [`recover_glued_tail`] tries before giving up.
@@ -149,7 +133,7 @@ const GLUE_CANDIDATES: usize = 8;
 
 /// For `{"a":"trunc{"b":1}`: finds the last complete record(s) at the end of the line. Tries
 /// the `{"` positions nearest the end first.
-fn recover_glued_tail(bytes: &[u8]) -> Option<Vec<WireRecord<'_>>> {
+fn recover_glued_tail(bytes: &[u8]) -> Option<Vec<WireRecord>> {
     let starts = memchr::memmem::find_iter(bytes, b"{\"").filter(|&p| p > 0);
     let starts: Vec<usize> = starts.collect();
     starts.iter().rev().take(GLUE_CANDIDATES).rev().find_map(|&p| {
@@ -282,14 +266,12 @@ pub struct ParsedFile {
 
 impl ParsedFile {
     /// Takes a record read at `pos`: keeps it, or only counts it when it is inert.
-    fn take(&mut self, mut record: Record, pos: Position) {
+    fn take(&mut self, wire: WireRecord, pos: Position) {
         self.records_read += 1;
-        self.types.count(record.kind.name());
-        self.identity
-            .observe(record.session_id.as_deref(), record.agent_id.as_deref());
-        if !record.is_inert() {
-            record.pos = pos;
-            self.records.push(record);
+        self.types.count(wire.type_name());
+        self.identity.observe(wire.session_id(), wire.agent_id());
+        if !wire.is_inert() {
+            self.records.push(Record::from_wire(wire, pos));
         }
     }
 
@@ -325,12 +307,12 @@ const SEGMENT_BYTES: usize = 128 * 1024;
 /// The file is cut at line ends into segments of about [`SEGMENT_BYTES`], which are
 /// parsed in parallel and joined in file order: the result is the same as a sequential
 /// read.
-pub fn parse_file(file: u32, data: &Bytes) -> ParsedFile {
+pub fn parse_file(file: u32, data: &[u8]) -> ParsedFile {
     let segments = segment_bounds(data);
     let parsed: Vec<(ParsedFile, u32)> = segments
         .par_iter()
         .enumerate()
-        .map(|(i, &(start, end))| parse_segment(file, &data.slice(start..end), i == 0))
+        .map(|(i, &(start, end))| parse_segment(file, &data[start..end], i == 0))
         .collect();
     let mut out = ParsedFile {
         records: Vec::with_capacity(parsed.iter().map(|(p, _)| p.records.len()).sum()),
@@ -363,7 +345,7 @@ fn segment_bounds(data: &[u8]) -> Vec<(usize, usize)> {
 
 /// Reads one segment; line numbers count from its start. Returns the result and the number
 /// of physical lines the segment spans.
-fn parse_segment(file: u32, data: &Bytes, starts_file: bool) -> (ParsedFile, u32) {
+fn parse_segment(file: u32, data: &[u8], starts_file: bool) -> (ParsedFile, u32) {
     let mut lines = if starts_file {
         frame::lines(data)
     } else {
@@ -372,7 +354,7 @@ fn parse_segment(file: u32, data: &Bytes, starts_file: bool) -> (ParsedFile, u32
     let mut out = ParsedFile::default();
     for line in lines.by_ref() {
         out.lines += 1;
-        match parse_line(data, line.bytes) {
+        match parse_line(line.bytes) {
             Ok(LineRecords { records, repair }) => {
                 if let Some(repair) = repair {
                     out.repaired.push(RepairedLine {
@@ -380,13 +362,13 @@ fn parse_segment(file: u32, data: &Bytes, starts_file: bool) -> (ParsedFile, u32
                         repair,
                     });
                 }
-                for (seq, record) in records.into_iter().enumerate() {
+                for (seq, wire) in records.into_iter().enumerate() {
                     let pos = Position {
                         file,
                         line: line.number,
                         seq: seq as u32,
                     };
-                    out.take(record, pos);
+                    out.take(wire, pos);
                 }
             }
             Err(error) => out.bad_lines.push(BadLine {
@@ -403,14 +385,8 @@ fn parse_segment(file: u32, data: &Bytes, starts_file: bool) -> (ParsedFile, u32
 mod tests {
     use super::*;
 
-    /// Reads `line` as the whole of its buffer.
-    fn parse_one(line: impl Into<Vec<u8>>) -> Result<LineRecords, LineError> {
-        let buffer = Bytes::from(line.into());
-        parse_line(&buffer, &buffer)
-    }
-
     fn kinds(line: &str) -> Result<(usize, Option<&'static str>), LineError> {
-        parse_one(line).map(|r| (r.records.len(), r.repair))
+        parse_line(line.as_bytes()).map(|r| (r.records.len(), r.repair))
     }
 
     #[test]
@@ -444,9 +420,9 @@ mod tests {
     #[test]
     fn a_truncated_record_glued_to_a_complete_one_keeps_the_complete_one() {
         let line = r#"{"uuid":"a","message":{"content":"cut her{"uuid":"b","type":"user"}"#;
-        let got = parse_one(line).unwrap();
+        let got = parse_line(line.as_bytes()).unwrap();
         assert_eq!(got.records.len(), 1);
-        let rec = got.records.into_iter().next().unwrap();
+        let rec = Record::from_wire(got.records.into_iter().next().unwrap(), Position::default());
         assert_eq!(rec.uuid.as_deref(), Some("b"));
     }
 
@@ -459,21 +435,18 @@ mod tests {
     #[test]
     fn lone_surrogates_are_replaced() {
         let line = r#"{"uuid":"a","content":"x\ud83d y \udc00 ok \ud83d\ude00"}"#;
-        let got = parse_one(line).unwrap();
+        let got = parse_line(line.as_bytes()).unwrap();
         assert!(got.repair.unwrap().contains("surrogate"));
-        let rec = got.records.into_iter().next().unwrap();
-        assert_eq!(
-            rec.content.as_ref().map(|c| c.get().into_owned()).as_deref(),
-            Some("x\u{FFFD} y \u{FFFD} ok 😀")
-        );
+        let rec = Record::from_wire(got.records.into_iter().next().unwrap(), Position::default());
+        assert_eq!(rec.content.as_deref(), Some("x\u{FFFD} y \u{FFFD} ok 😀"));
     }
 
     #[test]
     fn duplicate_keys_keep_the_last_value() {
         let line = r#"{"uuid":"a","uuid":"b","message":{"content":"one","content":"two"}}"#;
-        let got = parse_one(line).unwrap();
+        let got = parse_line(line.as_bytes()).unwrap();
         assert!(got.repair.unwrap().contains("duplicate keys"));
-        let rec = got.records.into_iter().next().unwrap();
+        let rec = Record::from_wire(got.records.into_iter().next().unwrap(), Position::default());
         assert_eq!(rec.uuid.as_deref(), Some("b"));
         assert_eq!(
             rec.message.map(|m| m.content),
@@ -484,7 +457,7 @@ mod tests {
     #[test]
     fn invalid_utf8_is_replaced() {
         let line = b"{\"uuid\":\"a\",\"content\":\"x\xff\"}";
-        let got = parse_one(line.to_vec()).unwrap();
+        let got = parse_line(line).unwrap();
         assert!(got.repair.unwrap().contains("UTF-8"));
     }
 
@@ -505,7 +478,7 @@ mod tests {
     #[test]
     fn parse_file_keeps_going_after_a_bad_line() {
         let data = b"{\"uuid\":\"a\"}\n{oops\n\n{\"uuid\":\"b\"}\n{\"uuid\":\"c\"";
-        let parsed = parse_file(0, &bytes::Bytes::copy_from_slice(data));
+        let parsed = parse_file(0, data);
         let uuids: Vec<_> = parsed.records.iter().map(|r| r.uuid.clone().unwrap()).collect();
         assert_eq!(uuids, ["a", "b"]);
         assert_eq!(parsed.lines, 4);
@@ -523,7 +496,7 @@ mod tests {
     #[test]
     fn d1_objects_that_are_no_record_are_counted_not_kept() {
         let data = "{\"type\":\"user\",\"uuid\":\"a\",\"message\":{\"content\":\"hi\"}}\n{}\n{\"type\":\"queue-operation\",\"sessionId\":\"S\"}\n{\"type\":\"progress\",\"uuid\":\"p\"}\n";
-        let parsed = parse_file(0, &bytes::Bytes::copy_from_slice(data.as_bytes()));
+        let parsed = parse_file(0, data.as_bytes());
         let kept: Vec<_> = parsed
             .records
             .iter()
@@ -555,7 +528,7 @@ mod tests {
     #[test]
     fn bad_and_repaired_lines_keep_a_count_and_bounded_examples() {
         let data = "nope\n".repeat(10_000);
-        let parsed = parse_file(0, &bytes::Bytes::copy_from_slice(data.as_bytes()));
+        let parsed = parse_file(0, data.as_bytes());
         assert_eq!(parsed.bad_lines.count, 10_000);
         assert_eq!(
             parsed.bad_lines.samples.len(),
@@ -567,7 +540,7 @@ mod tests {
     #[test]
     fn type_names_are_bounded() {
         let data: String = (0..1000).map(|i| format!("{{\"type\":\"t{i}\"}}\n")).collect();
-        let parsed = parse_file(0, &bytes::Bytes::copy_from_slice(data.as_bytes()));
+        let parsed = parse_file(0, data.as_bytes());
         let types: Vec<_> = parsed.types.iter().collect();
         assert_eq!(types.len(), crate::core::diagnostics::TYPE_NAME_LIMIT + 1);
         let other = types
@@ -597,7 +570,7 @@ mod tests {
         }
         data.extend_from_slice(b"{\"type\":\"user\",\"uuid\":\"last\"");
         assert!(segment_bounds(&data).len() > 4, "the test spans several segments");
-        let parsed = parse_file(3, &bytes::Bytes::copy_from_slice(&data));
+        let parsed = parse_file(3, &data);
         let got: Vec<(String, u32)> = parsed
             .records
             .iter()

@@ -27,8 +27,6 @@ use std::fmt;
 use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-
-use super::json_text::{JsonStr, RawJson};
 use serde_json::Value;
 
 use super::frame;
@@ -155,20 +153,20 @@ struct WireBlock {
 impl WireBlock {
     fn into_block(self) -> Block {
         match self.kind.as_deref() {
-            Some("text") => Block::Text(self.text.unwrap_or_default().into()),
+            Some("text") => Block::Text(self.text.unwrap_or_default()),
             Some("thinking") => Block::Thinking {
-                thinking: self.thinking.unwrap_or_default().into(),
+                thinking: self.thinking.unwrap_or_default(),
                 signature: None,
             },
             Some("toolCall") => Block::ToolUse(ToolUse {
                 id: self.id.unwrap_or_default(),
                 name: self.name.unwrap_or_default(),
-                input: self.arguments.as_deref().map(RawJson::from_raw_value),
+                input: self.arguments,
             }),
             Some("image") => Block::Image(Image {
                 source_type: Some("base64".to_owned()),
                 media_type: self.mime_type,
-                data: self.data.map(JsonStr::from),
+                data: self.data,
             }),
             _ => Block::Other(self.kind),
         }
@@ -184,10 +182,10 @@ impl<'de> Deserialize<'de> for PiContent {
                 f.write_str("a string or an array of content blocks")
             }
             fn visit_str<E>(self, v: &str) -> Result<PiContent, E> {
-                Ok(PiContent(Some(Content::Text(v.into()))))
+                Ok(PiContent(Some(Content::Text(v.to_owned()))))
             }
             fn visit_string<E>(self, v: String) -> Result<PiContent, E> {
-                Ok(PiContent(Some(Content::Text(v.into()))))
+                Ok(PiContent(Some(Content::Text(v))))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PiContent, A::Error> {
                 let mut blocks = Vec::new();
@@ -233,11 +231,11 @@ fn timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error
 /// The text of pi content (string, or text blocks joined with newlines).
 fn content_text(c: &Option<Content>) -> String {
     match c {
-        Some(Content::Text(s)) => s.get().into_owned(),
+        Some(Content::Text(s)) => s.clone(),
         Some(Content::Blocks(b)) => b
             .iter()
             .filter_map(|b| match b {
-                Block::Text(t) => Some(t.get()),
+                Block::Text(t) => Some(t.as_str()),
                 _ => None,
             })
             .collect::<Vec<_>>()
@@ -371,7 +369,7 @@ fn other_record(
 
 /// `{"tokensBefore": ..., "firstKeptEntryId": ...}` as raw JSON, keeping `tokensBefore` as
 /// written.
-fn compact_metadata(previous: Option<RawJson>, first_kept: Option<&str>) -> Option<RawJson> {
+fn compact_metadata(previous: Option<Box<RawValue>>, first_kept: Option<&str>) -> Option<Box<RawValue>> {
     let mut map = serde_json::Map::new();
     if let Some(prev) =
         previous.and_then(|p| serde_json::from_str::<serde_json::Map<String, Value>>(p.get()).ok())
@@ -381,9 +379,7 @@ fn compact_metadata(previous: Option<RawJson>, first_kept: Option<&str>) -> Opti
     if let Some(id) = first_kept {
         map.insert("firstKeptEntryId".to_owned(), Value::String(id.to_owned()));
     }
-    RawValue::from_string(Value::Object(map).to_string())
-        .ok()
-        .map(|r| RawJson::from_raw_value(&r))
+    RawValue::from_string(Value::Object(map).to_string()).ok()
 }
 
 fn entry_record(
@@ -408,7 +404,7 @@ fn entry_record(
     let system = |r: &mut Record, subtype: &str, text: String| {
         r.kind = RecordKind::System;
         r.subtype = Some(subtype.to_owned());
-        r.content = Some(text.into());
+        r.content = Some(text);
     };
     match entry.kind.as_deref() {
         Some("message") => {
@@ -436,7 +432,7 @@ fn entry_record(
                         Content::Absent => true,
                     };
                     if let (true, Some(err)) = (empty, m.error_message) {
-                        content = Content::Blocks(vec![Block::Text(format!("[error] {err}").into())]);
+                        content = Content::Blocks(vec![Block::Text(format!("[error] {err}"))]);
                     }
                     r.message = Some(Message {
                         id: None,
@@ -495,8 +491,7 @@ fn entry_record(
             let tokens = entry
                 .tokens_before
                 .map(|t| format!(r#"{{"tokensBefore":{}}}"#, t.get()))
-                .and_then(|s| RawValue::from_string(s).ok())
-                .map(|r| RawJson::from_raw_value(&r));
+                .and_then(|s| RawValue::from_string(s).ok());
             r.compact_metadata = compact_metadata(tokens, first_kept.as_deref());
             r.first_kept = first_kept;
             if let (None, Some(i)) = (&r.first_kept, entry.first_kept_entry_index) {
@@ -566,7 +561,7 @@ mod tests {
         );
         assert_eq!(r[2].first_tool_use_id(), Some("c1"));
         assert!(r[3].is_compact_boundary());
-        assert_eq!(r[3].content.as_ref().map(|c| c.get()).as_deref(), Some("S1"));
+        assert_eq!(r[3].content.as_deref(), Some("S1"));
         assert_eq!(r[3].first_kept.as_deref(), Some("00000002"));
         assert_eq!(
             r[3].compact_metadata.as_ref().unwrap().get(),
@@ -597,7 +592,7 @@ mod tests {
             (r[1].kind.clone(), r[1].subtype.as_deref()),
             (RecordKind::System, Some("branch_summary"))
         );
-        assert_eq!(r[2].content.as_ref().map(|c| c.get()).as_deref(), Some("$ ls\nx"));
+        assert_eq!(r[2].content.as_deref(), Some("$ ls\nx"));
         assert_eq!(r[2].timestamp.as_deref(), Some("2025-01-01T00:00:03.000Z"));
         assert_eq!(r[3].kind, RecordKind::Other(Some("model_change".into())));
         assert!(matches!(&r[4].blocks()[0], Block::Text(t) if t == "[error] Request was aborted."));

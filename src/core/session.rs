@@ -228,20 +228,6 @@ pub struct Session {
     pub timings: Vec<(&'static str, Duration)>,
     /// The messages of an AutoGen log (its records, turns and workflow are empty).
     pub autogen: Option<Vec<super::autogen::AgMessage>>,
-    /// Bytes of the input files that the records' text is shared with (the files the
-    /// session keeps alive, whole, by holding slices of them).
-    pub shared_input_bytes: usize,
-}
-
-/// Bytes of the files of `input` that something besides `input` holds a slice of: once a
-/// session is built, the files its records share text with.
-fn shared_input_bytes(input: &SessionInput) -> usize {
-    input
-        .files
-        .iter()
-        .filter(|f| !f.bytes.is_unique())
-        .map(|f| f.bytes.len())
-        .sum()
 }
 
 /// Stage timings of a build.
@@ -505,7 +491,6 @@ impl Session {
             tree: Tree::default(),
             timings: Vec::new(),
             autogen,
-            shared_input_bytes: shared_input_bytes(input),
         };
         session.tree = Tree::of(&session);
         timings.mark("tree");

@@ -180,7 +180,7 @@ pub fn link_subagents(
         let agent = &mut agents[a];
         agent.tool_use_id = r.first_tool_use_id().map(str::to_owned);
         agent.result_record = Some(i);
-        agent.prompt = tur.prompt.as_ref().map(|p| p.get().into_owned());
+        agent.prompt = tur.prompt.clone();
         agent.total_duration_ms = tur.total_duration_ms.clone();
         agent.total_tokens = tur.total_tokens.clone();
         agent.total_tool_use_count = tur.total_tool_use_count.clone();
@@ -374,7 +374,7 @@ mod tests {
             let mut records = Vec::new();
             let mut identities = Vec::new();
             for (i, (_, text)) in self.0.iter().enumerate() {
-                let parsed = parse_file(i as u32, &bytes::Bytes::copy_from_slice(text.as_bytes()));
+                let parsed = parse_file(i as u32, text.as_bytes());
                 records.extend(parsed.records);
                 identities.push(parsed.identity);
             }

@@ -235,11 +235,7 @@ pub fn context(session: &Session, leaf: usize) -> Vec<ContextMessage<'_>> {
                 out.push(summary_message(
                     session,
                     path[cut],
-                    boundary
-                        .content
-                        .as_ref()
-                        .map(|c| c.get().into_owned())
-                        .unwrap_or_default(),
+                    boundary.content.clone().unwrap_or_default(),
                 ));
                 let kept_at = path[..cut].iter().position(|&u| {
                     session.units[u]
@@ -262,8 +258,8 @@ pub fn context(session: &Session, leaf: usize) -> Vec<ContextMessage<'_>> {
                     || {
                         boundary
                             .content
-                            .as_ref()
-                            .map_or_else(|| "Context compacted".to_owned(), |c| c.get().into_owned())
+                            .clone()
+                            .unwrap_or_else(|| "Context compacted".to_owned())
                     },
                     |s| prompt_text(first_record(path[s])).into_owned(),
                 );
@@ -348,11 +344,7 @@ fn unit_message(session: &Session, u: usize) -> Option<ContextMessage<'_>> {
                 // Other system records (API errors, hooks) are not sent to the model.
                 _ => return None,
             };
-            m.text = r
-                .content
-                .as_ref()
-                .map(|c| c.get().into_owned())
-                .unwrap_or_default();
+            m.text = r.content.clone().unwrap_or_default();
         }
         _ => return None,
     }

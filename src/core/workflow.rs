@@ -514,9 +514,9 @@ pub fn compact_text(records: &[Record], boundary: usize, summary: Option<usize>)
         .or_else(|| {
             records[boundary]
                 .content
-                .as_ref()
+                .as_deref()
                 .filter(|s| !s.is_empty())
-                .map(|s| s.get())
+                .map(Cow::Borrowed)
         })
         .unwrap_or(Cow::Borrowed("Context compacted"))
 }

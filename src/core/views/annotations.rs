@@ -6,7 +6,6 @@
 
 use std::borrow::Cow;
 
-use crate::core::json_text::RawJson;
 use foldhash::{HashMap, HashMapExt};
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -274,7 +273,7 @@ struct ToolCall<'a> {
     tool_use_id: &'a str,
     tool_name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    input: Option<&'a RawJson>,
+    input: Option<&'a RawValue>,
 }
 
 #[derive(Debug, Serialize)]
@@ -306,7 +305,7 @@ pub struct SystemTurn<'a> {
     text_or_artifact_ref: TextRef<'a>,
     labels: ShownLabels<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    compact_metadata: Option<&'a RawJson>,
+    compact_metadata: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     system_subtype: Option<&'a str>,
 }
@@ -545,7 +544,7 @@ impl<'a> UnitBuilder<'a> {
                         .map(|(_, _, c)| ToolCall {
                             tool_use_id: &c.id,
                             tool_name: &c.name,
-                            input: c.input.as_ref(),
+                            input: c.input.as_deref(),
                         })
                         .collect()
                 }),
@@ -599,7 +598,7 @@ impl<'a> UnitBuilder<'a> {
                 text: compact_text(&self.session.records, boundary, summary),
             },
             labels: ShownLabels::NONE,
-            compact_metadata: rec.compact_metadata.as_ref(),
+            compact_metadata: rec.compact_metadata.as_deref(),
             system_subtype: None,
         }
     }

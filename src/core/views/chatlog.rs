@@ -3,9 +3,9 @@
 
 use std::borrow::Cow;
 
-use crate::core::json_text::RawJson;
 use foldhash::{HashMap, HashMapExt};
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 use crate::core::classify::ImageRef;
 use crate::core::session::Session;
@@ -129,7 +129,7 @@ pub struct ChatMessage<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     compact_summary: Option<Cow<'a, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    compact_metadata: Option<&'a RawJson>,
+    compact_metadata: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     images: Vec<ImageRef<'a>>,
     /// The workflow node this entry shows.

@@ -2,9 +2,9 @@
 
 use std::borrow::Cow;
 
-use crate::core::json_text::{JsonStr, RawJson};
 use foldhash::HashMap;
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::Number;
 
 use crate::core::classify::{self, ImageRef};
@@ -90,7 +90,7 @@ pub struct NodeJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_input: Option<&'a RawJson>,
+    tool_input: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_use_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -122,7 +122,7 @@ pub struct NodeJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     compact_summary: Option<Cow<'a, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    compact_metadata: Option<&'a RawJson>,
+    compact_metadata: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     images: Vec<ImageRef<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -142,7 +142,7 @@ pub struct NodeJson<'a> {
 pub fn node_compaction<'a>(
     session: &'a Session,
     node: &Node,
-) -> (Option<bool>, Option<Cow<'a, str>>, Option<&'a RawJson>) {
+) -> (Option<bool>, Option<Cow<'a, str>>, Option<&'a RawValue>) {
     let rec = &session.records[node.record];
     match session.items[node.item].kind {
         ItemKind::Compact { summary, .. } => (
@@ -150,7 +150,7 @@ pub fn node_compaction<'a>(
             summary
                 .map(|s| classify::prompt_text(&session.records[s]))
                 .filter(|s| !s.is_empty()),
-            rec.compact_metadata.as_ref(),
+            rec.compact_metadata.as_deref(),
         ),
         _ if rec.kind == RecordKind::System => (Some(false), None, None),
         _ => (None, None, None),
@@ -572,7 +572,7 @@ fn node_json<'a>(
             let turn = &session.turns[t];
             let tool = node_tool(session, node);
             json.tool_name = tool.map(|t| t.name.as_str());
-            json.tool_input = tool.and_then(|t| t.input.as_ref());
+            json.tool_input = tool.and_then(|t| t.input.as_deref());
             json.tool_use_id = tool.map(|t| t.id.as_str());
             json.request_id = turn.request_id.as_deref();
             // A call hangs off its turn's reasoning node, else off the turn's parent.
@@ -600,17 +600,17 @@ fn node_json<'a>(
             let tur = rec.tool_use_result.as_ref();
             json.tool_name = answered_tool(session, rec);
             json.tool_use_id = rec.first_tool_use_id();
-            let nonempty = |s: Option<&'a JsonStr>| s.filter(|s| !s.is_empty()).map(JsonStr::get);
+            let nonempty = |s: Option<&'a String>| s.map(String::as_str).filter(|s| !s.is_empty());
             let stdout = tur.and_then(|t| nonempty(t.stdout.as_ref()));
             let stderr = tur.and_then(|t| nonempty(t.stderr.as_ref()));
             let first = tur.and_then(|t| nonempty(t.first_content_text.as_ref()));
-            let shown = first.as_deref().or(stdout.as_deref()).or(stderr.as_deref());
-            json.tool_result_preview = Some(result_preview(shown.unwrap_or(&json.content)));
+            let shown = first.or(stdout).or(stderr).unwrap_or(&json.content);
+            json.tool_result_preview = Some(result_preview(shown));
             let failed = node.node_type == NodeType::ResultFailure
                 || tur.is_some_and(|t| t.status.as_deref() == Some("failed"));
             json.tool_result_status = Some(if failed { "failure" } else { "success" });
-            json.tool_result_stdout = stdout.as_deref().map(result_preview);
-            json.tool_result_stderr = stderr.as_deref().map(result_preview);
+            json.tool_result_stdout = stdout.map(result_preview);
+            json.tool_result_stderr = stderr.map(result_preview);
             json.duration_ms = tur.and_then(|t| t.total_duration_ms.as_ref());
         }
         _ => {}
