@@ -211,13 +211,20 @@ impl io::Write for ChunkWriter {
 }
 
 /// Where a body is written in parallel parts: memory ([`ChunkWriter`], whose parts are
-/// kept as they are) or a stream ([`StreamWriter`], which writes each part and lets it go).
+/// kept as they are, all rendered in one pass) or a stream ([`StreamWriter`], which has a
+/// window of parts rendered at a time, writes them and lets them go).
 pub trait BodyWriter: io::Write {
     /// Bytes written so far.
     fn written(&self) -> usize;
 
     /// Appends a part rendered on its own.
     fn append_part(&mut self, part: Body) -> io::Result<()>;
+
+    /// How many segments to render before their parts are appended: all of them by
+    /// default (one parallel pass, no waiting between windows).
+    fn segments_at_once(&self) -> usize {
+        usize::MAX
+    }
 }
 
 impl BodyWriter for ChunkWriter {
@@ -269,13 +276,19 @@ impl<W: io::Write> BodyWriter for StreamWriter<W> {
         }
         Ok(())
     }
+
+    /// A window of [`SEGMENTS_PER_THREAD`] segments per thread of the pool: what the writer
+    /// holds in memory at once.
+    fn segments_at_once(&self) -> usize {
+        SEGMENTS_PER_THREAD * rayon::current_num_threads().max(1)
+    }
 }
 
 /// Items rendered per parallel task by [`write_elements`].
 const ITEMS_PER_SEGMENT: usize = 512;
 
-/// Segments rendered at once, per thread of the pool: the parts of one window are what a
-/// [`StreamWriter`] holds in memory.
+/// Segments a [`StreamWriter`] has rendered at once, per thread of the pool: the parts of
+/// one window are what it holds in memory.
 const SEGMENTS_PER_THREAD: usize = 4;
 
 /// Writes the elements of a JSON array (without its brackets): `item(i)` for `i` in
@@ -305,10 +318,10 @@ where
     use rayon::prelude::*;
 
     let segments = count.div_ceil(ITEMS_PER_SEGMENT);
-    let window = SEGMENTS_PER_THREAD * rayon::current_num_threads().max(1);
+    let window = out.segments_at_once().max(1);
     let mut all_ends = Vec::new();
     for first in (0..segments).step_by(window) {
-        let rendered: Vec<(Body, Vec<usize>)> = (first..(first + window).min(segments))
+        let rendered: Vec<(Body, Vec<usize>)> = (first..first.saturating_add(window).min(segments))
             .into_par_iter()
             .map(|s| render_segment(s, count, &item))
             .collect();
