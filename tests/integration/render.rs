@@ -349,7 +349,6 @@ async fn export_streams_the_log_and_its_pi_v3_migration_is_within_the_render_bud
 #[test]
 fn bodies_written_in_parallel_windows_are_the_sequential_serialisation() {
     use sessiongraph::core::views::{chatlog, workflow};
-
     use sessiongraph::core::{LoadOptions, Session};
 
     let scaled = crate::scaled::scaled(&crate::helpers::fixture_input("commugraph-sample"), 8, false);

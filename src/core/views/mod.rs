@@ -117,23 +117,7 @@ pub fn render(session: &Session, view: View, options: ViewOptions) -> Body {
     let mut out = ChunkWriter::new();
     // Writing into memory cannot fail, and serialising these types cannot fail either:
     // every map key is a string and every value is representable in JSON.
-    let _ = match view {
-        View::Chatlog | View::Workflow if session.autogen.is_some() => {
-            write(session, view, options, &mut out)
-        }
-        View::Workflow => {
-            let w = session.workflow_for(options.branch);
-            workflow::write_parallel(&workflow::workflow(session, &w, options.step), &mut out).map(|_| ())
-        }
-        View::Chatlog => {
-            let w = session.workflow_for(options.branch);
-            chatlog::write_parallel(
-                &chatlog::chatlog(session, &w, options.include_subagents),
-                &mut out,
-            )
-        }
-        _ => write(session, view, options, &mut out),
-    };
+    let _ = write_into(session, view, options, &mut out);
     out.finish()
 }
 
@@ -144,48 +128,49 @@ pub fn write(
     session: &Session,
     view: View,
     options: ViewOptions,
-    mut out: impl std::io::Write,
+    out: impl std::io::Write,
 ) -> std::io::Result<()> {
-    match view {
-        View::Workflow if session.autogen.is_none() => {
-            let w = session.workflow_for(options.branch);
-            let body = workflow::workflow(session, &w, options.step);
-            return workflow::write_parallel(&body, &mut body::StreamWriter::new(&mut out)).map(|_| ());
-        }
-        View::Chatlog if session.autogen.is_none() => {
-            let w = session.workflow_for(options.branch);
-            let body = chatlog::chatlog(session, &w, options.include_subagents);
-            return chatlog::write_parallel(&body, &mut body::StreamWriter::new(&mut out));
-        }
-        _ => {}
-    }
-    let written = match view {
-        View::Annotations => serde_json::to_writer(
+    write_into(session, view, options, &mut StreamWriter::new(out))
+}
+
+/// Writes `view` of `session` to `out`: the workflow's nodes and the chat log's messages in
+/// parallel parts (most of a session's bytes), every other body in one serde pass.
+fn write_into(
+    session: &Session,
+    view: View,
+    options: ViewOptions,
+    out: &mut impl BodyWriter,
+) -> std::io::Result<()> {
+    let written = match (view, &session.autogen) {
+        (View::Annotations, _) => serde_json::to_writer(
             out,
             &annotations::annotations(session, options.include_subagents, options.branch),
         ),
-        View::Workflow => {
+        (View::Workflow, None) => {
+            let w = session.workflow_for(options.branch);
+            let body = workflow::workflow(session, &w, options.step);
+            return workflow::write_parallel(&body, out).map(|_| ());
+        }
+        (View::Workflow, Some(_)) => {
             let w = session.workflow_for(options.branch);
             serde_json::to_writer(out, &workflow::workflow(session, &w, options.step))
         }
-        View::Chatlog => match &session.autogen {
-            Some(messages) => serde_json::to_writer(out, &autogen_graph::chatlog(messages)),
-            None => {
-                let w = session.workflow_for(options.branch);
-                serde_json::to_writer(out, &chatlog::chatlog(session, &w, options.include_subagents))
-            }
-        },
-        View::Graph => match &session.autogen {
-            Some(messages) => serde_json::to_writer(out, &autogen_graph::graph(messages, options.step)),
-            None => serde_json::to_writer(out, &graph::graph(session, options.step, options.graph)),
-        },
-        View::Metrics => match &session.autogen {
-            Some(messages) => serde_json::to_writer(out, &autogen_graph::metrics(messages)),
-            None => serde_json::to_writer(out, &graph::metrics(session, options.graph)),
-        },
-        View::Diagnostics => serde_json::to_writer(out, &diagnostics::diagnostics(session)),
-        View::Branches => serde_json::to_writer(out, &branches::branches(session)),
-        View::Context => match branches::context_body(session, None) {
+        (View::Chatlog, None) => {
+            let w = session.workflow_for(options.branch);
+            return chatlog::write_parallel(&chatlog::chatlog(session, &w, options.include_subagents), out);
+        }
+        (View::Chatlog, Some(messages)) => serde_json::to_writer(out, &autogen_graph::chatlog(messages)),
+        (View::Graph, Some(messages)) => {
+            serde_json::to_writer(out, &autogen_graph::graph(messages, options.step))
+        }
+        (View::Graph, None) => {
+            serde_json::to_writer(out, &graph::graph(session, options.step, options.graph))
+        }
+        (View::Metrics, Some(messages)) => serde_json::to_writer(out, &autogen_graph::metrics(messages)),
+        (View::Metrics, None) => serde_json::to_writer(out, &graph::metrics(session, options.graph)),
+        (View::Diagnostics, _) => serde_json::to_writer(out, &diagnostics::diagnostics(session)),
+        (View::Branches, _) => serde_json::to_writer(out, &branches::branches(session)),
+        (View::Context, _) => match branches::context_body(session, None) {
             Ok(body) => serde_json::to_writer(out, &body),
             Err(e) => return Err(std::io::Error::other(e)),
         },
