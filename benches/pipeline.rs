@@ -53,7 +53,7 @@ fn order_input(session: &Session) -> Vec<OrderUnit<'_>> {
                     .iter()
                     .filter_map(|&r| session.records[r].uuid.as_deref())
                     .collect(),
-                parents: [first.logical_parent_uuid.as_deref(), first.raw_parent(), None],
+                parents: [first.logical_parent_uuid(), first.raw_parent(), None],
                 key: SortKey::new(first.time, first.pos),
             }
         })

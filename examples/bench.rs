@@ -164,6 +164,8 @@ struct Measured {
     views_held: usize,
     all_held: usize,
     records: usize,
+    /// What the built session holds, by part (see `Session::heap_breakdown`).
+    held: Vec<(String, usize)>,
 }
 
 /// Measures in this process: warm the page cache, then the floor, then the pipeline.
@@ -180,6 +182,11 @@ fn measure(args: &Args) -> (Measured, Session) {
         views_held: bodies.iter().take(View::ALL.len()).map(Body::len).sum(),
         all_held: bodies.iter().map(Body::len).sum(),
         records: session.records.len(),
+        held: session
+            .heap_breakdown()
+            .into_iter()
+            .map(|(part, bytes)| (part.to_owned(), bytes))
+            .collect(),
     };
     (measured, session)
 }
@@ -197,6 +204,9 @@ fn print_machine(m: &Measured) {
     println!("rss_views\t{}\t{}", m.rss_views, m.views_held);
     println!("rss_all\t{}\t{}", m.rss_all, m.all_held);
     println!("records\t{}\t", m.records);
+    for (part, bytes) in &m.held {
+        println!("held\t{bytes}\t{part}");
+    }
 }
 
 /// Reads a child's tab-separated figures.
@@ -209,6 +219,7 @@ fn parse_machine(text: &str) -> Measured {
         views_held: 0,
         all_held: 0,
         records: 0,
+        held: Vec::new(),
     };
     for line in text.lines() {
         let mut parts = line.split('\t');
@@ -223,6 +234,7 @@ fn parse_machine(text: &str) -> Measured {
             }
             "rss_all" => (m.rss_all, m.all_held) = (value.parse().unwrap_or(0.0), extra.parse().unwrap_or(0)),
             "records" => m.records = value.parse().unwrap_or(0),
+            "held" => m.held.push((extra.to_owned(), value.parse().unwrap_or(0))),
             _ => m.figures.push((label.to_owned(), nanos(), extra.parse().ok())),
         }
     }
@@ -314,6 +326,21 @@ fn main() {
         rss_all / size,
         mib(runs[0].all_held)
     );
+    let held: usize = runs[0].held.iter().map(|(_, bytes)| bytes).sum();
+    let records = runs[0].records.max(1);
+    println!(
+        "session held     {:8.1} MiB  ({:.2} x input; {} bytes per record)",
+        mib(held),
+        mib(held) / size,
+        held / records
+    );
+    for (part, bytes) in runs[0].held.iter().filter(|(_, bytes)| *bytes > 0) {
+        println!(
+            "  {part:<14} {:8.1} MiB  ({} bytes per record)",
+            mib(*bytes),
+            bytes / records
+        );
+    }
 
     if let Some(view) = args.repeat_view {
         let input = disk::read_session(&args.paths).expect("the session is readable");

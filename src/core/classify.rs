@@ -94,7 +94,7 @@ pub fn tool_result_failed(r: &Record) -> bool {
     r.blocks()
         .iter()
         .any(|b| matches!(b, Block::ToolResult(t) if t.is_error))
-        || r.tool_use_result.as_ref().is_some_and(|t| t.reports_failure())
+        || r.tool_use_result().is_some_and(|t| t.reports_failure())
 }
 
 /// Maximum length, in UTF-16 units, of the text taken from an array content.
@@ -121,7 +121,7 @@ pub fn user_text(r: &Record) -> Cow<'_, str> {
         }
     }
     let mut owned: Vec<String> = Vec::new();
-    if let Some(t) = &r.tool_use_result {
+    if let Some(t) = r.tool_use_result() {
         if let Some(s) = t.stdout.as_deref().filter(|s| !s.is_empty()) {
             owned.push(s.to_owned());
         }
@@ -150,7 +150,7 @@ pub fn user_text(r: &Record) -> Cow<'_, str> {
 
 /// The text of a `system` record: its `content`, else its `subtype`, else `System event`.
 pub fn system_text(r: &Record) -> &str {
-    [r.content.as_deref(), r.subtype.as_deref()]
+    [r.system_content(), r.subtype()]
         .into_iter()
         .flatten()
         .find(|s| !s.is_empty())

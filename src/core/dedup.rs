@@ -102,7 +102,7 @@ impl Dedup {
         self.dropped[i] = Some(reason);
         self.twin[i] = twin;
         if let (Some(t), Some(uuid)) = (twin, records[i].uuid.as_ref()) {
-            self.alias.entry(uuid.clone()).or_insert(t);
+            self.alias.entry(uuid.to_string()).or_insert(t);
         }
     }
 }
@@ -280,8 +280,8 @@ fn content_key(r: &Record) -> u64 {
     r.timestamp.hash(&mut h);
     r.message_id().hash(&mut h);
     r.request_id.hash(&mut h);
-    r.subtype.hash(&mut h);
-    r.content.hash(&mut h);
+    r.subtype().hash(&mut h);
+    r.system_content().hash(&mut h);
     r.is_meta.hash(&mut h);
     match r.message.as_ref().map(|m| &m.content) {
         Some(Content::Text(s)) => s.hash(&mut h),
@@ -311,8 +311,8 @@ fn same_content(a: &Record, b: &Record) -> bool {
         && a.timestamp == b.timestamp
         && a.message_id() == b.message_id()
         && a.request_id == b.request_id
-        && a.subtype == b.subtype
-        && a.content == b.content
+        && a.subtype() == b.subtype()
+        && a.system_content() == b.system_content()
         && a.is_meta == b.is_meta
         && a.message.as_ref().map(|m| &m.content) == b.message.as_ref().map(|m| &m.content)
 }
@@ -341,7 +341,7 @@ mod tests {
     fn kept_uuids(records: &[Record], d: &Dedup) -> Vec<String> {
         (0..records.len())
             .filter(|&i| d.is_kept(i))
-            .map(|i| records[i].uuid.clone().unwrap())
+            .map(|i| records[i].uuid.as_deref().unwrap().to_owned())
             .collect()
     }
 

@@ -17,9 +17,9 @@ pub struct Turn {
     /// Its records by (timestamp, file position): the order content is read in.
     pub chunks: Vec<usize>,
     /// `requestId`.
-    pub request_id: Option<String>,
+    pub request_id: Option<Box<str>>,
     /// `message.id`.
-    pub message_id: Option<String>,
+    pub message_id: Option<Box<str>>,
     /// The record that attaches the turn to the conversation: the earliest chunk whose
     /// parent is not one of the turn's own records. Its parent is the turn's parent.
     pub head: usize,
@@ -83,7 +83,12 @@ impl Turn {
     pub fn usage(&self, records: &[Record]) -> Option<Usage> {
         self.chunks
             .iter()
-            .filter_map(|&i| records[i].message.as_ref().and_then(|m| m.usage))
+            .filter_map(|&i| {
+                records[i]
+                    .message
+                    .as_ref()
+                    .and_then(|m| m.usage.as_deref().copied())
+            })
             .reduce(|a, b| Usage {
                 input_tokens: a.input_tokens.max(b.input_tokens),
                 output_tokens: a.output_tokens.max(b.output_tokens),
@@ -119,7 +124,7 @@ pub fn group_turns(records: &[Record], kept: impl Fn(usize) -> bool) -> (Vec<Tur
                     records: Vec::new(),
                     chunks: Vec::new(),
                     request_id: r.request_id.clone(),
-                    message_id: r.message_id().map(str::to_owned),
+                    message_id: r.message_id().map(Box::from),
                     head: i,
                 });
                 if let Some(k) = key {

@@ -15,7 +15,8 @@ use super::diagnostics::{Diagnostics, FileSummary, LineIssue, RecordIssue, Sampl
 use super::group::Turn;
 use super::pi::PiHeader;
 use super::records::{
-    Block, Content, Image, Message, Record, RecordKind, ToolResultBlock, ToolUse, ToolUseResult,
+    Block, Content, Image, Message, Record, RecordExtra, RecordKind, ToolResultBlock, ToolUse, ToolUseResult,
+    Usage,
 };
 use super::session::{FileInfo, Item, Lane, Session, Unit};
 use super::subagents::Agent;
@@ -56,6 +57,12 @@ owns_nothing!(
 impl HeapSize for String {
     fn heap_size(&self) -> usize {
         self.capacity()
+    }
+}
+
+impl HeapSize for Box<str> {
+    fn heap_size(&self) -> usize {
+        self.len()
     }
 }
 
@@ -120,15 +127,21 @@ impl HeapSize for Record {
         self.kind.heap_size()
             + self.uuid.heap_size()
             + self.parent_uuid.heap_size()
-            + self.logical_parent_uuid.heap_size()
             + self.timestamp.heap_size()
             + self.session_id.heap_size()
             + self.request_id.heap_size()
             + self.agent_id.heap_size()
+            + self.message.heap_size()
+            + self.extra.heap_size()
+    }
+}
+
+impl HeapSize for RecordExtra {
+    fn heap_size(&self) -> usize {
+        self.logical_parent_uuid.heap_size()
             + self.subtype.heap_size()
             + self.content.heap_size()
             + self.compact_metadata.heap_size()
-            + self.message.heap_size()
             + self.tool_use_result.heap_size()
             + self.first_kept.heap_size()
     }
@@ -145,7 +158,10 @@ impl HeapSize for RecordKind {
 
 impl HeapSize for Message {
     fn heap_size(&self) -> usize {
-        self.id.heap_size() + self.model.heap_size() + self.content.heap_size()
+        self.id.heap_size()
+            + self.model.heap_size()
+            + self.content.heap_size()
+            + self.usage.as_ref().map_or(0, |_| size_of::<Usage>())
     }
 }
 
@@ -256,8 +272,8 @@ impl HeapSize for Workflow {
     fn heap_size(&self) -> usize {
         self.nodes.heap_size()
             + self.edges.heap_size()
-            + self.incoming.heap_size()
-            + self.outgoing.heap_size()
+            + self.incoming.heap_bytes()
+            + self.outgoing.heap_bytes()
             + self.call_node.heap_size()
             + self.result_node.heap_size()
     }
@@ -322,39 +338,55 @@ impl HeapSize for Diagnostics {
 
 impl HeapSize for Session {
     fn heap_size(&self) -> usize {
+        self.heap_breakdown().iter().map(|(_, bytes)| bytes).sum()
+    }
+}
+
+impl Session {
+    /// [`HeapSize::heap_size`] by part: what each of the session's structures holds, so
+    /// that a measurement can say where the bytes go.
+    pub fn heap_breakdown(&self) -> Vec<(&'static str, usize)> {
         let records = self.records.capacity() * size_of::<Record>()
             + self.records.iter().map(HeapSize::heap_size).sum::<usize>();
-        records
-            + self.files.heap_size()
-            + self.dedup.heap_size()
-            + self.session_id.heap_size()
-            + self.turns.heap_size()
-            + self.agents.heap_size()
-            + self.lanes.heap_size()
-            + self.lane_order.heap_size()
-            + self.pi_header.heap_size()
-            + self.units.heap_size()
-            + self.unit_sequence.heap_size()
-            + self.unit_of_record.heap_size()
-            + self.record_sequence.heap_size()
-            + self.record_parent.heap_size()
-            + self.items.heap_size()
-            + self.tool_uses.heap_size()
-            + self.workflow.heap_size()
-            + self.diagnostics.heap_size()
-            + self.tree.heap_size()
-            + self.timings.capacity() * size_of::<(&str, std::time::Duration)>()
-            + self.autogen.as_ref().map_or(0, |messages| {
-                messages.capacity() * size_of::<crate::core::autogen::AgMessage>()
-                    + messages
-                        .iter()
-                        .map(|m| {
-                            m.timestamp.heap_size()
-                                + m.sender.heap_size()
-                                + m.receiver.heap_size()
-                                + m.content.heap_size()
-                        })
-                        .sum::<usize>()
-            })
+        let autogen = self.autogen.as_ref().map_or(0, |messages| {
+            messages.capacity() * size_of::<crate::core::autogen::AgMessage>()
+                + messages
+                    .iter()
+                    .map(|m| {
+                        m.timestamp.heap_size()
+                            + m.sender.heap_size()
+                            + m.receiver.heap_size()
+                            + m.content.heap_size()
+                    })
+                    .sum::<usize>()
+        });
+        vec![
+            ("records", records),
+            ("files", self.files.heap_size()),
+            ("dedup", self.dedup.heap_size()),
+            ("session id", self.session_id.heap_size()),
+            ("turns", self.turns.heap_size()),
+            ("agents", self.agents.heap_size()),
+            ("lanes", self.lanes.heap_size() + self.lane_order.heap_size()),
+            ("pi header", self.pi_header.heap_size()),
+            ("units", self.units.heap_size()),
+            (
+                "order",
+                self.unit_sequence.heap_size()
+                    + self.unit_of_record.heap_size()
+                    + self.record_sequence.heap_size()
+                    + self.record_parent.heap_size(),
+            ),
+            ("items", self.items.heap_size()),
+            ("tool uses", self.tool_uses.heap_size()),
+            ("workflow", self.workflow.heap_size()),
+            ("diagnostics", self.diagnostics.heap_size()),
+            ("tree", self.tree.heap_size()),
+            (
+                "timings",
+                self.timings.capacity() * size_of::<(&str, std::time::Duration)>(),
+            ),
+            ("autogen", autogen),
+        ]
     }
 }

@@ -438,7 +438,7 @@ mod tests {
         let got = parse_line(line.as_bytes()).unwrap();
         assert!(got.repair.unwrap().contains("surrogate"));
         let rec = Record::from_wire(got.records.into_iter().next().unwrap(), Position::default());
-        assert_eq!(rec.content.as_deref(), Some("x\u{FFFD} y \u{FFFD} ok 😀"));
+        assert_eq!(rec.system_content(), Some("x\u{FFFD} y \u{FFFD} ok 😀"));
     }
 
     #[test]
@@ -479,7 +479,11 @@ mod tests {
     fn parse_file_keeps_going_after_a_bad_line() {
         let data = b"{\"uuid\":\"a\"}\n{oops\n\n{\"uuid\":\"b\"}\n{\"uuid\":\"c\"";
         let parsed = parse_file(0, data);
-        let uuids: Vec<_> = parsed.records.iter().map(|r| r.uuid.clone().unwrap()).collect();
+        let uuids: Vec<_> = parsed
+            .records
+            .iter()
+            .map(|r| r.uuid.as_deref().unwrap())
+            .collect();
         assert_eq!(uuids, ["a", "b"]);
         assert_eq!(parsed.lines, 4);
         let bad = &parsed.bad_lines.samples;
@@ -574,7 +578,7 @@ mod tests {
         let got: Vec<(String, u32)> = parsed
             .records
             .iter()
-            .map(|r| (r.uuid.clone().unwrap(), r.pos.line))
+            .map(|r| (r.uuid.as_deref().unwrap().to_owned(), r.pos.line))
             .collect();
         assert_eq!(got, want);
         assert!(parsed.records.iter().all(|r| r.pos.file == 3));

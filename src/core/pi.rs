@@ -182,10 +182,10 @@ impl<'de> Deserialize<'de> for PiContent {
                 f.write_str("a string or an array of content blocks")
             }
             fn visit_str<E>(self, v: &str) -> Result<PiContent, E> {
-                Ok(PiContent(Some(Content::Text(v.to_owned()))))
+                Ok(PiContent(Some(Content::Text(v.into()))))
             }
             fn visit_string<E>(self, v: String) -> Result<PiContent, E> {
-                Ok(PiContent(Some(Content::Text(v))))
+                Ok(PiContent(Some(Content::Text(v.into_boxed_str()))))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PiContent, A::Error> {
                 let mut blocks = Vec::new();
@@ -231,7 +231,7 @@ fn timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error
 /// The text of pi content (string, or text blocks joined with newlines).
 fn content_text(c: &Option<Content>) -> String {
     match c {
-        Some(Content::Text(s)) => s.clone(),
+        Some(Content::Text(s)) => s.to_string(),
         Some(Content::Blocks(b)) => b
             .iter()
             .filter_map(|b| match b {
@@ -334,9 +334,9 @@ pub fn parse_pi_file(file: u32, data: &[u8]) -> PiFile {
     // v1 compactions name their first kept entry by line index.
     for (record, index) in pending_first_kept {
         if let Some(Some(id)) = id_of_index.get(index) {
-            let r = &mut parsed.records[record];
-            r.first_kept = Some(id.clone());
-            r.compact_metadata = compact_metadata(r.compact_metadata.take(), Some(id));
+            let extra = parsed.records[record].extra_mut();
+            extra.first_kept = Some(id.clone());
+            extra.compact_metadata = compact_metadata(extra.compact_metadata.take(), Some(id));
         }
     }
     parsed.records_read = parsed.records.len();
@@ -359,10 +359,10 @@ fn other_record(
     Record {
         pos,
         kind: RecordKind::Other(Some(kind.to_owned())),
-        uuid,
-        parent_uuid: parent,
+        uuid: uuid.map(String::into_boxed_str),
+        parent_uuid: parent.map(|p| p.map(String::into_boxed_str)),
         time: ts.as_deref().and_then(parse_millis),
-        timestamp: ts,
+        timestamp: ts.map(String::into_boxed_str),
         ..Record::default()
     }
 }
@@ -403,8 +403,9 @@ fn entry_record(
     }
     let system = |r: &mut Record, subtype: &str, text: String| {
         r.kind = RecordKind::System;
-        r.subtype = Some(subtype.to_owned());
-        r.content = Some(text);
+        let extra = r.extra_mut();
+        extra.subtype = Some(subtype.to_owned());
+        extra.content = Some(text);
     };
     match entry.kind.as_deref() {
         Some("message") => {
@@ -422,7 +423,7 @@ fn entry_record(
                     // A turn reads blocks: string content (the design document's examples)
                     // is one text block.
                     let mut content = match m.content.0 {
-                        Some(Content::Text(t)) => Content::Blocks(vec![Block::Text(t)]),
+                        Some(Content::Text(t)) => Content::Blocks(vec![Block::Text(t.into_string())]),
                         Some(c) => c,
                         None => Content::Blocks(Vec::new()),
                     };
@@ -436,18 +437,20 @@ fn entry_record(
                     }
                     r.message = Some(Message {
                         id: None,
-                        model: m.model,
+                        model: m.model.map(String::into_boxed_str),
                         content,
-                        usage: m.usage.0.map(|u| Usage {
-                            input_tokens: u.input.unwrap_or(0),
-                            output_tokens: u.output.unwrap_or(0),
+                        usage: m.usage.0.map(|u| {
+                            Box::new(Usage {
+                                input_tokens: u.input.unwrap_or(0),
+                                output_tokens: u.output.unwrap_or(0),
+                            })
                         }),
                     });
                 }
                 Some("toolResult") => {
                     r.kind = RecordKind::User;
                     let texts = match m.content.0 {
-                        Some(Content::Text(t)) => vec![t],
+                        Some(Content::Text(t)) => vec![t.into_string()],
                         Some(Content::Blocks(b)) => b
                             .into_iter()
                             .filter_map(|b| match b {
@@ -492,9 +495,10 @@ fn entry_record(
                 .tokens_before
                 .map(|t| format!(r#"{{"tokensBefore":{}}}"#, t.get()))
                 .and_then(|s| RawValue::from_string(s).ok());
-            r.compact_metadata = compact_metadata(tokens, first_kept.as_deref());
-            r.first_kept = first_kept;
-            if let (None, Some(i)) = (&r.first_kept, entry.first_kept_entry_index) {
+            let extra = r.extra_mut();
+            extra.compact_metadata = compact_metadata(tokens, first_kept.as_deref());
+            extra.first_kept = first_kept;
+            if let (None, Some(i)) = (&extra.first_kept, entry.first_kept_entry_index) {
                 pending_first_kept.push((record_index, i as usize));
             }
         }
@@ -553,18 +557,18 @@ mod tests {
             matches!(&r[1].blocks()[0], Block::ToolUse(t) if t.id == "c1" && t.input.as_ref().unwrap().get() == r#"{"path":"a"}"#)
         );
         assert_eq!(
-            r[1].message.as_ref().unwrap().usage,
-            Some(Usage {
+            r[1].message.as_ref().unwrap().usage.as_deref(),
+            Some(&Usage {
                 input_tokens: 5,
                 output_tokens: 7
             })
         );
         assert_eq!(r[2].first_tool_use_id(), Some("c1"));
         assert!(r[3].is_compact_boundary());
-        assert_eq!(r[3].content.as_deref(), Some("S1"));
-        assert_eq!(r[3].first_kept.as_deref(), Some("00000002"));
+        assert_eq!(r[3].system_content(), Some("S1"));
+        assert_eq!(r[3].first_kept(), Some("00000002"));
         assert_eq!(
-            r[3].compact_metadata.as_ref().unwrap().get(),
+            r[3].compact_metadata().unwrap().get(),
             r#"{"tokensBefore":100,"firstKeptEntryId":"00000002"}"#
         );
     }
@@ -589,10 +593,10 @@ mod tests {
         assert_eq!(r[0].uuid.as_deref(), Some("a"));
         assert!(matches!(&r[0].blocks()[1], Block::Image(i) if i.media_type.as_deref() == Some("image/png")));
         assert_eq!(
-            (r[1].kind.clone(), r[1].subtype.as_deref()),
+            (r[1].kind.clone(), r[1].subtype()),
             (RecordKind::System, Some("branch_summary"))
         );
-        assert_eq!(r[2].content.as_deref(), Some("$ ls\nx"));
+        assert_eq!(r[2].system_content(), Some("$ ls\nx"));
         assert_eq!(r[2].timestamp.as_deref(), Some("2025-01-01T00:00:03.000Z"));
         assert_eq!(r[3].kind, RecordKind::Other(Some("model_change".into())));
         assert!(matches!(&r[4].blocks()[0], Block::Text(t) if t == "[error] Request was aborted."));
@@ -760,7 +764,7 @@ mod migration_tests {
                     (
                         r.uuid.clone(),
                         r.raw_parent().map(str::to_owned),
-                        r.first_kept.clone(),
+                        r.first_kept().map(str::to_owned),
                     )
                 })
                 .collect::<Vec<_>>()

@@ -75,60 +75,119 @@ impl RecordKind {
 }
 
 /// One parsed record.
+///
+/// Its size is paid once per record, and logs of millions of tiny records exist (issue 15,
+/// D1): strings are boxed (`Box<str>`, 16 bytes against `String`'s 24), and the fields few
+/// records have live in [`RecordExtra`], behind one pointer.
 #[derive(Debug, Clone, Default)]
 pub struct Record {
     /// Where it was read.
     pub pos: Position,
     /// Its `type`.
     pub kind: RecordKind,
-    /// `uuid`.
-    pub uuid: Option<String>,
-    /// `parentUuid`: `None` when the key is absent, `Some(None)` when it is `null`.
-    pub parent_uuid: Option<Option<String>>,
-    /// `logicalParentUuid` (compaction boundaries point at the last record before them).
-    pub logical_parent_uuid: Option<String>,
-    /// `timestamp`, as written.
-    pub timestamp: Option<String>,
-    /// `timestamp` in milliseconds since the epoch, when it parses.
-    pub time: Option<i64>,
-    /// `sessionId`.
-    pub session_id: Option<String>,
-    /// `requestId`: the API request an assistant chunk belongs to.
-    pub request_id: Option<String>,
-    /// `agentId`: set on every record of a sub-agent log.
-    pub agent_id: Option<String>,
     /// `isSidechain`, when present.
     pub is_sidechain: Option<bool>,
     /// `isMeta` (system-injected context, never shown as a message).
     pub is_meta: bool,
     /// `isCompactSummary`: the summary written after a compaction boundary.
     pub is_compact_summary: bool,
+    /// `isActive` (or `is_active`): marks the active child of a branch point, when present.
+    pub is_active: Option<bool>,
+    /// `uuid`.
+    pub uuid: Option<Box<str>>,
+    /// `parentUuid`: `None` when the key is absent, `Some(None)` when it is `null`.
+    pub parent_uuid: Option<Option<Box<str>>>,
+    /// `timestamp`, as written.
+    pub timestamp: Option<Box<str>>,
+    /// `timestamp` in milliseconds since the epoch, when it parses.
+    pub time: Option<i64>,
+    /// `sessionId`.
+    pub session_id: Option<Box<str>>,
+    /// `requestId`: the API request an assistant chunk belongs to.
+    pub request_id: Option<Box<str>>,
+    /// `agentId`: set on every record of a sub-agent log.
+    pub agent_id: Option<Box<str>>,
+    /// `message` of user and assistant records.
+    pub message: Option<Message>,
+    /// The fields few records have; `None` when the record has none of them.
+    pub extra: Option<Box<RecordExtra>>,
+}
+
+/// The fields of a record that only some kinds of records have (compaction boundaries,
+/// system notices, tool results, pi compactions), kept out of [`Record`] so that the others
+/// do not pay for their size.
+#[derive(Debug, Clone, Default)]
+pub struct RecordExtra {
+    /// `logicalParentUuid` (compaction boundaries point at the last record before them).
+    pub logical_parent_uuid: Option<String>,
     /// `subtype` of system records (`compact_boundary`, `api_error`, ...).
     pub subtype: Option<String>,
     /// Top-level `content` of system records.
     pub content: Option<String>,
     /// `compactMetadata` of compaction boundaries, as raw JSON.
     pub compact_metadata: Option<Box<RawValue>>,
-    /// `message` of user and assistant records.
-    pub message: Option<Message>,
-    /// `toolUseResult` of tool-result records (only the fields the views read), boxed: few
-    /// records have one, and every record would otherwise pay for its size.
-    pub tool_use_result: Option<Box<ToolUseResult>>,
-    /// `isActive` (or `is_active`): marks the active child of a branch point, when present.
-    pub is_active: Option<bool>,
+    /// `toolUseResult` of tool-result records (only the fields the views read).
+    pub tool_use_result: Option<ToolUseResult>,
     /// For a pi compaction: the id of the first entry kept in context.
     pub first_kept: Option<String>,
+}
+
+impl RecordExtra {
+    /// True when it holds nothing (the record then needs no extra at all).
+    fn is_empty(&self) -> bool {
+        self.logical_parent_uuid.is_none()
+            && self.subtype.is_none()
+            && self.content.is_none()
+            && self.compact_metadata.is_none()
+            && self.tool_use_result.is_none()
+            && self.first_kept.is_none()
+    }
 }
 
 impl Record {
     /// The parent the ordering follows: `logicalParentUuid`, else `parentUuid`.
     pub fn logical_or_parent(&self) -> Option<&str> {
-        self.logical_parent_uuid.as_deref().or_else(|| self.raw_parent())
+        self.logical_parent_uuid().or_else(|| self.raw_parent())
     }
 
     /// `parentUuid` when it is a string.
     pub fn raw_parent(&self) -> Option<&str> {
         self.parent_uuid.as_ref().and_then(|p| p.as_deref())
+    }
+
+    /// `logicalParentUuid`.
+    pub fn logical_parent_uuid(&self) -> Option<&str> {
+        self.extra.as_ref()?.logical_parent_uuid.as_deref()
+    }
+
+    /// `subtype` of system records.
+    pub fn subtype(&self) -> Option<&str> {
+        self.extra.as_ref()?.subtype.as_deref()
+    }
+
+    /// The top-level `content` of system records (not `message.content`).
+    pub fn system_content(&self) -> Option<&str> {
+        self.extra.as_ref()?.content.as_deref()
+    }
+
+    /// `compactMetadata`, as raw JSON.
+    pub fn compact_metadata(&self) -> Option<&RawValue> {
+        self.extra.as_ref()?.compact_metadata.as_deref()
+    }
+
+    /// `toolUseResult`.
+    pub fn tool_use_result(&self) -> Option<&ToolUseResult> {
+        self.extra.as_ref()?.tool_use_result.as_ref()
+    }
+
+    /// For a pi compaction: the id of the first entry kept in context.
+    pub fn first_kept(&self) -> Option<&str> {
+        self.extra.as_ref()?.first_kept.as_deref()
+    }
+
+    /// The rare fields, to set one (made empty when the record had none).
+    pub fn extra_mut(&mut self) -> &mut RecordExtra {
+        self.extra.get_or_insert_with(Box::default)
     }
 
     /// The message's content blocks (empty for string or missing content).
@@ -159,7 +218,7 @@ impl Record {
 
     /// True when this is a compaction boundary (`system` with subtype `compact_boundary`).
     pub fn is_compact_boundary(&self) -> bool {
-        self.kind == RecordKind::System && self.subtype.as_deref() == Some("compact_boundary")
+        self.kind == RecordKind::System && self.subtype() == Some("compact_boundary")
     }
 }
 
@@ -167,13 +226,14 @@ impl Record {
 #[derive(Debug, Clone, Default)]
 pub struct Message {
     /// `message.id` (`msg_...`): the API message a chunk belongs to.
-    pub id: Option<String>,
+    pub id: Option<Box<str>>,
     /// `message.model`.
-    pub model: Option<String>,
+    pub model: Option<Box<str>>,
     /// `message.content`.
     pub content: Content,
-    /// `message.usage`: input and output tokens of the API message.
-    pub usage: Option<Usage>,
+    /// `message.usage`: input and output tokens of the API message (assistant messages
+    /// only, hence boxed).
+    pub usage: Option<Box<Usage>>,
 }
 
 /// `message.content`: a string, or an array of blocks.
@@ -182,8 +242,8 @@ pub enum Content {
     /// No content, or content of another JSON type.
     #[default]
     Absent,
-    /// A plain string.
-    Text(String),
+    /// A plain string (boxed: the enum is then no larger than the `Vec` of blocks).
+    Text(Box<str>),
     /// An array of content blocks.
     Blocks(Vec<Block>),
 }
@@ -388,27 +448,30 @@ impl WireRecord {
 impl Record {
     pub(crate) fn from_wire(w: WireRecord, pos: Position) -> Record {
         let time = w.timestamp.as_deref().and_then(super::time::parse_millis);
-        Record {
-            pos,
-            kind: RecordKind::from_type(w.kind),
-            uuid: w.uuid,
-            parent_uuid: w.parent_uuid,
+        let extra = RecordExtra {
             logical_parent_uuid: w.logical_parent_uuid,
-            timestamp: w.timestamp,
-            time,
-            session_id: w.session_id,
-            request_id: w.request_id,
-            agent_id: w.agent_id,
-            is_sidechain: w.is_sidechain,
-            is_meta: w.is_meta,
-            is_compact_summary: w.is_compact_summary,
             subtype: w.subtype,
             content: w.content,
             compact_metadata: w.compact_metadata.filter(|r| r.get() != "null"),
-            message: w.message.0.map(WireMessage::into_message),
-            tool_use_result: w.tool_use_result.0.map(|t| Box::new(t.into_result())),
-            is_active: w.is_active,
+            tool_use_result: w.tool_use_result.0.map(WireToolUseResult::into_result),
             first_kept: None,
+        };
+        Record {
+            pos,
+            kind: RecordKind::from_type(w.kind),
+            is_sidechain: w.is_sidechain,
+            is_meta: w.is_meta,
+            is_compact_summary: w.is_compact_summary,
+            is_active: w.is_active,
+            uuid: w.uuid.map(String::into_boxed_str),
+            parent_uuid: w.parent_uuid.map(|p| p.map(String::into_boxed_str)),
+            timestamp: w.timestamp.map(String::into_boxed_str),
+            time,
+            session_id: w.session_id.map(String::into_boxed_str),
+            request_id: w.request_id.map(String::into_boxed_str),
+            agent_id: w.agent_id.map(String::into_boxed_str),
+            message: w.message.0.map(WireMessage::into_message),
+            extra: (!extra.is_empty()).then(|| Box::new(extra)),
         }
     }
 }
@@ -427,12 +490,14 @@ struct WireMessage {
 impl WireMessage {
     fn into_message(self) -> Message {
         Message {
-            id: self.id,
-            model: self.model,
+            id: self.id.map(String::into_boxed_str),
+            model: self.model.map(String::into_boxed_str),
             content: self.content,
-            usage: self.usage.0.map(|u| Usage {
-                input_tokens: u.input_tokens.unwrap_or(0),
-                output_tokens: u.output_tokens.unwrap_or(0),
+            usage: self.usage.0.map(|u| {
+                Box::new(Usage {
+                    input_tokens: u.input_tokens.unwrap_or(0),
+                    output_tokens: u.output_tokens.unwrap_or(0),
+                })
             }),
         }
     }
@@ -458,10 +523,10 @@ impl<'de> Deserialize<'de> for Content {
                 f.write_str("a string or an array of content blocks")
             }
             fn visit_str<E>(self, v: &str) -> Result<Content, E> {
-                Ok(Content::Text(v.to_owned()))
+                Ok(Content::Text(v.into()))
             }
             fn visit_string<E>(self, v: String) -> Result<Content, E> {
-                Ok(Content::Text(v))
+                Ok(Content::Text(v.into_boxed_str()))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
                 let mut blocks = Vec::with_capacity(seq.size_hint().unwrap_or(1).min(64));
@@ -687,5 +752,22 @@ impl WireToolUseResult {
             total_tool_use_count: self.total_tool_use_count,
             interrupted: self.interrupted,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// D1 (issue 15): a record was 424 bytes before its first string; logs of millions of
+    /// tiny records paid that per line. Rare fields now live behind one pointer.
+    #[test]
+    fn d1_a_record_stays_small() {
+        let size = std::mem::size_of::<Record>();
+        eprintln!(
+            "Record: {size} bytes, Message: {}",
+            std::mem::size_of::<Message>()
+        );
+        assert!(size <= 232, "a Record is {size} bytes");
     }
 }

@@ -386,23 +386,11 @@ impl Session {
             .flat_map(|&u| units.records[u].iter().copied())
             .collect();
         let mut unit_of_record = vec![None; records.len()];
-        let session_units: Vec<Unit> = (0..units.order.len())
-            .map(|u| {
-                for &r in &units.records[u] {
-                    unit_of_record[r] = Some(u);
-                }
-                let (parent, parent_is_spawn) = match ordering.links[u] {
-                    ParentLink::Unit(p, slot) => (Some(p), slot == ParentSlot::Spawn),
-                    _ => (None, false),
-                };
-                Unit {
-                    records: units.records[u].clone(),
-                    turn: units.turn[u],
-                    parent,
-                    parent_is_spawn,
-                }
-            })
-            .collect();
+        for (u, unit_records) in units.records.iter().enumerate() {
+            for &r in unit_records {
+                unit_of_record[r] = Some(u);
+            }
+        }
         let mut items = ordering
             .sequence
             .iter()
@@ -427,11 +415,12 @@ impl Session {
                     unit: u,
                     lane: record_lane[lane_record],
                     parent_record,
-                    parent_is_spawn: session_units[u].parent_is_spawn,
+                    parent_is_spawn: unit_parent(ordering.links[u]).1,
                 })
             })
             .collect::<Vec<Item>>();
         items.shrink_to_fit();
+        drop((uuid_index, summaries));
 
         timings.mark("items");
         let files: Vec<FileInfo> = sources
@@ -454,6 +443,24 @@ impl Session {
             unit_records: &units.records,
         }
         .record(&mut diagnostics, &linking);
+        // The units move into the session; what only the order needed goes now, before the
+        // workflow allocates (issue 15, D1: these were alive to the end of the build).
+        let session_units: Vec<Unit> = units
+            .records
+            .into_iter()
+            .zip(units.turn)
+            .zip(&ordering.links)
+            .map(|((records, turn), &link)| {
+                let (parent, parent_is_spawn) = unit_parent(link);
+                Unit {
+                    records,
+                    turn,
+                    parent,
+                    parent_is_spawn,
+                }
+            })
+            .collect();
+        drop(units.order);
 
         let workflow = build_workflow(&WorkflowInput {
             records: &records,
@@ -472,7 +479,7 @@ impl Session {
             format,
             pi_header,
             units: session_units,
-            unit_sequence: ordering.sequence.clone(),
+            unit_sequence: ordering.sequence,
             unit_of_record,
             files,
             records,
@@ -744,6 +751,14 @@ struct Units<'a> {
     turn: Vec<Option<usize>>,
 }
 
+/// The unit a unit's parent resolved to, and whether that parent is the spawning call.
+fn unit_parent(link: ParentLink) -> (Option<usize>, bool) {
+    match link {
+        ParentLink::Unit(p, slot) => (Some(p), slot == ParentSlot::Spawn),
+        _ => (None, false),
+    }
+}
+
 /// One unit per turn (at its first record) and one per other kept record that takes part
 /// in the order: conversational records, and any record with a uuid (it may be a parent).
 fn build_units<'a>(
@@ -812,7 +827,7 @@ impl Findings<'_> {
         RecordIssue {
             file: self.files[r.pos.file as usize].name.clone(),
             line: r.pos.line,
-            uuid: r.uuid.clone(),
+            uuid: r.uuid.as_deref().map(str::to_owned),
             related_uuid: related.map(str::to_owned),
             reason: reason.to_owned(),
         }
@@ -897,7 +912,7 @@ fn parent_candidates<'a>(
     spawn_of_file: &HashMap<u32, &'a str>,
 ) -> [Option<&'a str>; 3] {
     let resolve = |u: Option<&'a str>| u.map(|u| dedup.resolve(records, u));
-    let logical = resolve(r.logical_parent_uuid.as_deref());
+    let logical = resolve(r.logical_parent_uuid());
     let raw = resolve(r.raw_parent());
     let spawn = if logical.is_none() && raw.is_none() {
         spawn_of_file.get(&r.pos.file).copied()

@@ -164,7 +164,7 @@ pub fn link_subagents(
     // 1. Task results naming an agent (later results win, as in the reference).
     let mut referenced: Vec<String> = Vec::new();
     for (i, r) in records.iter().enumerate() {
-        let Some(tur) = r.tool_use_result.as_ref() else {
+        let Some(tur) = r.tool_use_result() else {
             continue;
         };
         let Some(agent_id) = tur.agent_id.as_deref().filter(|s| !s.is_empty()) else {

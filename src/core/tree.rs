@@ -229,13 +229,13 @@ pub fn context(session: &Session, leaf: usize) -> Vec<ContextMessage<'_>> {
     let mut start = 0;
     if let Some(cut) = path.iter().rposition(|&u| first_record(u).is_compact_boundary()) {
         let boundary = first_record(path[cut]);
-        match &boundary.first_kept {
+        match boundary.first_kept() {
             Some(kept) => {
                 // pi: the summary, the kept entries before the compaction, then the rest.
                 out.push(summary_message(
                     session,
                     path[cut],
-                    boundary.content.clone().unwrap_or_default(),
+                    boundary.system_content().unwrap_or_default().to_owned(),
                 ));
                 let kept_at = path[..cut].iter().position(|&u| {
                     session.units[u]
@@ -257,9 +257,9 @@ pub fn context(session: &Session, leaf: usize) -> Vec<ContextMessage<'_>> {
                 let text = summary.map_or_else(
                     || {
                         boundary
-                            .content
-                            .clone()
-                            .unwrap_or_else(|| "Context compacted".to_owned())
+                            .system_content()
+                            .unwrap_or("Context compacted")
+                            .to_owned()
                     },
                     |s| prompt_text(first_record(path[s])).into_owned(),
                 );
@@ -336,7 +336,7 @@ fn unit_message(session: &Session, u: usize) -> Option<ContextMessage<'_>> {
             m.meta = r.is_meta;
         }
         RecordKind::System => {
-            m.role = match r.subtype.as_deref() {
+            m.role = match r.subtype() {
                 Some("branch_summary") => "branchSummary",
                 Some("custom_message") => "custom",
                 Some("bash_execution") if !r.is_meta => "bashExecution",
@@ -344,7 +344,7 @@ fn unit_message(session: &Session, u: usize) -> Option<ContextMessage<'_>> {
                 // Other system records (API errors, hooks) are not sent to the model.
                 _ => return None,
             };
-            m.text = r.content.clone().unwrap_or_default();
+            m.text = r.system_content().unwrap_or_default().to_owned();
         }
         _ => return None,
     }

@@ -17,6 +17,7 @@
 //! graph is acyclic, has no self-loops and has unique ids.
 
 use std::borrow::Cow;
+use std::hash::BuildHasher;
 
 use foldhash::{HashMap, HashSet, HashSetExt};
 
@@ -122,15 +123,58 @@ pub struct Workflow {
     /// Edges, ordered by target step, then source step.
     pub edges: Vec<Edge>,
     /// For each node, its incoming edges (indices into `edges`), in edge order.
-    pub incoming: Vec<Vec<usize>>,
+    pub incoming: Adjacency,
     /// For each node, its outgoing edges, in edge order.
-    pub outgoing: Vec<Vec<usize>>,
+    pub outgoing: Adjacency,
     /// `tool_use` id -> its tool call node.
     pub call_node: HashMap<String, usize>,
     /// `tool_use` id -> the (last) result node answering it.
     pub result_node: HashMap<String, usize>,
     /// Input plus output tokens of every API message, each counted once.
     pub total_tokens: u64,
+}
+
+/// For each node, a list of edges (indices into [`Workflow::edges`]), all lists in one
+/// array: a `Vec` per node cost 56 bytes and an allocation even for one edge (issue 15, D1).
+#[derive(Debug, Clone, Default)]
+pub struct Adjacency {
+    /// Where each node's list starts in `edges`; one more entry than nodes.
+    starts: Vec<u32>,
+    /// The lists, one after the other.
+    edges: Vec<u32>,
+}
+
+impl Adjacency {
+    /// The lists of `nodes` nodes, where `node_of(e)` is the node edge `e` belongs to;
+    /// each list keeps edge order.
+    fn build(nodes: usize, edges: usize, node_of: impl Fn(usize) -> usize) -> Adjacency {
+        let mut starts = vec![0u32; nodes + 1];
+        for e in 0..edges {
+            starts[node_of(e) + 1] += 1;
+        }
+        for n in 0..nodes {
+            starts[n + 1] += starts[n];
+        }
+        let mut next = starts.clone();
+        let mut list = vec![0u32; edges];
+        for e in 0..edges {
+            let slot = &mut next[node_of(e)];
+            list[*slot as usize] = e as u32;
+            *slot += 1;
+        }
+        Adjacency { starts, edges: list }
+    }
+
+    /// The edges of `node`, in edge order.
+    pub fn of(&self, node: usize) -> impl ExactSizeIterator<Item = usize> + '_ {
+        let (start, end) = (self.starts[node] as usize, self.starts[node + 1] as usize);
+        self.edges[start..end].iter().map(|&e| e as usize)
+    }
+
+    /// The bytes its two arrays hold.
+    pub fn heap_bytes(&self) -> usize {
+        (self.starts.capacity() + self.edges.capacity()) * std::mem::size_of::<u32>()
+    }
 }
 
 /// What building the workflow reads.
@@ -153,28 +197,54 @@ pub struct WorkflowInput<'a> {
     pub record_parent: &'a [Option<usize>],
 }
 
+/// The ids given to nodes so far, held as the indices of the nodes that carry them: a set
+/// of ids without a second copy of each (issue 15, D1: a `HashSet<String>` of them cost
+/// about 70 bytes per node while the DAG was built).
+#[derive(Default)]
+struct NodeIds {
+    table: hashbrown::HashTable<usize>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl NodeIds {
+    /// True when one of `nodes` already has `id`.
+    fn contains(&self, nodes: &[Node], id: &str) -> bool {
+        self.table
+            .find(self.hasher.hash_one(id), |&n| nodes[n].id == id)
+            .is_some()
+    }
+
+    /// Adds the id of `nodes[n]` (not already in the set).
+    fn insert(&mut self, nodes: &[Node], n: usize) {
+        let hasher = &self.hasher;
+        let hash = hasher.hash_one(nodes[n].id.as_str());
+        self.table
+            .insert_unique(hash, n, |&m| hasher.hash_one(nodes[m].id.as_str()));
+    }
+}
+
 /// Builds the DAG.
 pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
     let records = input.records;
     let mut w = Workflow::default();
     let mut record_node: Vec<Option<usize>> = vec![None; records.len()];
-    let mut used_ids: HashSet<String> = HashSet::new();
+    let mut used_ids = NodeIds::default();
     // For each item: its nodes (first, last) and, for turns, the reasoning node.
     let mut item_nodes: Vec<Vec<usize>> = Vec::with_capacity(input.items.len());
 
-    fn push(w: &mut Workflow, used: &mut HashSet<String>, mut node: Node, base_id: String) -> usize {
+    fn push(w: &mut Workflow, used: &mut NodeIds, mut node: Node, base_id: String) -> usize {
         let mut id = base_id;
-        if used.contains(&id) {
+        if used.contains(&w.nodes, &id) {
             let mut n = 2;
-            while used.contains(&format!("{id}#{n}")) {
+            while used.contains(&w.nodes, &format!("{id}#{n}")) {
                 n += 1;
             }
             id = format!("{id}#{n}");
         }
-        used.insert(id.clone());
         node.id = id;
         node.step = w.nodes.len();
         w.nodes.push(node);
+        used.insert(&w.nodes, w.nodes.len() - 1);
         w.nodes.len() - 1
     }
 
@@ -238,7 +308,7 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
                         count,
                     });
                     let mut id = record_id(records, rec);
-                    if used_ids.contains(&id) {
+                    if used_ids.contains(&w.nodes, &id) {
                         id = format!("{id}/{}", tool.id);
                     }
                     let n = push(&mut w, &mut used_ids, node, id);
@@ -473,16 +543,9 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
         e.cross_lane = e.cross_lane || w.nodes[e.source].lane != w.nodes[e.target].lane;
     }
     edges.sort_by_key(|e| (e.target, e.source));
-    w.incoming = vec![Vec::new(); w.nodes.len()];
-    w.outgoing = vec![Vec::new(); w.nodes.len()];
-    for (i, e) in edges.iter().enumerate() {
-        w.incoming[e.target].push(i);
-        w.outgoing[e.source].push(i);
-    }
+    w.incoming = Adjacency::build(w.nodes.len(), edges.len(), |e| edges[e].target);
+    w.outgoing = Adjacency::build(w.nodes.len(), edges.len(), |e| edges[e].source);
     // Held for the session's life: give back what growing left spare.
-    for list in w.incoming.iter_mut().chain(w.outgoing.iter_mut()) {
-        list.shrink_to_fit();
-    }
     w.nodes.shrink_to_fit();
     edges.shrink_to_fit();
     w.edges = edges;
@@ -513,8 +576,7 @@ pub fn compact_text(records: &[Record], boundary: usize, summary: Option<usize>)
         .filter(|s| !s.is_empty())
         .or_else(|| {
             records[boundary]
-                .content
-                .as_deref()
+                .system_content()
                 .filter(|s| !s.is_empty())
                 .map(Cow::Borrowed)
         })

@@ -333,7 +333,7 @@ pub fn annotations(session: &Session, include_sidechains: bool, branch: Branch) 
     for item in &session.items {
         if let ItemKind::ToolResult { record, .. } = item.kind {
             let r = &records[record];
-            let reported = r.tool_use_result.as_ref().is_some_and(|t| t.reports_failure());
+            let reported = r.tool_use_result().is_some_and(|t| t.reports_failure());
             let mut ids: Vec<(&str, bool)> = Vec::new();
             for b in r.blocks() {
                 if let Block::ToolResult(t) = b {
@@ -388,7 +388,7 @@ pub fn annotations(session: &Session, include_sidechains: bool, branch: Branch) 
             ItemKind::Notice { record, kind } => {
                 body.system_turn_count += 1;
                 let subtype = if records[record].kind == RecordKind::System {
-                    records[record].subtype.as_deref()
+                    records[record].subtype()
                 } else {
                     kind.subtype()
                 };
@@ -555,7 +555,7 @@ impl<'a> UnitBuilder<'a> {
     }
 
     fn system_parent(&self, r: usize) -> Option<Option<&'a str>> {
-        match self.record(r).logical_parent_uuid.as_deref() {
+        match self.record(r).logical_parent_uuid() {
             Some(l) => Some(Some(l)),
             None => self.parent_of(r),
         }
@@ -598,7 +598,7 @@ impl<'a> UnitBuilder<'a> {
                 text: compact_text(&self.session.records, boundary, summary),
             },
             labels: ShownLabels::NONE,
-            compact_metadata: rec.compact_metadata.as_deref(),
+            compact_metadata: rec.compact_metadata(),
             system_subtype: None,
         }
     }

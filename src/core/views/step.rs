@@ -9,12 +9,14 @@
 //! exactly those of rendering the cut body from scratch.
 
 use std::io::{self, Write};
+use std::mem::size_of;
 use std::ops::Range;
 
 use serde::Serialize;
 
 use super::body::{Body, ChunkWriter, ObjectMembers};
 use super::workflow::{snapshot_tail, write_parallel, NodesJson, EDGES_OPEN, NODES_OPEN};
+use crate::core::heap::HeapSize;
 use crate::core::session::{Branch, Session};
 use crate::core::workflow::Workflow;
 
@@ -90,10 +92,14 @@ impl WholeWorkflow {
         self.branch_workflow.as_ref().unwrap_or(&session.workflow)
     }
 
-    /// Memory it holds besides the body: the layout and the branch's workflow (estimated).
+    /// Memory it holds besides the body: the layout and the branch's workflow.
     pub fn extra_bytes(&self) -> usize {
         let layout = 8 * (self.layout.node_ends.len() + self.layout.edge_ends.len());
-        layout + self.branch_workflow.as_ref().map_or(0, workflow_bytes)
+        layout
+            + self
+                .branch_workflow
+                .as_ref()
+                .map_or(0, |w| size_of::<Workflow>() + w.heap_size())
     }
 
     /// An upper bound of the bytes [`WholeWorkflow::cut`] renders for `step` (the rest is
@@ -166,26 +172,8 @@ fn kept(w: &Workflow, step: u64, n: usize) -> bool {
 /// True when node `n` has the same JSON cut at `step` as in the whole body: none of its
 /// neighbours is cut.
 fn shared(w: &Workflow, step: u64, n: usize) -> bool {
-    w.outgoing[n].iter().all(|&e| kept(w, step, w.edges[e].target))
-        && w.incoming[n].iter().all(|&e| kept(w, step, w.edges[e].source))
-}
-
-/// An estimate of the memory a workflow holds.
-fn workflow_bytes(w: &Workflow) -> usize {
-    let ids: usize = w.nodes.iter().map(|n| n.id.capacity()).sum();
-    let lists = (w.incoming.len() + w.outgoing.len()) * size_of::<Vec<usize>>()
-        + 2 * w.edges.len() * size_of::<usize>();
-    let maps: usize = w
-        .call_node
-        .keys()
-        .chain(w.result_node.keys())
-        .map(|k| k.capacity() + size_of::<(String, usize)>() + 8)
-        .sum();
-    w.nodes.len() * size_of::<crate::core::workflow::Node>()
-        + ids
-        + w.edges.len() * size_of::<crate::core::workflow::Edge>()
-        + lists
-        + maps
+    w.outgoing.of(n).all(|e| kept(w, step, w.edges[e].target))
+        && w.incoming.of(n).all(|e| kept(w, step, w.edges[e].source))
 }
 
 /// The elements of a JSON list being written: runs of elements shared with a body (appended

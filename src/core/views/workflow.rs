@@ -150,7 +150,7 @@ pub fn node_compaction<'a>(
             summary
                 .map(|s| classify::prompt_text(&session.records[s]))
                 .filter(|s| !s.is_empty()),
-            rec.compact_metadata.as_deref(),
+            rec.compact_metadata(),
         ),
         _ if rec.kind == RecordKind::System => (Some(false), None, None),
         _ => (None, None, None),
@@ -514,10 +514,11 @@ fn node_json<'a>(
     let label = node_label(session, node);
     let content = session.node_content(node);
     let content_preview = preview(&content);
-    let ids = |edges: &[usize], pick: fn(&crate::core::workflow::Edge) -> usize| -> Vec<&'a str> {
+    let ids = |edges: &mut dyn Iterator<Item = usize>,
+               pick: fn(&crate::core::workflow::Edge) -> usize|
+     -> Vec<&'a str> {
         edges
-            .iter()
-            .map(|&e| pick(&w.edges[e]))
+            .map(|e| pick(&w.edges[e]))
             .filter(|&m| keep(m))
             .map(|m| w.nodes[m].id.as_str())
             .collect()
@@ -545,10 +546,10 @@ fn node_json<'a>(
         duration_ms: None,
         uuid: rec.uuid.as_deref(),
         parent_uuid: rec.parent_uuid.as_ref().map(|p| p.as_deref()),
-        logical_parent_uuid: rec.logical_parent_uuid.as_deref(),
+        logical_parent_uuid: rec.logical_parent_uuid(),
         request_id: None,
-        parent_node_ids: ids(&w.incoming[n], |e| e.source),
-        child_node_ids: ids(&w.outgoing[n], |e| e.target),
+        parent_node_ids: ids(&mut w.incoming.of(n), |e| e.source),
+        child_node_ids: ids(&mut w.outgoing.of(n), |e| e.target),
         is_context_compact: None,
         compact_summary: None,
         compact_metadata: None,
@@ -597,7 +598,7 @@ fn node_json<'a>(
             }
         }
         (NodeType::ResultSuccess | NodeType::ResultFailure, _) => {
-            let tur = rec.tool_use_result.as_ref();
+            let tur = rec.tool_use_result();
             json.tool_name = answered_tool(session, rec);
             json.tool_use_id = rec.first_tool_use_id();
             let nonempty = |s: Option<&'a String>| s.map(String::as_str).filter(|s| !s.is_empty());
