@@ -136,6 +136,7 @@ pub struct Workflow {
 
 /// For each node, a list of edges (indices into [`Workflow::edges`]), all lists in one
 /// array: a `Vec` per node cost 56 bytes and an allocation even for one edge (issue 15, D1).
+/// Indices are `u32`: four billion edges would not fit in memory anyway.
 #[derive(Debug, Clone, Default)]
 pub struct Adjacency {
     /// Where each node's list starts in `edges`; one more entry than nodes.
