@@ -272,8 +272,8 @@ impl HeapSize for Workflow {
     fn heap_size(&self) -> usize {
         self.nodes.heap_size()
             + self.edges.heap_size()
-            + self.incoming.heap_bytes()
-            + self.outgoing.heap_bytes()
+            + self.incoming.heap_size()
+            + self.outgoing.heap_size()
             + self.call_node.heap_size()
             + self.result_node.heap_size()
     }

@@ -171,10 +171,11 @@ impl Adjacency {
         let (start, end) = (self.starts[node] as usize, self.starts[node + 1] as usize);
         self.edges[start..end].iter().map(|&e| e as usize)
     }
+}
 
-    /// The bytes its two arrays hold.
-    pub fn heap_bytes(&self) -> usize {
-        (self.starts.capacity() + self.edges.capacity()) * std::mem::size_of::<u32>()
+impl super::heap::HeapSize for Adjacency {
+    fn heap_size(&self) -> usize {
+        self.starts.heap_size() + self.edges.heap_size()
     }
 }
 
