@@ -161,6 +161,7 @@ async fn start(data_dir: &Path, sessions_dir: PathBuf, database_url: &str) -> an
         cache_bytes: 16 << 30,
         background_counts: false,
         render_budget_bytes: 512 << 20,
+        ..StoreConfig::default()
     })?;
     let codebook = Arc::new(Codebook::built_in()?);
     let labels = LabelStore::open(database_url, codebook.clone(), LabelPolicy::default()).await?;

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::builder::TypedValueParser;
 use clap::Args;
 
+use crate::config::MemoryBoundArgs;
 use crate::core::session::Branch;
 use crate::core::session::NoConversation;
 use crate::core::views::branches::{context_body, ContextError};
@@ -48,6 +49,9 @@ pub struct ExportArgs {
     /// session, or several files of one session.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+    /// The memory bound of the session.
+    #[command(flatten)]
+    pub memory: MemoryBoundArgs,
 }
 
 /// Reads `--view`: the names come from [`View::NAMES`], so the help lists every view the
@@ -65,6 +69,9 @@ pub enum ExportError {
     /// The session could not be loaded.
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// The session's records would pass the memory bound.
+    #[error("{0}; --memory-per-input-byte and --memory-allowance set the bound")]
+    TooManyRecords(SessionError),
     /// The files hold no conversation (the upload route's 400, word for word).
     #[error(transparent)]
     NoConversation(#[from] NoConversation),
@@ -82,8 +89,12 @@ pub fn export(args: &ExportArgs, out: &mut impl Write) -> Result<(), ExportError
     let options = LoadOptions {
         strict: args.strict,
         format: None,
+        memory_bound: Some(args.memory.bound()),
     };
-    let session = Session::build(&input, options)?;
+    let session = Session::build(&input, options).map_err(|e| match e {
+        SessionError::TooManyRecords { .. } => ExportError::TooManyRecords(e),
+        other => ExportError::Session(other),
+    })?;
     // The records own their text: the files' bytes are no longer needed.
     drop(input);
     if !args.lenient {

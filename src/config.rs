@@ -9,6 +9,7 @@ use clap::{Args, ValueEnum};
 
 use crate::api::auth::ApiKeys;
 use crate::api::ApiConfig;
+use crate::core::memory_bound::MemoryBound;
 use crate::labels::{Codebook, CodebookError, LabelPolicy};
 use crate::store::StoreConfig;
 
@@ -51,6 +52,9 @@ pub struct ServeArgs {
     /// waits briefly, then is answered 503 with Retry-After.
     #[arg(long, env = "SESSIONGRAPH_RENDER_BUDGET_BYTES", default_value = "512M", value_parser = parse_size)]
     pub render_budget_bytes: usize,
+    /// The memory bound of a session.
+    #[command(flatten)]
+    pub memory: MemoryBoundArgs,
     /// An origin allowed to call the API from a browser, e.g. http://localhost:3000
     /// (repeatable; comma-separated in the environment variable).
     #[arg(
@@ -150,6 +154,7 @@ impl ServeArgs {
             cache_bytes: self.cache_bytes,
             background_counts: true,
             render_budget_bytes: self.render_budget_bytes,
+            memory_bound: Some(self.memory.bound()),
         }
     }
 
@@ -222,6 +227,36 @@ impl ServeArgs {
     }
 }
 
+/// The memory a session may take while it loads and its views are first rendered
+/// ([`MemoryBound`]): a session whose records would pass it is refused.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct MemoryBoundArgs {
+    /// Memory a session may take, per byte of its files (`inf` lifts the bound).
+    #[arg(long, env = "SESSIONGRAPH_MEMORY_PER_INPUT_BYTE", default_value_t = 4.0, value_parser = parse_ratio)]
+    pub memory_per_input_byte: f64,
+    /// Memory a session may take on top of that, whatever its size.
+    #[arg(long, env = "SESSIONGRAPH_MEMORY_ALLOWANCE", default_value = "100M", value_parser = parse_size)]
+    pub memory_allowance: usize,
+}
+
+impl MemoryBoundArgs {
+    /// The bound.
+    pub fn bound(&self) -> MemoryBound {
+        MemoryBound {
+            per_input_byte: self.memory_per_input_byte,
+            allowance: self.memory_allowance,
+        }
+    }
+}
+
+/// A ratio: a number that is not negative (`inf` included).
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r >= 0.0 => Ok(r),
+        _ => Err(format!("not a ratio of 0 or more: {s:?}")),
+    }
+}
+
 /// A size: a number of bytes, or with a `K`, `M` or `G` suffix (powers of 1024; `KB`,
 /// `MiB` and friends read the same).
 pub fn parse_size(s: &str) -> Result<usize, String> {
@@ -252,5 +287,9 @@ mod tests {
         assert_eq!(parse_size("2 MiB"), Ok(2 << 20));
         assert!(parse_size("lots").is_err());
         assert!(parse_size("5X").is_err());
+        assert_eq!(parse_ratio("2.5"), Ok(2.5));
+        assert_eq!(parse_ratio("inf"), Ok(f64::INFINITY));
+        assert!(parse_ratio("-1").is_err());
+        assert!(parse_ratio("NaN").is_err());
     }
 }

@@ -159,6 +159,9 @@ impl ApiError {
                     details: serde_json::json!({ "lineNumber": line, "file": file, "reason": reason }),
                 }
             }
+            StoreError::Session(e @ SessionError::TooManyRecords { .. }) => {
+                ApiError::Unprocessable(too_many_records(&e))
+            }
             StoreError::SessionFile { id, source } => unreadable_session(&id, source),
             StoreError::StorageFull(e) => ApiError::InsufficientStorage(e.to_string()),
             StoreError::Busy { retry_after } => ApiError::Unavailable {
@@ -171,6 +174,25 @@ impl ApiError {
             other => ApiError::Internal(other.to_string()),
         }
     }
+}
+
+/// An upload's store error: [`ApiError::from_store`], except that records too many for the
+/// upload's size (the memory bound) make it 413, like an upload past the size limit.
+pub fn upload_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::Session(e @ SessionError::TooManyRecords { .. }) => {
+            ApiError::TooLarge(too_many_records(&e))
+        }
+        other => ApiError::from_store(other, session_not_found),
+    }
+}
+
+/// The message of [`SessionError::TooManyRecords`], with what the operator can change.
+fn too_many_records(e: &SessionError) -> String {
+    format!(
+        "The session was not loaded: {e}. The server's memory bound is set with \
+         --memory-per-input-byte and --memory-allowance."
+    )
 }
 
 /// A session of a sessions directory whose file was refused or could not be read: the

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 
-use super::error::{echo, session_not_found, ApiError};
+use super::error::{echo, upload_error, ApiError};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::core::diagnostics::DiagnosticsSummary;
@@ -143,15 +143,16 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
         _ => {}
     }
 
+    // The store applies its memory bound.
     let options = LoadOptions {
         strict: upload.strict,
-        format: None,
+        ..LoadOptions::default()
     };
     let (slot, loaded, created) = state
         .store
         .add_upload(framework, input, options)
         .await
-        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+        .map_err(upload_error)?;
     tracing::info!(id = %slot.id, created, nodes = loaded.counts.message_count, "upload accepted");
     let session = &loaded.session;
     let c = loaded.counts;

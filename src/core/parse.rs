@@ -11,6 +11,7 @@ use serde_json::Deserializer;
 
 use super::diagnostics::{Samples, TypeCounts};
 use super::frame;
+use super::memory_bound::{fixed_cost, RecordBudget};
 use super::records::{Position, Record, WireRecord};
 
 /// Why a line gave no record.
@@ -262,6 +263,8 @@ pub struct ParsedFile {
     pub types: TypeCounts,
     /// The file's first `sessionId` and `agentId`.
     pub identity: FileIdentity,
+    /// The [`fixed_cost`] of the records kept, not yet charged to the reading's budget.
+    uncharged: usize,
 }
 
 impl ParsedFile {
@@ -271,7 +274,9 @@ impl ParsedFile {
         self.types.count(wire.type_name());
         self.identity.observe(wire.session_id(), wire.agent_id());
         if !wire.is_inert() {
-            self.records.push(Record::from_wire(wire, pos));
+            let record = Record::from_wire(wire, pos);
+            self.uncharged += fixed_cost(&record);
+            self.records.push(record);
         }
     }
 
@@ -308,11 +313,25 @@ const SEGMENT_BYTES: usize = 128 * 1024;
 /// parsed in parallel and joined in file order: the result is the same as a sequential
 /// read.
 pub fn parse_file(file: u32, data: &[u8]) -> ParsedFile {
+    parse_file_within(file, data, &RecordBudget::unbounded())
+}
+
+/// [`parse_file`], charging the records kept to `budget`: once it is exhausted (by this
+/// file or another read at the same time) the segments not yet read are skipped, and the
+/// result is incomplete (the caller refuses the session).
+pub fn parse_file_within(file: u32, data: &[u8], budget: &RecordBudget) -> ParsedFile {
     let segments = segment_bounds(data);
     let parsed: Vec<(ParsedFile, u32)> = segments
         .par_iter()
         .enumerate()
-        .map(|(i, &(start, end))| parse_segment(file, &data[start..end], i == 0))
+        .map(|(i, &(start, end))| {
+            if budget.is_exhausted() {
+                return (ParsedFile::default(), 0);
+            }
+            let (mut part, lines) = parse_segment(file, &data[start..end], i == 0);
+            budget.charge(std::mem::take(&mut part.uncharged));
+            (part, lines)
+        })
         .collect();
     let mut out = ParsedFile {
         records: Vec::with_capacity(parsed.iter().map(|(p, _)| p.records.len()).sum()),

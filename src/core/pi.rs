@@ -31,6 +31,7 @@ use serde_json::Value;
 
 use super::frame;
 use super::lenient::{self, ObjectOr};
+use super::memory_bound::{fixed_cost, RecordBudget};
 use super::parse::{BadLine, LineError, ParsedFile};
 use super::records::{
     Block, Content, Image, Message, Position, Record, RecordKind, ToolResultBlock, ToolUse, Usage,
@@ -254,6 +255,12 @@ pub struct PiFile {
 
 /// Reads a pi session file (file number `file` of its session).
 pub fn parse_pi_file(file: u32, data: &[u8]) -> PiFile {
+    parse_pi_file_within(file, data, &RecordBudget::unbounded())
+}
+
+/// [`parse_pi_file`], charging the records kept to `budget` and stopping once it is
+/// exhausted (the result is then incomplete: the caller refuses the session).
+pub fn parse_pi_file_within(file: u32, data: &[u8], budget: &RecordBudget) -> PiFile {
     let mut parsed = ParsedFile::default();
     let mut header = PiHeader {
         version: 1,
@@ -329,7 +336,11 @@ pub fn parse_pi_file(file: u32, data: &[u8]) -> PiFile {
         if header_is_root && record.parent_uuid.is_none() {
             record.parent_uuid = Some(None);
         }
+        let within = budget.charge(fixed_cost(&record));
         parsed.records.push(record);
+        if !within {
+            break;
+        }
     }
     // v1 compactions name their first kept entry by line index.
     for (record, index) in pending_first_kept {

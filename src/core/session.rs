@@ -10,21 +10,25 @@ use super::dedup::{dedup_records, Dedup, DropReason};
 use super::diagnostics::{Diagnostics, FileSummary, LineIssue, RecordIssue, TypeCounts};
 use super::group::{group_turns, Turn};
 use super::input::{agent_id_from_name, FileRole, Format, SessionInput, SourceFile};
+use super::memory_bound::{MemoryBound, RecordBudget, RECORD_COST};
 use super::order::{order_units, OrderUnit, Ordering, ParentLink, ParentSlot, SortKey};
-use super::parse::{parse_file, FileIdentity, ParsedFile};
-use super::pi::{parse_pi_file, PiHeader};
+use super::parse::{parse_file_within, FileIdentity, ParsedFile};
+use super::pi::{parse_pi_file_within, PiHeader};
 use super::records::{Record, RecordKind};
 use super::subagents::{index_tool_uses, link_subagents, Agent, LinkFile, Linking, ToolUseIndex};
 use super::tree::Tree;
 use super::workflow::{build_workflow, Node, Workflow, WorkflowInput};
 
 /// How to load a session.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LoadOptions {
     /// Fail on the first line that holds no readable record, instead of recording it.
     pub strict: bool,
     /// The format; `None` tells it from the main file's first line.
     pub format: Option<Format>,
+    /// Refuse the session when its records' fixed costs would take it past this bound
+    /// ([`SessionError::TooManyRecords`]); `None` loads whatever it costs.
+    pub memory_bound: Option<MemoryBound>,
 }
 
 /// Why a session could not be loaded.
@@ -46,6 +50,24 @@ pub enum SessionError {
     /// An AutoGen log cannot be read (CommuGraph's messages).
     #[error(transparent)]
     Autogen(#[from] super::autogen::AutogenError),
+    /// The records are too many for the input's size: loading them would pass the memory
+    /// bound (issue 15, D1). Reading stopped when the bound was reached.
+    #[error(
+        "too many records for the session's size: the {records} records read from its \
+         {input} of input already cost more than the {room} its memory bound leaves them \
+         (a record costs about {record_cost} bytes beyond its text)",
+        input = mebibytes(*input_bytes),
+        room = mebibytes(*room),
+        record_cost = RECORD_COST
+    )]
+    TooManyRecords {
+        /// Records kept when reading stopped.
+        records: usize,
+        /// Bytes of input (all files).
+        input_bytes: usize,
+        /// The bytes the bound leaves the records' fixed costs.
+        room: usize,
+    },
     /// A file is compressed or an archive, not JSON lines.
     #[error("{file} is {kind}, not JSON lines: decompress it first")]
     Compressed {
@@ -54,6 +76,11 @@ pub enum SessionError {
         /// What it is (`gzip-compressed`, `a zip archive`, ...).
         kind: &'static str,
     },
+}
+
+/// `bytes` in MiB, for messages.
+fn mebibytes(bytes: usize) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
 }
 
 /// A session given to be read (an upload, a file named on the command line) that holds no
@@ -295,15 +322,21 @@ impl Session {
             .collect();
 
         let format = options.format.unwrap_or_else(|| input.detect_format());
+        let budget = record_budget(&sources, options.memory_bound);
         let autogen = match format {
             Format::Autogen => Some(super::autogen::parse(&String::from_utf8_lossy(
                 &input.files[main_input].bytes,
             ))?),
             _ => None,
         };
+        if let Some(messages) = &autogen {
+            budget.charge(messages.len().saturating_mul(RECORD_COST));
+            budget.refuse_past_room(messages.len())?;
+        }
         let mut timings = Timings::start();
         let mut diagnostics = Diagnostics::default();
-        let (records, file_stats, pi_header) = read_files(&sources, format, options, &mut diagnostics)?;
+        let (records, file_stats, pi_header) =
+            read_files(&sources, format, options, &budget, &mut diagnostics)?;
         timings.mark("parse");
         let session_id = match &pi_header {
             Some(h) => h.id.clone(),
@@ -583,6 +616,7 @@ fn read_files(
     sources: &[&SourceFile],
     format: Format,
     options: LoadOptions,
+    budget: &SessionBudget,
     diagnostics: &mut Diagnostics,
 ) -> Result<ReadFiles, SessionError> {
     // Files are independent: parse them in parallel (each also splits its lines across
@@ -595,15 +629,18 @@ fn read_files(
                 || (format == Format::Pi && fi > 0)
                 || format == Format::Autogen;
             (!skip).then(|| match format {
-                Format::ClaudeCode | Format::Autogen => (parse_file(fi as u32, &f.bytes), None),
+                Format::ClaudeCode | Format::Autogen => {
+                    (parse_file_within(fi as u32, &f.bytes, &budget.records), None)
+                }
                 Format::Pi => {
-                    let pi = parse_pi_file(fi as u32, &f.bytes);
+                    let pi = parse_pi_file_within(fi as u32, &f.bytes, &budget.records);
                     (pi.parsed, Some(pi.header))
                 }
             })
         })
         .collect();
     let kept: usize = parsed_files.iter().flatten().map(|(p, _)| p.records.len()).sum();
+    budget.refuse_past_room(kept)?;
     let mut records = Vec::new();
     let mut file_stats = Vec::with_capacity(sources.len());
     let mut pi_header = None;
@@ -638,6 +675,41 @@ fn read_files(
         }
     }
     Ok((records, file_stats, pi_header))
+}
+
+/// The [`RecordBudget`] of a session's reading, and what it is measured against.
+struct SessionBudget {
+    records: RecordBudget,
+    input_bytes: usize,
+}
+
+impl SessionBudget {
+    /// [`SessionError::TooManyRecords`] once the charges (of `records` records) passed the
+    /// room.
+    fn refuse_past_room(&self, records: usize) -> Result<(), SessionError> {
+        if !self.records.is_exhausted() {
+            return Ok(());
+        }
+        Err(SessionError::TooManyRecords {
+            records,
+            input_bytes: self.input_bytes,
+            room: self.records.room(),
+        })
+    }
+
+    fn charge(&self, cost: usize) {
+        self.records.charge(cost);
+    }
+}
+
+/// The budget for the records of `sources` under `bound` (unbounded without one).
+fn record_budget(sources: &[&SourceFile], bound: Option<MemoryBound>) -> SessionBudget {
+    let input_bytes = sources.iter().map(|f| f.bytes.len()).sum();
+    let records = match bound {
+        Some(bound) => RecordBudget::new(bound.fixed_cost_room(input_bytes)),
+        None => RecordBudget::unbounded(),
+    };
+    SessionBudget { records, input_bytes }
 }
 
 /// Records a file's bad and repaired lines in the diagnostics (counts, and examples while

@@ -27,6 +27,7 @@ use super::units::UnitIndex;
 use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
 use crate::core::heap::HeapSize;
 use crate::core::input::Format;
+use crate::core::memory_bound::MemoryBound;
 use crate::core::session::NoConversation;
 use crate::core::views::summary::{counts, Counts};
 use crate::core::{LoadOptions, Session, SessionError, SessionInput};
@@ -368,6 +369,8 @@ pub struct StoreConfig {
     /// Memory budget for renders not served from the cache, in bytes (see
     /// [`RenderBudget`]).
     pub render_budget_bytes: usize,
+    /// The memory bound every session is loaded under (uploads and sessions on disk).
+    pub memory_bound: Option<MemoryBound>,
 }
 
 impl Default for StoreConfig {
@@ -378,6 +381,7 @@ impl Default for StoreConfig {
             cache_bytes: 0,
             background_counts: false,
             render_budget_bytes: budget::DEFAULT_BYTES,
+            memory_bound: Some(MemoryBound::default()),
         }
     }
 }
@@ -577,9 +581,10 @@ impl Store {
                 let framework = slot.framework;
                 let uploads = self.uploads.clone();
                 let parses = self.parses.clone();
+                let bound = self.config.memory_bound;
                 async move {
                     parses.fetch_add(1, Ordering::Relaxed);
-                    blocking(move || load(&source, &framework, uploads.as_ref()))
+                    blocking(move || load(&source, &framework, uploads.as_ref(), bound))
                         .await
                         .map(Arc::new)
                         .map_err(|e| slot.vanished_as_not_found(e))
@@ -670,7 +675,12 @@ impl Store {
             if slot.counts().is_some() || !current {
                 continue;
             }
-            match load(&slot.source, &slot.framework, self.uploads.as_ref()) {
+            match load(
+                &slot.source,
+                &slot.framework,
+                self.uploads.as_ref(),
+                self.config.memory_bound,
+            ) {
                 Ok(loaded) => {
                     match self.keep_counts(&slot, &loaded) {
                         CountsToSave::DiskCounts(_) => disk_counted = true,
@@ -765,6 +775,10 @@ impl Store {
         let uploads = self.uploads.clone();
         self.parses.fetch_add(1, Ordering::Relaxed);
         let fw = framework;
+        let options = LoadOptions {
+            memory_bound: self.config.memory_bound,
+            ..options
+        };
         let upload_id = id.clone();
         let (manifest, loaded) = blocking(move || {
             let session = build(&input, fw, options)?;
@@ -889,13 +903,22 @@ impl Store {
     }
 }
 
-/// Parses a session from its source (blocking).
-fn load(source: &Source, framework: &Framework, uploads: Option<&UploadDir>) -> Result<Loaded, StoreError> {
+/// Parses a session from its source (blocking), under `bound`.
+fn load(
+    source: &Source,
+    framework: &Framework,
+    uploads: Option<&UploadDir>,
+    bound: Option<MemoryBound>,
+) -> Result<Loaded, StoreError> {
+    let options = LoadOptions {
+        memory_bound: bound,
+        ..LoadOptions::default()
+    };
     match source {
         Source::Upload(manifest) => {
             let dir = uploads.ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
             let input = dir.read(manifest)?;
-            let session = build(&input, *framework, LoadOptions::default())?;
+            let session = build(&input, *framework, options)?;
             Ok(Loaded::new(session, manifest.id.clone(), Vec::new()))
         }
         Source::Disk(found) => {
@@ -915,7 +938,7 @@ fn load(source: &Source, framework: &Framework, uploads: Option<&UploadDir>) -> 
                 })
                 .collect();
             stamps.extend(read.skipped.iter().map(|s| FileStamp::of(&s.path)));
-            let mut session = build(&read.input, *framework, LoadOptions::default())?;
+            let mut session = build(&read.input, *framework, options)?;
             session
                 .diagnostics
                 .ignored_files

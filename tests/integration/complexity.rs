@@ -11,9 +11,11 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use sessiongraph::core::heap::HeapSize;
+use sessiongraph::core::memory_bound::{fixed_cost, MemoryBound, PROCESS_RESERVE, RECORD_COST, TEXT_SHARE};
+use sessiongraph::core::parse::parse_file;
 use sessiongraph::core::session::Branch;
 use sessiongraph::core::views::{self, View, ViewOptions};
-use sessiongraph::core::{LoadOptions, Session, SessionInput, SourceFile};
+use sessiongraph::core::{LoadOptions, Session, SessionError, SessionInput, SourceFile};
 
 use crate::helpers::fixture_input;
 use crate::scaled::scaled;
@@ -313,6 +315,9 @@ fn d1_input_that_is_no_record_costs_at_most_four_times_its_size() {
 /// the README's limits.
 const BYTES_PER_TINY_RECORD: i64 = 1_950;
 
+// The memory bound charges a record at least what a tiny one was measured to cost.
+const _: () = assert!(BYTES_PER_TINY_RECORD as usize <= RECORD_COST);
+
 /// D1 (issue 15): a 442 MB file of 5,000,000 tiny chained records reached 9.9 GB. Each record
 /// is a unit, a node and a message in every view, so it costs more than its text; that cost
 /// is bounded and measured here.
@@ -411,4 +416,182 @@ fn autogen_lines_that_are_no_object_cost_nothing() {
     let (work, parsed) = measure(|| sessiongraph::core::autogen::parse(&text).is_err());
     assert!(parsed, "no message in it");
     assert!(work.peak < 64 << 10, "{} bytes at the peak", work.peak);
+}
+
+/// One kind of line of a hostile log, for the memory bound's property test.
+#[derive(Debug, Clone, Copy)]
+enum LineShape {
+    /// A prompt of a few words whose parent is the line before.
+    ChainedPrompt,
+    /// A prompt without uuid.
+    Prompt,
+    /// `{"type":"user"}` or `{"type":"assistant"}`: the smallest records.
+    Bare,
+    /// A system notice.
+    System,
+    /// An assistant turn of this many tool calls.
+    ToolUses(usize),
+    /// A user record of this many tool results.
+    ToolResults(usize),
+    /// A user record of this many text blocks.
+    TextBlocks(usize),
+    /// An assistant turn that thinks, then answers.
+    Thinking,
+    /// `{}`: no record.
+    Empty,
+    /// A line that is not JSON.
+    Junk,
+}
+
+impl LineShape {
+    fn line(self, i: usize) -> String {
+        let blocks =
+            |n: usize, block: &dyn Fn(usize) -> String| (0..n).map(block).collect::<Vec<_>>().join(",");
+        match self {
+            LineShape::ChainedPrompt => format!(
+                r#"{{"type":"user","uuid":"c{i}","parentUuid":"c{}","message":{{"content":"hi {i}"}}}}"#,
+                i.saturating_sub(1)
+            ),
+            LineShape::Prompt => format!(r#"{{"type":"user","message":{{"content":"{i}"}}}}"#),
+            LineShape::Bare if i % 2 == 0 => r#"{"type":"user"}"#.to_owned(),
+            LineShape::Bare => r#"{"type":"assistant"}"#.to_owned(),
+            LineShape::System => format!(r#"{{"type":"system","uuid":"s{i}","content":"x"}}"#),
+            LineShape::ToolUses(n) => format!(
+                r#"{{"type":"assistant","uuid":"a{i}","message":{{"id":"m{i}","content":[{}]}}}}"#,
+                blocks(n, &|j| format!(
+                    r#"{{"type":"tool_use","id":"t{i}_{j}","name":"B","input":{{}}}}"#
+                ))
+            ),
+            LineShape::ToolResults(n) => format!(
+                r#"{{"type":"user","uuid":"r{i}","message":{{"content":[{}]}}}}"#,
+                blocks(n, &|j| format!(
+                    r#"{{"type":"tool_result","tool_use_id":"t{i}_{j}","content":"x"}}"#
+                ))
+            ),
+            LineShape::TextBlocks(n) => format!(
+                r#"{{"type":"user","uuid":"b{i}","message":{{"content":[{}]}}}}"#,
+                blocks(n, &|_| r#"{"type":"text","text":"x"}"#.to_owned())
+            ),
+            LineShape::Thinking => format!(
+                r#"{{"type":"assistant","uuid":"k{i}","message":{{"id":"n{i}","content":[{{"type":"thinking","thinking":"hm","signature":"s"}},{{"type":"text","text":"ok"}}]}}}}"#
+            ),
+            LineShape::Empty => "{}".to_owned(),
+            LineShape::Junk => "not json".to_owned(),
+        }
+    }
+}
+
+fn line_shape() -> impl proptest::strategy::Strategy<Value = LineShape> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(LineShape::ChainedPrompt),
+        Just(LineShape::Prompt),
+        Just(LineShape::Bare),
+        Just(LineShape::System),
+        (1..24usize).prop_map(LineShape::ToolUses),
+        (1..24usize).prop_map(LineShape::ToolResults),
+        (1..24usize).prop_map(LineShape::TextBlocks),
+        Just(LineShape::Thinking),
+        Just(LineShape::Empty),
+        Just(LineShape::Junk),
+    ]
+}
+
+/// A log of runs of lines, each run `count` lines of one shape.
+fn hostile_log(runs: &[(LineShape, usize)]) -> Vec<u8> {
+    let mut out = String::new();
+    let mut i = 0;
+    for &(shape, count) in runs {
+        for _ in 0..count {
+            out.push_str(&shape.line(i));
+            out.push('\n');
+            i += 1;
+        }
+    }
+    out.into_bytes()
+}
+
+/// Fixed buffers the peak may hold whatever the session: the thread pool's, the parse's
+/// segment list, the bodies' first chunks.
+const FIXED_SLACK: i64 = 512 << 10;
+
+/// Loads `bytes` under `bound` and renders every view once (bodies kept), measuring the
+/// peak; `None` for a session refused by the bound.
+fn peak_under_bound(bytes: &[u8], bound: MemoryBound) -> (i64, Option<usize>) {
+    let input = one_file(bytes.to_vec());
+    let options = LoadOptions {
+        memory_bound: Some(bound),
+        ..LoadOptions::default()
+    };
+    let (work, records) = measure(|| match Session::build(&input, options) {
+        Ok(session) => {
+            let bodies: Vec<_> = View::ALL
+                .iter()
+                .map(|&view| views::render(&session, view, ViewOptions::default()))
+                .collect();
+            std::hint::black_box(&bodies);
+            Some(session.records.len())
+        }
+        Err(SessionError::TooManyRecords { .. }) => None,
+        Err(e) => panic!("an unexpected error: {e}"),
+    });
+    (work.peak, records)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+    /// D1 (issue 15): whatever records a log is made of, a session loaded under a memory
+    /// bound either is refused or stays within it. Loaded, its peak (the session and every
+    /// view rendered and kept) is within the text's share of the bound plus the fixed
+    /// costs charged for its records: the charges are an upper bound of what records cost.
+    /// Refused, the peak is within the bound.
+    #[test]
+    fn d1_a_session_under_a_memory_bound_is_refused_or_stays_within_it(
+        runs in proptest::collection::vec((line_shape(), 1..1500usize), 1..6),
+        allowance_kib in 256..16_384usize,
+    ) {
+        let bytes = hostile_log(&runs);
+        // The process's reserve is not the session's: the counting allocator sees only what
+        // the load and the renders allocate.
+        let allowance = allowance_kib << 10;
+        let bound = MemoryBound { per_input_byte: 4.0, allowance: PROCESS_RESERVE + allowance };
+        let charged: usize = parse_file(0, &bytes).records.iter().map(fixed_cost).sum();
+        let (peak, loaded) = peak_under_bound(&bytes, bound);
+        let input = bytes.len() as i64;
+        match loaded {
+            Some(records) => {
+                let model = (TEXT_SHARE * input as f64) as i64 + charged as i64 + FIXED_SLACK;
+                proptest::prop_assert!(
+                    peak <= model,
+                    "{records} records, {input} bytes: peak {peak} past the charges' {model}"
+                );
+            }
+            None => {
+                let limit = 4 * input + allowance as i64 + FIXED_SLACK;
+                proptest::prop_assert!(peak <= limit, "refused, yet the peak {peak} passed {limit}");
+            }
+        }
+    }
+}
+
+/// D1 (issue 15): 5,000,000 tiny chained records (442 MB) took 9.9 GB to upload. Under the
+/// bound, a log of records too many for its size is refused while it is read: here 100,000
+/// tiny prompts (10 MB) under 4x plus 8 MiB (and the process's reserve), which loading and rendering would take about
+/// 190 MB for, are refused with at most the bound taken.
+#[test]
+fn d1_tiny_records_past_the_bound_are_refused_before_they_cost_it() {
+    let bytes = tiny_chain(100_000);
+    let bound = MemoryBound {
+        per_input_byte: 4.0,
+        allowance: PROCESS_RESERVE + (8 << 20),
+    };
+    let (peak, loaded) = peak_under_bound(&bytes, bound);
+    assert_eq!(loaded, None, "the session is refused");
+    let limit = 4 * bytes.len() as i64 + (8 << 20);
+    eprintln!(
+        "refused {} bytes of tiny records at a peak of {peak} (bound {limit})",
+        bytes.len()
+    );
+    assert!(peak <= limit, "{peak} bytes at the peak");
 }

@@ -893,3 +893,96 @@ async fn oversized_request_heads_are_json_errors() {
 
     assert_still_serving(&server, "oversized heads").await;
 }
+
+/// `n` user prompts of a few words, each the parent of the next.
+fn tiny_chain(n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| {
+            let parent = if i == 0 { "null".to_owned() } else { format!("\"u{}\"", i - 1) };
+            format!(
+                "{{\"type\":\"user\",\"uuid\":\"u{i}\",\"parentUuid\":{parent},\"sessionId\":\"s\",\"message\":{{\"content\":\"hi {i}\"}}}}\n"
+            )
+        })
+        .collect::<String>()
+        .into_bytes()
+}
+
+/// A memory bound small enough for a test: four times the input plus 4 MiB beyond the
+/// process's reserve.
+fn small_memory_bound() -> Option<sessiongraph::core::memory_bound::MemoryBound> {
+    use sessiongraph::core::memory_bound::{MemoryBound, PROCESS_RESERVE};
+    Some(MemoryBound {
+        per_input_byte: 4.0,
+        allowance: PROCESS_RESERVE + (4 << 20),
+    })
+}
+
+/// D1 (issue 15): a 442 MB upload of 5,000,000 tiny records took 9.9 GB. Records too many
+/// for the upload's size are refused with a JSON 413 naming the bound's settings; nothing
+/// of the upload is kept, and a session within the bound still loads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d1_an_upload_of_records_too_many_for_its_size_is_413_and_not_kept() {
+    let server = TestServer::start(Options {
+        memory_bound: small_memory_bound(),
+        ..Options::default()
+    })
+    .await;
+    let query = format!("framework=claudecode&filename={MAIN}");
+    let refused = server.upload_raw(&query, tiny_chain(20_000)).await;
+    assert_eq!(
+        refused.status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{:?}",
+        refused.json
+    );
+    let message = refused.json["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("too many records for the session's size"),
+        "{message}"
+    );
+    assert!(message.contains("--memory-per-input-byte"), "{message}");
+    let listed = server.get("/api/sessions").await;
+    assert_eq!(
+        listed.json["sessions"].as_array().map(Vec::len),
+        Some(0),
+        "nothing kept"
+    );
+    let stored = std::fs::read_dir(server.data_dir.join("uploads"))
+        .map(|dir| dir.count())
+        .unwrap_or(0);
+    assert_eq!(stored, 0, "nothing of the refused upload is on disk");
+
+    let accepted = server.upload_raw(&query, tiny_chain(200)).await;
+    assert_eq!(accepted.status, StatusCode::OK, "{:?}", accepted.json);
+    server.stop().await;
+}
+
+/// D1 (issue 15): a session of a sessions directory whose records are too many for its
+/// size is listed, and its views are a JSON 422 (the session stands as it is on disk),
+/// while the other sessions are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d1_a_session_on_disk_too_many_records_for_its_size_is_422() {
+    let sessions = tempfile::tempdir().unwrap();
+    let project = sessions.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join(MAIN), tiny_chain(20_000)).unwrap();
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample"), sessions.path().to_owned()],
+        memory_bound: small_memory_bound(),
+        ..Options::default()
+    })
+    .await;
+    let id = MAIN.trim_end_matches(".jsonl");
+    let reply = server.get(&format!("/api/graph/{id}/annotations")).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{:?}", reply.json);
+    assert!(
+        reply.json["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("too many records"),
+        "{:?}",
+        reply.json
+    );
+    assert_still_serving(&server, "a session too dense on disk").await;
+    server.stop().await;
+}

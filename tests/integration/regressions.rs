@@ -370,7 +370,7 @@ fn strict_loading_names_the_file_and_line() {
         &input,
         LoadOptions {
             strict: true,
-            format: None,
+            ..LoadOptions::default()
         },
     )
     .unwrap_err();

@@ -43,6 +43,8 @@ pub struct Options {
     pub database_url: Option<String>,
     /// Reviewers, blind mode, the queue's reservation time.
     pub label_policy: sessiongraph::labels::LabelPolicy,
+    /// The memory bound sessions are loaded under.
+    pub memory_bound: Option<sessiongraph::core::memory_bound::MemoryBound>,
 }
 
 impl Default for Options {
@@ -62,6 +64,7 @@ impl Default for Options {
             background_counts: false,
             database_url: None,
             label_policy: Default::default(),
+            memory_bound: Some(Default::default()),
         }
     }
 }
@@ -123,6 +126,7 @@ impl TestServer {
             cache_bytes: options.cache_bytes,
             background_counts: options.background_counts,
             render_budget_bytes: options.render_budget_bytes,
+            memory_bound: options.memory_bound,
         })
         .expect("store opens");
         let codebook = Arc::new(match options.codebook {
