@@ -1102,6 +1102,8 @@ mod tests {
                 data_dir: Some(data.path().to_owned()),
                 sessions_dirs: Vec::new(),
                 cache_bytes: budget,
+                // Sessions this dense are past the memory bound: lifted, to measure them.
+                memory_bound: None,
                 ..StoreConfig::default()
             })
             .unwrap(),

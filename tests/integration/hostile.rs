@@ -403,19 +403,23 @@ async fn a_body_over_the_limit_is_refused_before_it_is_read() {
     );
     // A body without a declared length, streamed past the limit.
     let chunks = (0..32).map(|_| Ok::<_, std::io::Error>(vec![b'x'; 64 << 10]));
-    let response = server
+    let sent = server
         .client
         .post(format!("{}/api/upload?framework=claudecode", server.url))
         .body(reqwest::Body::wrap_stream(futures_stream(chunks)))
         .send()
-        .await
-        .expect("2 MiB fit in the socket buffers: the client finishes sending and reads the answer");
-    let reply = Reply::read(response).await;
-    assert_outcome(
-        "a streamed body over the limit",
-        &reply,
-        &Expect::Error(StatusCode::PAYLOAD_TOO_LARGE, "maximum"),
-    );
+        .await;
+    // 2 MiB usually fit in the socket buffers, and the client reads the answer; when the
+    // machine is busy the server may close the connection before the client has sent it
+    // all, which refuses the body too (it is never read whole).
+    match sent {
+        Ok(response) => assert_outcome(
+            "a streamed body over the limit",
+            &Reply::read(response).await,
+            &Expect::Error(StatusCode::PAYLOAD_TOO_LARGE, "maximum"),
+        ),
+        Err(e) => assert!(e.is_request() || e.is_body(), "the upload failed otherwise: {e}"),
+    }
     assert_still_serving(&server, "bodies over the limit").await;
     server.stop().await;
 }
