@@ -17,7 +17,7 @@ use sessiongraph::core::session::Branch;
 use sessiongraph::core::views::{self, View, ViewOptions};
 use sessiongraph::core::{LoadOptions, Session, SessionError, SessionInput, SourceFile};
 
-use crate::helpers::fixture_input;
+use crate::helpers::{fixture_input, tiny_chain};
 use crate::scaled::scaled;
 
 /// The allocator of the test binary: the system's, counting the allocations of threads that
@@ -202,23 +202,6 @@ fn one_file(bytes: Vec<u8>) -> SessionInput {
         "11111111-2222-4333-8444-555555555555.jsonl",
         bytes,
     )])
-}
-
-/// `n` user prompts, each the parent of the next: the smallest records that are each a
-/// unit, a node and a message.
-fn tiny_chain(n: usize) -> Vec<u8> {
-    let mut out = String::with_capacity(n * 100);
-    for i in 0..n {
-        let parent = if i == 0 {
-            "null".to_owned()
-        } else {
-            format!("\"u{}\"", i - 1)
-        };
-        out.push_str(&format!(
-            "{{\"type\":\"user\",\"uuid\":\"u{i}\",\"parentUuid\":{parent},\"sessionId\":\"s\",\"message\":{{\"content\":\"hi {i}\"}}}}\n"
-        ));
-    }
-    out.into_bytes()
 }
 
 /// One prompt, then `n` records of made-up types, with uuids (they may be parents).

@@ -153,3 +153,20 @@ pub mod records {
         s.map_or("null".to_owned(), |s| format!(r#""{s}""#))
     }
 }
+
+/// `n` user prompts, each the parent of the next: the smallest records that are each a
+/// unit, a node and a message.
+pub fn tiny_chain(n: usize) -> Vec<u8> {
+    let mut out = String::with_capacity(n * 100);
+    for i in 0..n {
+        let parent = if i == 0 {
+            "null".to_owned()
+        } else {
+            format!("\"u{}\"", i - 1)
+        };
+        out.push_str(&format!(
+            "{{\"type\":\"user\",\"uuid\":\"u{i}\",\"parentUuid\":{parent},\"sessionId\":\"s\",\"message\":{{\"content\":\"hi {i}\"}}}}\n"
+        ));
+    }
+    out.into_bytes()
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::helpers::{fixture, SmallDisk};
+use crate::helpers::{fixture, tiny_chain, SmallDisk};
 use crate::server::{Options, Reply, TestServer};
 
 const SAMPLE: &str = "ab51623b-c26d-45f5-b98e-f9d0cfa17018";
@@ -896,19 +896,6 @@ async fn oversized_request_heads_are_json_errors() {
     assert_eq!(reply.headers["x-content-type-options"], "nosniff");
 
     assert_still_serving(&server, "oversized heads").await;
-}
-
-/// `n` user prompts of a few words, each the parent of the next.
-fn tiny_chain(n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| {
-            let parent = if i == 0 { "null".to_owned() } else { format!("\"u{}\"", i - 1) };
-            format!(
-                "{{\"type\":\"user\",\"uuid\":\"u{i}\",\"parentUuid\":{parent},\"sessionId\":\"s\",\"message\":{{\"content\":\"hi {i}\"}}}}\n"
-            )
-        })
-        .collect::<String>()
-        .into_bytes()
 }
 
 /// A memory bound small enough for a test: four times the input plus 4 MiB beyond the
