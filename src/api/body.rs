@@ -16,6 +16,11 @@ use crate::store::budget::BudgetPermit;
 /// Largest frame handed to the connection at once.
 const MAX_FRAME: usize = 64 * 1024;
 
+/// Chunks shorter than this are copied into one frame with the short ones after them: a
+/// body that shares long texts is made of many short chunks, and a frame each would cost
+/// the connection a write each.
+const SHORT_CHUNK: usize = 4 * 1024;
+
 /// Bytes a body hands over before it lets other tasks run.
 const BYTES_PER_TURN: usize = 64 * 1024;
 
@@ -62,6 +67,33 @@ impl ChunkedBody {
     }
 }
 
+impl ChunkedBody {
+    /// The current chunk (a short one) and the short chunks after it, copied into one
+    /// frame of at most [`MAX_FRAME`] bytes.
+    fn gather_short_chunks(&mut self) -> Bytes {
+        let following = self.chunks[self.next..]
+            .iter()
+            .scan(self.current.len(), |len, chunk| {
+                *len += chunk.len();
+                (chunk.len() < SHORT_CHUNK && *len <= MAX_FRAME).then_some(chunk)
+            })
+            .count();
+        if following == 0 {
+            return std::mem::take(&mut self.current);
+        }
+        let chunks = &self.chunks[self.next..self.next + following];
+        let len = self.current.len() + chunks.iter().map(Bytes::len).sum::<usize>();
+        let mut frame = bytes::BytesMut::with_capacity(len);
+        frame.extend_from_slice(&self.current);
+        for chunk in chunks {
+            frame.extend_from_slice(chunk);
+        }
+        self.current = Bytes::new();
+        self.next += following;
+        frame.freeze()
+    }
+}
+
 impl From<Served> for axum::body::Body {
     fn from(served: Served) -> axum::body::Body {
         axum::body::Body::new(ChunkedBody::holding(served.body, served.permit))
@@ -98,10 +130,14 @@ impl http_body::Body for ChunkedBody {
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        let take = self.current.len().min(MAX_FRAME);
-        let frame = self.current.split_to(take);
-        self.sent_this_turn += take;
-        self.remaining -= take as u64;
+        let frame = if self.current.len() < SHORT_CHUNK {
+            self.gather_short_chunks()
+        } else {
+            let take = self.current.len().min(MAX_FRAME);
+            self.current.split_to(take)
+        };
+        self.sent_this_turn += frame.len();
+        self.remaining -= frame.len() as u64;
         Poll::Ready(Some(Ok(Frame::data(frame))))
     }
 
@@ -152,6 +188,50 @@ mod tests {
             yields >= expected.len() / (BYTES_PER_TURN + MAX_FRAME),
             "{yields}"
         );
+    }
+
+    #[test]
+    fn short_chunks_are_sent_together_and_whole() {
+        let mut w = crate::core::views::ChunkWriter::new();
+        let mut expected = Vec::new();
+        // Short parts, and a long one now and then.
+        let size = |i: usize| {
+            if i % 100 == 99 {
+                100_000
+            } else {
+                1 + (i * 37) % 300
+            }
+        };
+        let parts: Vec<Vec<u8>> = (0..2_000).map(|i| vec![(i % 251) as u8; size(i)]).collect();
+        for (i, part) in parts.iter().enumerate() {
+            // A body with chunks of every size: each part appended as a body of its own.
+            if i % 2 == 0 {
+                w.append(Body::from(part.clone()));
+            } else {
+                std::io::Write::write_all(&mut w, part).unwrap();
+            }
+            expected.extend_from_slice(part);
+        }
+        let body = w.finish();
+        let chunks = body.chunks().len();
+        let mut frames = 0;
+        let mut sent = Vec::new();
+        let mut b = ChunkedBody::from(body);
+        let mut cx = Context::from_waker(Waker::noop());
+        loop {
+            match http_body::Body::poll_frame(Pin::new(&mut b), &mut cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    let data = frame.into_data().expect("data frames only");
+                    assert!(data.len() <= MAX_FRAME);
+                    sent.extend_from_slice(&data);
+                    frames += 1;
+                }
+                Poll::Ready(None) => break,
+                Poll::Pending => {}
+            }
+        }
+        assert!(sent == expected);
+        assert!(frames < chunks / 2, "{frames} frames for {chunks} chunks");
     }
 
     #[test]

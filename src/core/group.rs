@@ -5,6 +5,8 @@
 //!
 //! The same turns feed the annotation units, the workflow nodes and the chat log.
 
+use std::borrow::Cow;
+
 use foldhash::{HashMap, HashMapExt};
 
 use super::records::{Block, Record, RecordKind, ToolUse, Usage};
@@ -39,6 +41,16 @@ impl Turn {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The thinking blocks joined by blank lines (borrowed when there is one).
+    pub fn joined_thinking<'a>(&self, records: &'a [Record]) -> Cow<'a, str> {
+        join_blocks(self.thinking(records))
+    }
+
+    /// The text blocks joined by blank lines (borrowed when there is one).
+    pub fn joined_texts<'a>(&self, records: &'a [Record]) -> Cow<'a, str> {
+        join_blocks(self.texts(records))
     }
 
     /// The non-empty text blocks, in chunk order.
@@ -153,6 +165,14 @@ pub fn group_turns(records: &[Record], kept: impl Fn(usize) -> bool) -> (Vec<Tur
             .unwrap_or(turn.chunks[0]);
     }
     (turns, turn_of)
+}
+
+/// `blocks` joined by blank lines, as a turn's text is shown: borrowed when there is one.
+fn join_blocks(blocks: Vec<&str>) -> Cow<'_, str> {
+    match blocks.as_slice() {
+        [one] => Cow::Borrowed(one),
+        _ => Cow::Owned(blocks.join("\n\n")),
+    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ pub mod heap;
 pub mod input;
 pub mod jsnum;
 pub mod lenient;
+pub mod literals;
 pub mod memory_bound;
 pub mod order;
 pub mod parse;

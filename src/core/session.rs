@@ -579,7 +579,7 @@ impl Session {
     }
 
     /// The text a workflow node shows (see [`crate::core::workflow::node_content`]).
-    pub fn node_content(&self, node: &Node) -> std::borrow::Cow<'_, str> {
+    pub fn node_content(&self, node: &Node) -> super::literals::Text<'_> {
         super::workflow::node_content(&self.records, &self.turns, &self.items, node)
     }
 

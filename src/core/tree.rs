@@ -16,6 +16,7 @@
 use serde::Serialize;
 
 use super::classify::{self, prompt_text};
+use super::literals::Text;
 use super::records::{Block, RecordKind};
 use super::session::Session;
 
@@ -176,7 +177,7 @@ pub struct ContextMessage<'a> {
     /// or `bashExecution`.
     pub role: &'static str,
     /// The text.
-    pub text: String,
+    pub text: Text<'a>,
     /// When.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<&'a str>,
@@ -235,7 +236,7 @@ pub fn context(session: &Session, leaf: usize) -> Vec<ContextMessage<'_>> {
                 out.push(summary_message(
                     session,
                     path[cut],
-                    boundary.system_content().unwrap_or_default().to_owned(),
+                    boundary.system_content().unwrap_or_default().into(),
                 ));
                 let kept_at = path[..cut].iter().position(|&u| {
                     session.units[u]
@@ -255,13 +256,8 @@ pub fn context(session: &Session, leaf: usize) -> Vec<ContextMessage<'_>> {
                     .position(|&u| first_record(u).is_compact_summary)
                     .map(|i| cut + 1 + i);
                 let text = summary.map_or_else(
-                    || {
-                        boundary
-                            .system_content()
-                            .unwrap_or("Context compacted")
-                            .to_owned()
-                    },
-                    |s| prompt_text(first_record(path[s])).into_owned(),
+                    || boundary.system_content().unwrap_or("Context compacted").into(),
+                    |s| prompt_text(first_record(path[s])).into(),
                 );
                 out.push(summary_message(session, path[cut], text));
                 start = summary.map_or(cut + 1, |s| s + 1);
@@ -274,7 +270,7 @@ pub fn context(session: &Session, leaf: usize) -> Vec<ContextMessage<'_>> {
     out
 }
 
-fn summary_message(session: &Session, u: usize, text: String) -> ContextMessage<'_> {
+fn summary_message<'a>(session: &'a Session, u: usize, text: Text<'a>) -> ContextMessage<'a> {
     let r = &session.records[session.units[u].records[0]];
     ContextMessage {
         id: r.uuid.as_deref().unwrap_or_default(),
@@ -295,7 +291,7 @@ fn unit_message(session: &Session, u: usize) -> Option<ContextMessage<'_>> {
     let mut m = ContextMessage {
         id: r.uuid.as_deref().unwrap_or_default(),
         role: "user",
-        text: String::new(),
+        text: Text::default(),
         timestamp: r.timestamp.as_deref(),
         tool_calls: Vec::new(),
         tool_call_ids: Vec::new(),
@@ -305,7 +301,7 @@ fn unit_message(session: &Session, u: usize) -> Option<ContextMessage<'_>> {
     if let Some(t) = unit.turn {
         let turn = &session.turns[t];
         m.role = "assistant";
-        m.text = turn.texts(&session.records).join("\n\n");
+        m.text = turn.joined_texts(&session.records).into();
         m.tool_calls = turn
             .tool_uses(&session.records)
             .into_iter()
@@ -320,7 +316,7 @@ fn unit_message(session: &Session, u: usize) -> Option<ContextMessage<'_>> {
         RecordKind::User if r.is_compact_summary => return None,
         RecordKind::User if r.has_tool_result() => {
             m.role = "toolResult";
-            m.text = classify::user_text(r).into_owned();
+            m.text = classify::user_text(r).into();
             m.is_error = classify::tool_result_failed(r);
             m.tool_call_ids = r
                 .blocks()
@@ -332,7 +328,7 @@ fn unit_message(session: &Session, u: usize) -> Option<ContextMessage<'_>> {
                 .collect();
         }
         RecordKind::User => {
-            m.text = classify::user_text(r).into_owned();
+            m.text = classify::user_text(r).into();
             m.meta = r.is_meta;
         }
         RecordKind::System => {
@@ -344,7 +340,7 @@ fn unit_message(session: &Session, u: usize) -> Option<ContextMessage<'_>> {
                 // Other system records (API errors, hooks) are not sent to the model.
                 _ => return None,
             };
-            m.text = r.system_content().unwrap_or_default().to_owned();
+            m.text = r.system_content().unwrap_or_default().into();
         }
         _ => return None,
     }

@@ -23,6 +23,7 @@ use foldhash::{HashMap, HashSet, HashSetExt};
 
 use super::classify::{self, tool_description};
 use super::group::Turn;
+use super::literals::Text;
 use super::records::{Block, Record};
 use super::session::{Item, ItemKind, Lane};
 use super::subagents::Agent;
@@ -592,29 +593,46 @@ pub fn compact_text(records: &[Record], boundary: usize, summary: Option<usize>)
 /// lines) and text (`[Response]` ...); a tool call the one-line description of the call; a
 /// prompt or result the record's user text; a notice its notice text; a compaction its
 /// summary.
-pub fn node_content<'a>(records: &'a [Record], turns: &[Turn], items: &[Item], node: &Node) -> Cow<'a, str> {
+///
+/// The thinking and the text inside a reasoning node's content are named as its parts: the
+/// annotations and the context show them on their own, and bodies share them.
+pub fn node_content<'a>(records: &'a [Record], turns: &[Turn], items: &[Item], node: &Node) -> Text<'a> {
     match (node.node_type, items[node.item].kind) {
-        (NodeType::AgentReasoning, ItemKind::Turn(t)) => {
-            let turn = &turns[t];
-            let thinking = turn.thinking(records);
-            let texts = turn.texts(records);
-            let mut parts = Vec::with_capacity(2);
-            if !thinking.is_empty() {
-                parts.push(format!("[Thinking]\n{}", thinking.join("\n\n")));
-            }
-            if !texts.is_empty() {
-                parts.push(format!("[Response]\n{}", texts.join("\n\n")));
-            }
-            Cow::Owned(parts.join("\n\n"))
-        }
+        (NodeType::AgentReasoning, ItemKind::Turn(t)) => reasoning_content(records, &turns[t]),
         (NodeType::ToolCall, _) => node
             .tool
             .and_then(|t| super::subagents::tool_use_at(records, (t.record, t.block)))
-            .map_or(Cow::Borrowed(""), |tool| Cow::Owned(tool_description(tool))),
-        (_, ItemKind::Compact { boundary, summary }) => compact_text(records, boundary, summary),
-        (NodeType::SystemNotice, _) => classify::notice_text(&records[node.record]),
-        _ => classify::user_text(&records[node.record]),
+            .map_or(Text::default(), |tool| tool_description(tool).into()),
+        (_, ItemKind::Compact { boundary, summary }) => compact_text(records, boundary, summary).into(),
+        (NodeType::SystemNotice, _) => classify::notice_text(&records[node.record]).into(),
+        _ => classify::user_text(&records[node.record]).into(),
     }
+}
+
+/// A reasoning node's content: `[Thinking]` and the thinking blocks joined by blank lines,
+/// then `[Response]` and the text blocks; the two joined texts are its parts.
+fn reasoning_content<'a>(records: &[Record], turn: &Turn) -> Text<'a> {
+    let sections = [
+        ("[Thinking]\n", turn.thinking(records)),
+        ("[Response]\n", turn.texts(records)),
+    ];
+    let mut content = String::new();
+    let mut parts = Vec::with_capacity(2);
+    for (heading, blocks) in sections.iter().filter(|(_, blocks)| !blocks.is_empty()) {
+        if !content.is_empty() {
+            content.push_str("\n\n");
+        }
+        content.push_str(heading);
+        let start = content.len();
+        for (i, block) in blocks.iter().enumerate() {
+            if i > 0 {
+                content.push_str("\n\n");
+            }
+            content.push_str(block);
+        }
+        parts.push(start..content.len());
+    }
+    Text::with_parts(content, parts)
 }
 
 /// `content` cut for previews: 100 UTF-16 units, the last three being `...` when cut.

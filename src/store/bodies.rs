@@ -22,12 +22,13 @@ use super::budget::{Admission, BudgetPermit, RenderBudget};
 use super::compress::{compress, Effort, Encoding, MIN_COMPRESSED_BYTES};
 use super::registry::{lock, Loaded};
 use super::StoreError;
+use crate::core::literals::{self, SharedLiterals};
 use crate::core::session::Branch;
 use crate::core::views::annotations::{annotations, UnitLabels};
 use crate::core::views::branches::context_body;
 use crate::core::views::graph::GraphMode;
 use crate::core::views::step::WholeWorkflow;
-use crate::core::views::{self, Body, View, ViewOptions};
+use crate::core::views::{self, Body, ChunkWriter, View, ViewOptions};
 
 /// What a view request asks for, besides a step: the view, sub-agents, the branch, the
 /// graph's mode.
@@ -56,27 +57,36 @@ impl Cached {
         }
     }
 
-    /// The memory it holds.
+    /// The memory it holds (the literals it shares are counted once, by the cache).
     fn bytes(&self) -> usize {
         match self {
-            Cached::Body(b) => b.len(),
-            Cached::Workflow(w) => w.body.len() + w.extra_bytes(),
+            Cached::Body(b) => b.held_bytes(),
+            Cached::Workflow(w) => w.body.held_bytes() + w.extra_bytes(),
         }
     }
 }
 
-/// The bodies kept for one loaded session, and their compressed variants.
+/// The bodies kept for one loaded session, their compressed variants, and the literals of
+/// the long texts they share.
 #[derive(Debug, Default)]
 pub struct BodyCache {
     cells: Mutex<HashMap<(BodyKey, Encoding), Cell>>,
     bytes: AtomicUsize,
     compressions: AtomicUsize,
+    literals: Arc<SharedLiterals>,
 }
 
 impl BodyCache {
-    /// The memory the kept bodies and variants hold.
+    /// The memory the kept bodies and variants hold, with the literals they share.
     pub fn bytes(&self) -> usize {
-        self.bytes.load(Ordering::Relaxed)
+        self.bytes.load(Ordering::Relaxed) + self.literals.bytes()
+    }
+
+    /// Runs `render` with long texts shared through this session's literals (see
+    /// [`crate::core::literals`]): a body rendered so holds a reference to each long text
+    /// instead of a copy.
+    fn sharing_texts<T>(&self, render: impl FnOnce() -> T) -> T {
+        literals::sharing(Some(self.literals.clone()), render)
     }
 
     fn cell(&self, key: BodyKey, encoding: Encoding) -> Cell {
@@ -135,17 +145,19 @@ impl Loaded {
                 let permit = budget.reserve(self.whole_render_estimate(view, branch)).await?;
                 let me = self.clone();
                 let (rendered, _permit) = on_cpu_pool(permit, move || {
-                    if view == View::Workflow {
-                        Cached::Workflow(Arc::new(WholeWorkflow::render(&me.session, branch)))
-                    } else {
-                        let options = ViewOptions {
-                            step: None,
-                            include_subagents,
-                            branch,
-                            graph,
-                        };
-                        Cached::Body(views::render(&me.session, view, options))
-                    }
+                    me.bodies.sharing_texts(|| {
+                        if view == View::Workflow {
+                            Cached::Workflow(Arc::new(WholeWorkflow::render(&me.session, branch)))
+                        } else {
+                            let options = ViewOptions {
+                                step: None,
+                                include_subagents,
+                                branch,
+                                graph,
+                            };
+                            Cached::Body(views::render(&me.session, view, options))
+                        }
+                    })
                 })
                 .await?;
                 self.bodies.keep(&rendered);
@@ -255,9 +267,8 @@ impl Loaded {
             .await?;
         let me = self.clone();
         let (rendered, permit) = on_cpu_pool(permit, move || {
-            context_body(&me.session, Some(&leaf))
-                .ok()
-                .map(|b| Body::from(serde_json::to_vec(&b).unwrap_or_default()))
+            let body = context_body(&me.session, Some(&leaf)).ok()?;
+            Some(me.bodies.sharing_texts(|| written(&body)))
         })
         .await?;
         let Some(body) = rendered else {
@@ -289,8 +300,7 @@ impl Loaded {
         let (body, permit) = on_cpu_pool(permit, move || {
             let mut body = annotations(&me.session, options.include_subagents, options.branch);
             body.attach_labels(&labels);
-            // Serialising the body cannot fail: every key is a string.
-            Body::from(serde_json::to_vec(&body).unwrap_or_default())
+            me.bodies.sharing_texts(|| written(&body))
         })
         .await?;
         let served = Served {
@@ -334,6 +344,15 @@ async fn compressed_for_one_request(served: Served, encoding: Encoding, budget: 
             served
         }
     }
+}
+
+/// `value` written as a body (chunks, sharing long texts when rendered under
+/// [`BodyCache::sharing_texts`]).
+fn written(value: &impl serde::Serialize) -> Body {
+    let mut out = ChunkWriter::new();
+    // Writing into memory cannot fail, and the views' types always serialise.
+    let _ = serde_json::to_writer(&mut out, value);
+    out.finish()
 }
 
 fn compression_failed(e: std::io::Error) -> StoreError {

@@ -400,3 +400,70 @@ fn bodies_written_in_parallel_windows_are_the_sequential_serialisation() {
         }
     }
 }
+
+/// Issue 15 D1: kept bodies share the literals of long texts instead of holding a copy
+/// each. A body rendered so is byte for byte the body rendered without sharing, for every
+/// view and option of every kind of session, and a workflow cut at a step from a whole
+/// body that shares is the fresh render too.
+#[test]
+fn d1_bodies_that_share_long_texts_are_the_bodies_that_copy_them() {
+    use sessiongraph::core::literals::{sharing, SharedLiterals};
+    use std::sync::Arc;
+
+    let sessions = [
+        "commugraph-sample",
+        "pi/large-session.jsonl",
+        "pi/before-compaction.jsonl",
+        "autogen/chat_messages/groupchat_chat_result.json",
+        "synthetic/subagents",
+        "synthetic/edge_cases",
+        "synthetic/multi_block",
+    ];
+    for path in sessions {
+        let session = load_path(&fixture(path));
+        let literals = Arc::new(SharedLiterals::new());
+        let mut shared_bytes = 0;
+        for view in View::ALL {
+            for include_subagents in [false, true] {
+                for branch in [Branch::All, Branch::Active] {
+                    let options = ViewOptions {
+                        include_subagents,
+                        branch,
+                        ..ViewOptions::default()
+                    };
+                    let copied = views::render(&session, view, options);
+                    let shared = sharing(Some(literals.clone()), || views::render(&session, view, options));
+                    assert!(
+                        shared.to_bytes() == copied.to_bytes(),
+                        "{path} {view} {options:?}: the bodies differ"
+                    );
+                    shared_bytes += shared.shared_len();
+                }
+            }
+        }
+        if path == "commugraph-sample" {
+            assert!(
+                !literals.is_empty() && shared_bytes > 100_000,
+                "{shared_bytes} bytes shared"
+            );
+            let whole = sharing(Some(literals.clone()), || {
+                WholeWorkflow::render(&session, Branch::All)
+            });
+            assert!(whole.body.shared_len() > 0);
+            for step in steps_to_check(session.workflow.nodes.len(), 40) {
+                let fresh = views::render(
+                    &session,
+                    View::Workflow,
+                    ViewOptions {
+                        step: Some(step),
+                        ..ViewOptions::default()
+                    },
+                );
+                assert!(
+                    whole.cut(&session, step).to_bytes() == fresh.to_bytes(),
+                    "step {step}: the cut differs"
+                );
+            }
+        }
+    }
+}

@@ -4,7 +4,7 @@
 //! session order: `user_turn` for prompts of at least five characters (or with an image),
 //! `assistant_turn` for model responses, `system_turn` for compactions and system notices.
 
-use std::borrow::Cow;
+use crate::core::literals::Text;
 
 use foldhash::{HashMap, HashMapExt};
 use serde::Serialize;
@@ -81,7 +81,7 @@ impl<'a> Unit<'a> {
             Unit::User(u) => &u.text_or_artifact_ref.text,
             Unit::Assistant(u) => u.text_or_artifact_ref.text.as_deref().unwrap_or(""),
             Unit::System(u) => &u.text_or_artifact_ref.text,
-            Unit::Message(u) => u.text_or_artifact_ref.text,
+            Unit::Message(u) => &u.text_or_artifact_ref.text,
         }
     }
 }
@@ -146,7 +146,7 @@ struct MessageSource<'a> {
 
 #[derive(Debug, Serialize)]
 struct MessageText<'a> {
-    text: &'a str,
+    text: Text<'a>,
 }
 
 /// The units of an AutoGen session's messages, in step order.
@@ -173,7 +173,9 @@ fn message_units<'a>(
                     raw_line_range: [line, line],
                 },
                 timestamp: &m.timestamp,
-                text_or_artifact_ref: MessageText { text: &m.content },
+                text_or_artifact_ref: MessageText {
+                    text: Text::from(m.content.as_str()),
+                },
                 labels: ShownLabels::NONE,
             })
         })
@@ -234,7 +236,7 @@ pub struct UserTurn<'a> {
 
 #[derive(Debug, Serialize)]
 struct PromptRef<'a> {
-    text: Cow<'a, str>,
+    text: Text<'a>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     images: Vec<ImageRef<'a>>,
 }
@@ -261,9 +263,9 @@ pub struct AssistantTurn<'a> {
 #[derive(Debug, Serialize)]
 struct ResponseRef<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
-    thinking: Option<String>,
+    thinking: Option<Text<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    text: Option<String>,
+    text: Option<Text<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_calls: Option<Vec<ToolCall<'a>>>,
 }
@@ -312,7 +314,7 @@ pub struct SystemTurn<'a> {
 
 #[derive(Debug, Serialize)]
 struct TextRef<'a> {
-    text: Cow<'a, str>,
+    text: Text<'a>,
 }
 
 /// How many results answered a call, and whether any failed.
@@ -466,7 +468,7 @@ impl<'a> UnitBuilder<'a> {
             source: self.source(&[r]),
             timestamp: rec.timestamp.as_deref(),
             text_or_artifact_ref: PromptRef {
-                text: classify::prompt_text(rec),
+                text: classify::prompt_text(rec).into(),
                 images: classify::images(rec),
             },
             labels: ShownLabels::NONE,
@@ -492,8 +494,8 @@ impl<'a> UnitBuilder<'a> {
         let turn = &self.session.turns[t];
         let anchor = self.record(turn.anchor());
         let calls = turn.tool_uses(records);
-        let thinking = turn.thinking(records);
-        let texts = turn.texts(records);
+        let thinking = turn.joined_thinking(records);
+        let texts = turn.joined_texts(records);
         let mut source = self.source(&turn.chunks);
         source.request_id = turn.request_id.as_deref();
         source.message_id = turn.message_id.as_deref();
@@ -536,8 +538,8 @@ impl<'a> UnitBuilder<'a> {
             source,
             timestamp: anchor.timestamp.as_deref(),
             text_or_artifact_ref: ResponseRef {
-                thinking: (!thinking.is_empty()).then(|| thinking.join("\n\n")),
-                text: (!texts.is_empty()).then(|| texts.join("\n\n")),
+                thinking: (!thinking.is_empty()).then(|| thinking.into()),
+                text: (!texts.is_empty()).then(|| texts.into()),
                 tool_calls: (!calls.is_empty()).then(|| {
                     calls
                         .iter()
@@ -574,7 +576,7 @@ impl<'a> UnitBuilder<'a> {
             unit_type: "system_turn",
             source,
             timestamp: rec.timestamp.as_deref(),
-            text_or_artifact_ref: TextRef { text },
+            text_or_artifact_ref: TextRef { text: text.into() },
             labels: ShownLabels::NONE,
             compact_metadata: None,
             system_subtype: subtype,
@@ -595,7 +597,7 @@ impl<'a> UnitBuilder<'a> {
             source,
             timestamp: rec.timestamp.as_deref(),
             text_or_artifact_ref: TextRef {
-                text: compact_text(&self.session.records, boundary, summary),
+                text: compact_text(&self.session.records, boundary, summary).into(),
             },
             labels: ShownLabels::NONE,
             compact_metadata: rec.compact_metadata(),

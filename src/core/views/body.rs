@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::core::literals::{self, pieces_of, Piece, MIN_SHARED_TEXT};
+
 /// Size of the first chunk: most bodies (a session's info, a small session's views) fit.
 const FIRST_CHUNK: usize = 16 * 1024;
 
@@ -21,6 +23,9 @@ const MAX_CHUNK: usize = 1024 * 1024;
 pub struct Body {
     chunks: Arc<[Bytes]>,
     len: usize,
+    /// Bytes of the body that are shared literals ([`crate::core::literals`]), held by the
+    /// session's literals rather than by the body.
+    shared: usize,
 }
 
 impl Body {
@@ -42,6 +47,18 @@ impl Body {
     /// True for an empty body.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// The bytes of the body that are shared literals of long texts
+    /// ([`crate::core::literals`]): the memory the body holds itself is `len() - shared_len()`.
+    pub fn shared_len(&self) -> usize {
+        self.shared
+    }
+
+    /// The memory the body holds itself: its own bytes (not the shared literals) and the
+    /// handles of its chunks.
+    pub fn held_bytes(&self) -> usize {
+        self.len - self.shared + std::mem::size_of_val(&*self.chunks)
     }
 
     /// The bytes of `range`, as slices of the chunks that hold them (nothing is copied).
@@ -77,16 +94,21 @@ impl From<Vec<u8>> for Body {
         Body {
             chunks: Arc::from([Bytes::from(v)]),
             len,
+            shared: 0,
         }
     }
 }
 
-/// An [`io::Write`] that fills chunks of growing size and never moves what it wrote.
+/// An [`io::Write`] that fills chunks of growing size and never moves what it wrote. A
+/// write of a shared literal ([`crate::core::literals`]) is kept as a reference to the literal.
 #[derive(Debug)]
 pub struct ChunkWriter {
     done: Vec<Bytes>,
     current: Vec<u8>,
+    /// Literals kept between the bytes of `current`: each with where it goes in `current`.
+    literals: Vec<(usize, Bytes)>,
     len: usize,
+    shared: usize,
 }
 
 impl Default for ChunkWriter {
@@ -94,7 +116,9 @@ impl Default for ChunkWriter {
         ChunkWriter {
             done: Vec::new(),
             current: Vec::with_capacity(FIRST_CHUNK),
+            literals: Vec::new(),
             len: 0,
+            shared: 0,
         }
     }
 }
@@ -122,6 +146,7 @@ impl ChunkWriter {
         }
         self.seal_current();
         self.len += body.len();
+        self.shared += body.shared;
         self.done.extend(body.chunks().iter().cloned());
     }
 
@@ -141,33 +166,80 @@ impl ChunkWriter {
     /// Ends the current chunk (giving back its spare capacity when it holds less than half
     /// of it), so that shared chunks can follow it.
     fn seal_current(&mut self) {
-        if self.current.is_empty() {
-            return;
+        if !self.current.is_empty() || !self.literals.is_empty() {
+            self.move_current(FIRST_CHUNK);
         }
-        let mut full = std::mem::replace(&mut self.current, Vec::with_capacity(FIRST_CHUNK));
-        if full.len() < full.capacity() / 2 {
-            full.shrink_to_fit();
-        }
-        self.done.push(Bytes::from(full));
     }
 
     /// The body written so far. The last chunk gives back its spare capacity when it holds
     /// less than half of it.
     pub fn finish(mut self) -> Body {
-        if !self.current.is_empty() {
-            if self.current.len() < self.current.capacity() / 2 {
-                self.current.shrink_to_fit();
-            }
-            self.done.push(Bytes::from(self.current));
-        }
+        self.move_current(0);
         Body {
             chunks: Arc::from(self.done),
             len: self.len,
+            shared: self.shared,
         }
     }
-}
 
-impl ChunkWriter {
+    /// Moves the current chunk to the done ones, with the literals kept between its bytes,
+    /// and starts a chunk of `capacity`. A chunk less than half full gives back the rest.
+    fn move_current(&mut self, capacity: usize) {
+        let mut own = std::mem::replace(&mut self.current, Vec::with_capacity(capacity));
+        if own.len() < own.capacity() / 2 {
+            own.shrink_to_fit();
+        }
+        if self.literals.is_empty() {
+            if !own.is_empty() {
+                self.done.push(Bytes::from(own));
+            }
+            return;
+        }
+        let own = Bytes::from(own);
+        let mut from = 0;
+        for (at, literal) in self.literals.drain(..) {
+            if at > from {
+                self.done.push(own.slice(from..at));
+            }
+            self.done.push(literal);
+            from = at;
+        }
+        if own.len() > from {
+            self.done.push(own.slice(from..));
+        }
+    }
+
+    /// Keeps the shared pieces of `buf` by reference (and copies the rest) when it is the
+    /// text a [`crate::core::literals::Text`] is writing; false when it is not one.
+    #[inline(never)]
+    fn keep_literal(&mut self, buf: &[u8]) -> bool {
+        let Some(pieces) = pieces_of(buf) else {
+            return false;
+        };
+        for piece in pieces {
+            match piece {
+                Piece::Own(range) => self.write_own(&buf[range]),
+                Piece::Shared(literal) => {
+                    self.len += literal.len();
+                    self.shared += literal.len();
+                    self.literals.push((self.current.len(), literal));
+                }
+            }
+        }
+        true
+    }
+
+    /// Copies `buf` into the current chunk.
+    #[inline]
+    fn write_own(&mut self, buf: &[u8]) {
+        self.len += buf.len();
+        if buf.len() <= self.current.capacity() - self.current.len() {
+            self.current.extend_from_slice(buf);
+        } else {
+            self.write_spilling(buf);
+        }
+    }
+
     /// Writes what does not fit in the current chunk.
     #[cold]
     fn write_spilling(&mut self, mut buf: &[u8]) {
@@ -175,8 +247,7 @@ impl ChunkWriter {
             let room = self.current.capacity() - self.current.len();
             if room == 0 {
                 let next = (self.current.capacity() * 2).clamp(FIRST_CHUNK, MAX_CHUNK);
-                let full = std::mem::replace(&mut self.current, Vec::with_capacity(next));
-                self.done.push(Bytes::from(full));
+                self.move_current(next);
                 continue;
             }
             let take = room.min(buf.len());
@@ -191,11 +262,8 @@ impl io::Write for ChunkWriter {
     // that fits, must stay a bounds check and a copy.
     #[inline]
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.len += buf.len();
-        if buf.len() <= self.current.capacity() - self.current.len() {
-            self.current.extend_from_slice(buf);
-        } else {
-            self.write_spilling(buf);
+        if buf.len() < MIN_SHARED_TEXT || !self.keep_literal(buf) {
+            self.write_own(buf);
         }
         Ok(buf.len())
     }
@@ -319,11 +387,13 @@ where
 
     let segments = count.div_ceil(ITEMS_PER_SEGMENT);
     let window = out.segments_at_once().max(1);
+    // The segments are rendered on the pool's threads: they share texts as this one does.
+    let literals = literals::current();
     let mut all_ends = Vec::new();
     for first in (0..segments).step_by(window) {
         let rendered: Vec<(Body, Vec<usize>)> = (first..first.saturating_add(window).min(segments))
             .into_par_iter()
-            .map(|s| render_segment(s, count, &item))
+            .map(|s| literals::sharing(literals.clone(), || render_segment(s, count, &item)))
             .collect();
         for (segment, ends) in rendered.into_iter().filter(|(s, _)| !s.is_empty()) {
             if !all_ends.is_empty() {

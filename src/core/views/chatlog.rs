@@ -1,13 +1,12 @@
 //! `GET /api/graph/{id}/chatlog`: the ordered chat log that CommuGraph's chat panel derives
 //! in the browser from the workflow, computed here from the same nodes.
 
-use std::borrow::Cow;
-
 use foldhash::{HashMap, HashMapExt};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::core::classify::ImageRef;
+use crate::core::literals::Text;
 use crate::core::session::Session;
 use crate::core::views::body::{write_elements, BodyWriter};
 use crate::core::views::workflow::{lane_id, node_compaction, node_images, node_label};
@@ -73,7 +72,7 @@ impl<'a> Messages<'a> {
         };
         let content = session.node_content(node);
         let content = if content.is_empty() {
-            Cow::Borrowed(label)
+            Text::from(label)
         } else {
             content
         };
@@ -119,7 +118,7 @@ pub struct ChatMessage<'a> {
     display_step_label: String,
     sender: String,
     receiver: Option<()>,
-    content: Cow<'a, str>,
+    content: Text<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     timestamp: Option<&'a str>,
     node_type: &'static str,
@@ -127,7 +126,7 @@ pub struct ChatMessage<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     is_context_compact: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    compact_summary: Option<Cow<'a, str>>,
+    compact_summary: Option<Text<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     compact_metadata: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -18,6 +18,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::session::{Branch, Session};
+pub use crate::core::literals::{SharedLiterals, Text};
 pub use body::{Body, BodyWriter, ChunkWriter, StreamWriter};
 
 /// The views a session can be rendered as.

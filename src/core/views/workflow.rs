@@ -1,7 +1,5 @@
 //! `GET /api/graph/{id}/workflow`: the workflow DAG as CommuGraph's frontend reads it.
 
-use std::borrow::Cow;
-
 use foldhash::HashMap;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -9,6 +7,7 @@ use serde_json::Number;
 
 use crate::core::classify::{self, ImageRef};
 use crate::core::jsnum::JsNumber;
+use crate::core::literals::Text;
 use crate::core::records::{Record, RecordKind};
 use crate::core::session::{ItemKind, Session};
 use crate::core::subagents::{tool_use_at, Agent};
@@ -80,7 +79,7 @@ pub struct NodeJson<'a> {
     timestamp: Option<&'a str>,
     node_type: &'static str,
     label: &'a str,
-    content: Cow<'a, str>,
+    content: Text<'a>,
     content_preview: String,
     lane_id: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -120,7 +119,7 @@ pub struct NodeJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     is_context_compact: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    compact_summary: Option<Cow<'a, str>>,
+    compact_summary: Option<Text<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     compact_metadata: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -142,14 +141,15 @@ pub struct NodeJson<'a> {
 pub fn node_compaction<'a>(
     session: &'a Session,
     node: &Node,
-) -> (Option<bool>, Option<Cow<'a, str>>, Option<&'a RawValue>) {
+) -> (Option<bool>, Option<Text<'a>>, Option<&'a RawValue>) {
     let rec = &session.records[node.record];
     match session.items[node.item].kind {
         ItemKind::Compact { summary, .. } => (
             Some(true),
             summary
                 .map(|s| classify::prompt_text(&session.records[s]))
-                .filter(|s| !s.is_empty()),
+                .filter(|s| !s.is_empty())
+                .map(Text::from),
             rec.compact_metadata(),
         ),
         _ if rec.kind == RecordKind::System => (Some(false), None, None),
