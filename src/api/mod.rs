@@ -41,8 +41,6 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::routing::{delete, get, post, put};
 use axum::Router;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::compression::predicate::{DefaultPredicate, Predicate};
-use tower_http::compression::CompressionLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
@@ -182,10 +180,7 @@ pub fn router(state: AppState) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             config.request_timeout,
         ))
-        .layer(
-            CompressionLayer::new()
-                .compress_when(DefaultPredicate::new().and(encoding::CompressSmallUnencoded)),
-        )
+        .layer(axum::middleware::from_fn(encoding::compress_small_bodies))
         .layer(tower::util::option_layer(cors))
         .layer(axum::middleware::from_fn(limits::refuse_oversized_heads))
         .layer(security_headers())
@@ -294,6 +289,59 @@ mod tests {
         assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
         assert_eq!(body["error"], "Method Not Allowed");
         assert_eq!(headers["allow"], "GET,HEAD");
+    }
+
+    /// GET `uri` accepting `accept_encoding`; the response's headers and its decoded body.
+    async fn get_coded(uri: &str, accept_encoding: &str) -> (axum::http::HeaderMap, Vec<u8>) {
+        let request = Request::builder()
+            .uri(uri)
+            .header("accept-encoding", accept_encoding)
+            .body(Body::empty())
+            .unwrap();
+        let response = router(state().await).oneshot(request).await.unwrap();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let mut decoded = Vec::new();
+        match headers.get("content-encoding").map(|v| v.to_str().unwrap()) {
+            None => decoded.extend_from_slice(&bytes),
+            Some("gzip") => {
+                std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut decoded)
+                    .unwrap();
+            }
+            Some("br") => {
+                std::io::Read::read_to_end(&mut brotli::Decompressor::new(&bytes[..], 4096), &mut decoded)
+                    .unwrap();
+            }
+            Some(other) => panic!("unexpected coding {other}"),
+        }
+        (headers, decoded)
+    }
+
+    #[tokio::test]
+    async fn small_bodies_are_compressed_as_the_request_accepts() {
+        let (plain_headers, plain) = get_coded("/api/codebook", "identity").await;
+        assert!(
+            plain.len() > 1024,
+            "a body worth compressing: {} bytes",
+            plain.len()
+        );
+        assert!(!plain_headers.contains_key("content-encoding"));
+        assert_eq!(plain_headers["vary"], "accept-encoding");
+        for (accepted, coding) in [
+            ("gzip", "gzip"),
+            ("br", "br"),
+            ("gzip;q=0.5, br", "br"),
+            ("br;q=0, gzip", "gzip"),
+        ] {
+            let (headers, body) = get_coded("/api/codebook", accepted).await;
+            assert_eq!(headers["content-encoding"], coding, "{accepted}");
+            assert_eq!(headers["vary"], "accept-encoding");
+            assert_eq!(body, plain, "{accepted}: the same body once decoded");
+        }
+        // Too small to be worth it: sent as it is, whatever is accepted.
+        let (headers, body) = get_coded("/healthz", "gzip").await;
+        assert!(!headers.contains_key("content-encoding"));
+        assert_eq!(body, br#"{"status":"ok"}"#);
     }
 
     #[tokio::test]
