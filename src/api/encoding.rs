@@ -53,7 +53,7 @@ pub async fn compress_small_bodies(request: Request, next: Next) -> axum::respon
         return Response::from_parts(parts, body);
     };
     let plain = match body.collect().await {
-        Ok(collected) => Body::from(collected.to_bytes().to_vec()),
+        Ok(collected) => Body::from(collected.to_bytes()),
         Err(e) => {
             return axum::response::IntoResponse::into_response(ApiError::Internal(format!(
                 "reading a response body: {e}"

@@ -223,14 +223,9 @@ impl<'a> Text<'a> {
         &self.text
     }
 
-    /// The text, without what it knows of its parts.
-    pub fn into_cow(self) -> Cow<'a, str> {
-        self.text
-    }
-
-    /// What to write for this text under `literals`: the raw JSON string to write, the
-    /// pieces it is made of, and the literals they keep alive meanwhile. `None` when
-    /// nothing in it is shared (short texts, literals filed under another text).
+    /// What to write for this text under `literals`: the raw JSON string to write and the
+    /// pieces it is made of. `None` when nothing in it is shared (short texts, literals
+    /// filed under another text).
     fn shared_form(&self, literals: &SharedLiterals) -> Option<(RawText, Vec<Piece>)> {
         if self.parts.iter().all(|p| p.len() < MIN_SHARED_TEXT) {
             let literal = literals.literal(&self.text)?;

@@ -88,14 +88,19 @@ impl Body {
     }
 }
 
-impl From<Vec<u8>> for Body {
-    fn from(v: Vec<u8>) -> Body {
-        let len = v.len();
+impl From<Bytes> for Body {
+    fn from(bytes: Bytes) -> Body {
         Body {
-            chunks: Arc::from([Bytes::from(v)]),
-            len,
+            len: bytes.len(),
+            chunks: Arc::from([bytes]),
             shared: 0,
         }
+    }
+}
+
+impl From<Vec<u8>> for Body {
+    fn from(v: Vec<u8>) -> Body {
+        Body::from(Bytes::from(v))
     }
 }
 
