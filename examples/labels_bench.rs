@@ -240,7 +240,7 @@ fn mix(mut x: u64) -> u64 {
 fn labels_for(labels: &[String], u: usize, a: usize) -> Value {
     let h = mix(u as u64);
     let own = mix(h ^ (a as u64 + 1));
-    let base = if own % 5 == 0 { own } else { h };
+    let base = if own.is_multiple_of(5) { own } else { h };
     let n = labels.len() as u64;
     let mut ids = vec![&labels[(base % n) as usize]];
     if (base >> 20) % 3 == 0 {

@@ -4,9 +4,8 @@
 //! system notice (local command output, bash notification, slash command), or a prompt.
 //! The same rule decides the workflow node type, the chat-log entry and the annotation unit.
 
-use std::borrow::Cow;
-
-use super::records::{Block, Content, Record, ToolUse};
+use super::literals::Text;
+use super::records::{Block, Content, JsonStr, Record, ToolUse};
 use super::text::prefix_utf16;
 
 /// What a user record is.
@@ -63,7 +62,7 @@ pub fn classify_user(r: &Record) -> UserClass {
     if r.is_meta {
         return UserClass::Meta;
     }
-    let notice = |s: &str| {
+    let notice = |s: &JsonStr| {
         if s.contains("<local-command-") {
             Some(NoticeKind::LocalCommand)
         } else if s.contains("<bash-notification>") {
@@ -105,62 +104,54 @@ pub const ARRAY_TEXT_LIMIT: usize = 10_000;
 /// (`[stderr] ...`) and file content (`[file: path]\n...`), joined with `\n` and cut to
 /// [`ARRAY_TEXT_LIMIT`] units.
 ///
-/// Borrowed when the text is one string as written; built only when parts are joined.
-pub fn user_text(r: &Record) -> Cow<'_, str> {
+/// Made of the record's strings as they were read: nothing is copied or decoded.
+pub fn user_text(r: &Record) -> Text<'_> {
     let blocks = match r.message.as_ref().map(|m| &m.content) {
-        Some(Content::Text(s)) => return Cow::Borrowed(s),
+        Some(Content::Text(s)) => return Text::json(s),
         Some(Content::Blocks(b)) => b,
-        _ => return Cow::Borrowed(""),
+        _ => return Text::new(),
     };
-    let mut parts: Vec<&'_ str> = Vec::new();
+    let mut parts: Vec<Text<'_>> = Vec::new();
     for b in blocks {
         match b {
-            Block::Text(t) => parts.push(t),
-            Block::ToolResult(t) => parts.extend(t.texts.iter().map(String::as_str)),
+            Block::Text(t) => parts.push(Text::json(t)),
+            Block::ToolResult(t) => parts.extend(t.texts.iter().map(Text::json)),
             _ => {}
         }
     }
-    let mut owned: Vec<String> = Vec::new();
     if let Some(t) = r.tool_use_result() {
-        if let Some(s) = t.stdout.as_deref().filter(|s| !s.is_empty()) {
-            owned.push(s.to_owned());
+        if let Some(s) = t.stdout.as_ref().filter(|s| !s.is_empty()) {
+            parts.push(Text::json(s));
         }
-        if let Some(s) = t.stderr.as_deref().filter(|s| !s.is_empty()) {
-            owned.push(format!("[stderr] {s}"));
+        if let Some(s) = t.stderr.as_ref().filter(|s| !s.is_empty()) {
+            let mut stderr = Text::from("[stderr] ");
+            stderr.push_json(s);
+            parts.push(stderr);
         }
-        if let Some(s) = t.file_content.as_deref().filter(|s| !s.is_empty()) {
+        if let Some(s) = t.file_content.as_ref().filter(|s| !s.is_empty()) {
             let path = t.file_path.as_deref().unwrap_or("undefined");
-            owned.push(format!("[file: {path}]\n{s}"));
+            let mut file = Text::from(format!("[file: {path}]\n"));
+            file.push_json(s);
+            parts.push(file);
         }
     }
-    if owned.is_empty() {
-        match parts.as_slice() {
-            [] => return Cow::Borrowed(""),
-            [one] => return Cow::Borrowed(prefix_utf16(one, ARRAY_TEXT_LIMIT)),
-            _ => {}
-        }
-    }
-    let mut all: Vec<&str> = parts;
-    all.extend(owned.iter().map(String::as_str));
-    let mut joined = all.join("\n");
-    let cut = prefix_utf16(&joined, ARRAY_TEXT_LIMIT).len();
-    joined.truncate(cut);
-    Cow::Owned(joined)
+    let mut joined = Text::join(parts, "\n");
+    joined.cut_utf16(ARRAY_TEXT_LIMIT);
+    joined
 }
 
 /// The text of a `system` record: its `content`, else its `subtype`, else `System event`.
-pub fn system_text(r: &Record) -> &str {
-    [r.system_content(), r.subtype()]
-        .into_iter()
-        .flatten()
-        .find(|s| !s.is_empty())
-        .unwrap_or("System event")
+pub fn system_text(r: &Record) -> Text<'_> {
+    if let Some(content) = r.system_content().filter(|c| !c.is_empty()) {
+        return Text::json(content);
+    }
+    Text::from(r.subtype().filter(|s| !s.is_empty()).unwrap_or("System event"))
 }
 
 /// The text of a notice: [`system_text`] for `system` records, [`user_text`] otherwise.
-pub fn notice_text(r: &Record) -> Cow<'_, str> {
+pub fn notice_text(r: &Record) -> Text<'_> {
     if r.kind == super::records::RecordKind::System {
-        Cow::Borrowed(system_text(r))
+        system_text(r)
     } else {
         user_text(r)
     }
@@ -168,24 +159,17 @@ pub fn notice_text(r: &Record) -> Cow<'_, str> {
 
 /// The prompt text the annotation view labels: a string content as is, or the text blocks
 /// joined with `\n`.
-pub fn prompt_text(r: &Record) -> Cow<'_, str> {
+pub fn prompt_text(r: &Record) -> Text<'_> {
     match r.message.as_ref().map(|m| &m.content) {
-        Some(Content::Text(s)) => Cow::Borrowed(s),
-        Some(Content::Blocks(blocks)) => {
-            let texts: Vec<&str> = blocks
-                .iter()
-                .filter_map(|b| match b {
-                    Block::Text(t) => Some(t.as_str()),
-                    _ => None,
-                })
-                .collect();
-            match texts.as_slice() {
-                [] => Cow::Borrowed(""),
-                [one] => Cow::Borrowed(one),
-                _ => Cow::Owned(texts.join("\n")),
-            }
-        }
-        _ => Cow::Borrowed(""),
+        Some(Content::Text(s)) => Text::json(s),
+        Some(Content::Blocks(blocks)) => Text::join(
+            blocks.iter().filter_map(|b| match b {
+                Block::Text(t) => Some(Text::json(t)),
+                _ => None,
+            }),
+            "\n",
+        ),
+        _ => Text::new(),
     }
 }
 
@@ -197,7 +181,7 @@ pub struct ImageRef<'a> {
     pub media_type: Option<&'a str>,
     /// `source.data` (base64).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub data: Option<&'a str>,
+    pub data: Option<Text<'a>>,
 }
 
 /// The base64 images of a record's content (URL images are not carried).
@@ -207,7 +191,7 @@ pub fn images(r: &Record) -> Vec<ImageRef<'_>> {
         .filter_map(|b| match b {
             Block::Image(img) if img.source_type.as_deref() == Some("base64") => Some(ImageRef {
                 media_type: img.media_type.as_deref(),
-                data: img.data.as_deref(),
+                data: img.data.as_ref().map(Text::json),
             }),
             _ => None,
         })
@@ -235,7 +219,25 @@ pub const MIN_PROMPT_LEN: usize = 5;
 /// True when a prompt is substantial enough to be an annotation unit: at least
 /// [`MIN_PROMPT_LEN`] characters once trimmed, or carrying an image.
 pub fn is_labelable_prompt(r: &Record) -> bool {
-    has_prompt_content(r) && (has_image(r) || super::text::len_utf16(prompt_text(r).trim()) >= MIN_PROMPT_LEN)
+    has_prompt_content(r) && (has_image(r) || trimmed_reaches(&prompt_text(r), MIN_PROMPT_LEN))
+}
+
+/// True when `text`, trimmed of white space at both ends (as `str::trim`), is at least
+/// `units` UTF-16 units long. Reads only as far as it needs to.
+pub fn trimmed_reaches(text: &Text<'_>, units: usize) -> bool {
+    // Units from the first character that is not white space: at one that is not either,
+    // the text trimmed is at least that long.
+    let mut from_first = 0;
+    for c in text.chars() {
+        if from_first == 0 && c.is_whitespace() {
+            continue;
+        }
+        from_first += c.len_utf16();
+        if !c.is_whitespace() && from_first >= units {
+            return true;
+        }
+    }
+    units == 0
 }
 
 /// The one-line description of a tool call shown as the node's content.
@@ -321,11 +323,9 @@ fn js_string(v: &serde_json::Value) -> String {
 mod tests {
     use super::*;
     use crate::core::parse::parse_line;
-    use crate::core::records::Position;
 
     fn record(json: &str) -> Record {
-        let wire = parse_line(json.as_bytes()).unwrap().records.remove(0);
-        Record::from_wire(wire, Position::default())
+        parse_line(json.as_bytes()).unwrap().records.remove(0).record
     }
 
     #[test]
@@ -424,9 +424,9 @@ mod tests {
         let r = record(&format!(
             r#"{{"type":"user","message":{{"content":[{{"type":"text","text":"{long}"}}]}}}}"#
         ));
-        assert_eq!(user_text(&r).len(), ARRAY_TEXT_LIMIT);
+        assert_eq!(user_text(&r).to_text().len(), ARRAY_TEXT_LIMIT);
         let s = record(&format!(r#"{{"type":"user","message":{{"content":"{long}"}}}}"#));
-        assert_eq!(user_text(&s).len(), 20_000);
+        assert_eq!(user_text(&s).to_text().len(), 20_000);
     }
 
     #[test]

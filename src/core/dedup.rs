@@ -22,6 +22,7 @@
 //!
 //! Dedup is idempotent: run again on the records it kept, it removes nothing.
 
+use std::borrow::Cow;
 use std::collections::hash_map::{DefaultHasher, Entry};
 use std::hash::{Hash, Hasher};
 
@@ -108,7 +109,7 @@ impl Dedup {
 }
 
 /// Rule 2's key: signature prefix, `message.id`, `requestId`, `timestamp`.
-type SignatureKey<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+type SignatureKey<'a> = (Cow<'a, str>, Option<&'a str>, Option<&'a str>, Option<&'a str>);
 
 /// Deduplicates `records` (in stream order: main file first). Records for which
 /// `participates` is false are left alone and are not considered by any rule.
@@ -152,13 +153,17 @@ pub fn dedup_records(records: &[Record], participates: impl Fn(usize) -> bool) -
         let Some(signature) = r.blocks().iter().find_map(|b| match b {
             Block::Thinking {
                 signature: Some(s), ..
-            } if !s.is_empty() => Some(s.as_str()),
+            } if !s.is_empty() => Some(s.text()),
             _ => None,
         }) else {
             continue;
         };
+        let signature = match signature {
+            Cow::Borrowed(s) => Cow::Borrowed(prefix_utf16(s, 60)),
+            Cow::Owned(s) => Cow::Owned(prefix_utf16(&s, 60).to_owned()),
+        };
         let key = (
-            prefix_utf16(signature, 60),
+            signature,
             r.message_id(),
             r.request_id.as_deref(),
             r.timestamp.as_deref(),

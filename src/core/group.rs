@@ -5,11 +5,10 @@
 //!
 //! The same turns feed the annotation units, the workflow nodes and the chat log.
 
-use std::borrow::Cow;
-
 use foldhash::{HashMap, HashMapExt};
 
-use super::records::{Block, Record, RecordKind, ToolUse, Usage};
+use super::literals::Text;
+use super::records::{Block, JsonStr, Record, RecordKind, ToolUse, Usage};
 
 /// One model response.
 #[derive(Debug, Clone)]
@@ -34,30 +33,30 @@ impl Turn {
     }
 
     /// The non-empty thinking blocks, in chunk order.
-    pub fn thinking<'a>(&self, records: &'a [Record]) -> Vec<&'a str> {
+    pub fn thinking<'a>(&self, records: &'a [Record]) -> Vec<&'a JsonStr> {
         self.blocks(records)
             .filter_map(|(_, b)| match b {
-                Block::Thinking { thinking, .. } if !thinking.is_empty() => Some(thinking.as_str()),
+                Block::Thinking { thinking, .. } if !thinking.is_empty() => Some(thinking),
                 _ => None,
             })
             .collect()
     }
 
-    /// The thinking blocks joined by blank lines (borrowed when there is one).
-    pub fn joined_thinking<'a>(&self, records: &'a [Record]) -> Cow<'a, str> {
+    /// The thinking blocks joined by blank lines.
+    pub fn joined_thinking<'a>(&self, records: &'a [Record]) -> Text<'a> {
         join_blocks(self.thinking(records))
     }
 
-    /// The text blocks joined by blank lines (borrowed when there is one).
-    pub fn joined_texts<'a>(&self, records: &'a [Record]) -> Cow<'a, str> {
+    /// The text blocks joined by blank lines.
+    pub fn joined_texts<'a>(&self, records: &'a [Record]) -> Text<'a> {
         join_blocks(self.texts(records))
     }
 
     /// The non-empty text blocks, in chunk order.
-    pub fn texts<'a>(&self, records: &'a [Record]) -> Vec<&'a str> {
+    pub fn texts<'a>(&self, records: &'a [Record]) -> Vec<&'a JsonStr> {
         self.blocks(records)
             .filter_map(|(_, b)| match b {
-                Block::Text(t) if !t.is_empty() => Some(t.as_str()),
+                Block::Text(t) if !t.is_empty() => Some(t),
                 _ => None,
             })
             .collect()
@@ -168,11 +167,8 @@ pub fn group_turns(records: &[Record], kept: impl Fn(usize) -> bool) -> (Vec<Tur
 }
 
 /// `blocks` joined by blank lines, as a turn's text is shown: borrowed when there is one.
-fn join_blocks(blocks: Vec<&str>) -> Cow<'_, str> {
-    match blocks.as_slice() {
-        [one] => Cow::Borrowed(one),
-        _ => Cow::Owned(blocks.join("\n\n")),
-    }
+fn join_blocks(blocks: Vec<&JsonStr>) -> Text<'_> {
+    Text::join(blocks.into_iter().map(Text::json), "\n\n")
 }
 
 #[cfg(test)]

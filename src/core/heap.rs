@@ -9,14 +9,12 @@
 use std::collections::BTreeMap;
 use std::mem::size_of;
 
-use serde_json::value::RawValue;
-
 use super::diagnostics::{Diagnostics, FileSummary, LineIssue, RecordIssue, Samples};
 use super::group::Turn;
 use super::pi::PiHeader;
 use super::records::{
-    Block, Content, Image, Message, Record, RecordExtra, RecordKind, ToolResultBlock, ToolUse, ToolUseResult,
-    Usage,
+    Block, Content, Image, JsonStr, Message, RawJson, Record, RecordExtra, RecordKind, ToolResultBlock,
+    ToolUse, ToolUseResult, Usage,
 };
 use super::session::{FileInfo, Item, Lane, Session, Unit};
 use super::subagents::Agent;
@@ -66,9 +64,17 @@ impl HeapSize for Box<str> {
     }
 }
 
-impl HeapSize for Box<RawValue> {
+/// A string of the input owns nothing: its bytes are the input's, counted once by the
+/// session that keeps them ([`Session::input`]). A copy owns its literal.
+impl HeapSize for JsonStr {
     fn heap_size(&self) -> usize {
-        self.get().len()
+        self.own_heap_size()
+    }
+}
+
+impl HeapSize for RawJson {
+    fn heap_size(&self) -> usize {
+        self.own_heap_size()
     }
 }
 
@@ -361,6 +367,7 @@ impl Session {
                     .sum::<usize>()
         });
         vec![
+            ("input", self.input.iter().map(|b| b.len()).sum()),
             ("records", records),
             ("files", self.files.heap_size()),
             ("dedup", self.dedup.heap_size()),

@@ -1,18 +1,21 @@
 //! What a session is made of before parsing: named files and the role of each.
 
+use bytes::Bytes;
+
 /// One file of a session, as uploaded or read from disk.
 #[derive(Debug, Clone)]
 pub struct SourceFile {
     /// The name shown in diagnostics and in `source.raw_file`: the upload's file name, or a
     /// path relative to the session's directory (`<session>/subagents/agent-x.jsonl`).
     pub name: String,
-    /// The file's bytes, untouched.
-    pub bytes: Vec<u8>,
+    /// The file's bytes, untouched. The session read from them keeps slices of them (its
+    /// records' text), so they are shared, never copied.
+    pub bytes: Bytes,
 }
 
 impl SourceFile {
     /// A file named `name` holding `bytes`.
-    pub fn new(name: impl Into<String>, bytes: impl Into<Vec<u8>>) -> Self {
+    pub fn new(name: impl Into<String>, bytes: impl Into<Bytes>) -> Self {
         Self {
             name: name.into(),
             bytes: bytes.into(),

@@ -1,144 +1,34 @@
-//! Long texts written once and shared by every body that shows them.
+//! The texts bodies show, written as the JSON literals they were read as.
 //!
-//! A prompt or an answer is shown by the annotations, the workflow, the chat log and the
-//! context alike. Rendered for the cache, each body used to hold its own copy of the text:
-//! a log made of prose took about six times its size with every view kept (issue 15, D1).
-//! Under [`sharing`], a long [`Text`] is escaped once into a JSON string literal kept in a
-//! [`SharedLiterals`], and a [`ChunkWriter`](super::views::ChunkWriter) keeps a reference
-//! to that literal's bytes in place of a copy. Bodies written any other way (streamed to a
-//! file, rendered outside [`sharing`]) are byte for byte the same.
+//! A prompt, an answer or a tool's output is shown by the annotations, the workflow, the
+//! chat log and the context alike, often whole, sometimes cut (an array content at 10,000
+//! UTF-16 units) or joined with other texts (a turn's thinking and answer). A [`Text`] is
+//! such a text as a list of pieces: strings of the input, kept as their literals
+//! ([`JsonStr`]), and text of our own (headings, separators). Written, each piece of the
+//! input is its literal's bytes, copied as they are instead of decoded and escaped again;
+//! read ([`Text::chars`], [`Text::preview`]), it is decoded only as far as needed.
 //!
-//! The literals are found by their text's hash and length, and a hit is checked against
-//! the text before it is used: a literal is only ever shared for the text it was made of.
+//! Kept bodies do not even copy those bytes: a [`ChunkWriter`](super::views::ChunkWriter)
+//! keeps a long literal of the input as a reference to the input's buffer, which the
+//! session holds anyway. Bodies written any other way (streamed to a file, into a `Vec`)
+//! are byte for byte the same.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::hash::BuildHasher;
-use std::io;
+use std::fmt;
 use std::ops::Range;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use foldhash::HashMap;
 use serde::{Serialize, Serializer};
-use serde_json::value::RawValue;
 
-/// Texts shorter than this are written in place: below it, what a shared literal costs
-/// (its entry, its owner, a chunk in each body) outweighs what sharing saves.
+use super::json_text::{escape_into, serialize_raw, EscapedChars, JsonStr};
+use super::text::{len_utf16, prefix_utf16};
+
+/// Pieces of the input shorter than this are copied into bodies: below it, what a
+/// reference costs (a chunk of its own in the body, its handle) outweighs what it saves.
 pub const MIN_SHARED_TEXT: usize = 256;
 
-/// Bytes a literal costs besides its text: its map entry, its owner and the `Bytes` handle.
-const LITERAL_OVERHEAD: usize = 160;
-
-/// A JSON string literal, and its bytes as a chunk bodies can hold.
-#[derive(Debug)]
-struct Literal {
-    raw: Arc<Box<RawValue>>,
-    bytes: Bytes,
-}
-
-/// Owns a literal's text for the `Bytes` that point into it.
-struct LiteralOwner(Arc<Box<RawValue>>);
-
-impl AsRef<[u8]> for LiteralOwner {
-    fn as_ref(&self) -> &[u8] {
-        self.0.get().as_bytes()
-    }
-}
-
-/// The literals of one session's long texts. Shared by the threads that render its bodies.
-#[derive(Debug, Default)]
-pub struct SharedLiterals {
-    literals: Mutex<HashMap<(u64, usize), Arc<Literal>>>,
-    hasher: foldhash::quality::RandomState,
-    bytes: AtomicUsize,
-}
-
-impl SharedLiterals {
-    /// No literals yet.
-    pub fn new() -> SharedLiterals {
-        SharedLiterals::default()
-    }
-
-    /// The memory the literals hold.
-    pub fn bytes(&self) -> usize {
-        self.bytes.load(Ordering::Relaxed)
-    }
-
-    /// Number of literals.
-    pub fn len(&self) -> usize {
-        self.entries().len()
-    }
-
-    /// True when no text was shared yet.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, usize), Arc<Literal>>> {
-        // A panic while the map was held cannot leave it inconsistent: entries are only
-        // ever inserted whole.
-        self.literals.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The literal of `text`, made on first use; `None` when the literal found under its
-    /// hash is another text's.
-    fn literal(&self, text: &str) -> Option<Arc<Literal>> {
-        let key = (self.hasher.hash_one(text), text.len());
-        if let Some(found) = self.entries().get(&key).cloned() {
-            return is_literal_of(found.raw.get(), text).then_some(found);
-        }
-        // Escaped outside the lock: another thread may make the same literal meanwhile,
-        // and the first one kept wins.
-        let raw = Arc::new(serde_json::value::to_raw_value(text).ok()?);
-        let made = Arc::new(Literal {
-            bytes: Bytes::from_owner(LiteralOwner(raw.clone())),
-            raw,
-        });
-        let mut entries = self.entries();
-        let kept = entries.entry(key).or_insert_with(|| {
-            self.bytes
-                .fetch_add(made.bytes.len() + LITERAL_OVERHEAD, Ordering::Relaxed);
-            made
-        });
-        Some(kept.clone())
-    }
-}
-
-/// True when `literal` is the JSON string literal of `text`: escaping `text` again gives
-/// its bytes.
-fn is_literal_of(literal: &str, text: &str) -> bool {
-    let mut matcher = Matcher {
-        expected: literal.as_bytes(),
-    };
-    serde_json::to_writer(&mut matcher, text).is_ok() && matcher.expected.is_empty()
-}
-
-/// A writer that accepts only the bytes it expects, in order.
-struct Matcher<'a> {
-    expected: &'a [u8],
-}
-
-impl io::Write for Matcher<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self.expected.strip_prefix(buf) {
-            Some(rest) => {
-                self.expected = rest;
-                Ok(buf.len())
-            }
-            None => Err(io::Error::other("not the text's literal")),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 thread_local! {
-    /// The literals texts are shared through on this thread, while [`sharing`] runs.
-    static SHARING: RefCell<Option<Arc<SharedLiterals>>> = const { RefCell::new(None) };
     /// The text a [`Text`] is writing right now, for the writer to keep by reference.
     static WRITING: RefCell<Option<Writing>> = const { RefCell::new(None) };
 }
@@ -157,28 +47,8 @@ struct Writing {
 pub(crate) enum Piece {
     /// These bytes of the write, to copy.
     Own(Range<usize>),
-    /// A shared literal (or the inside of one), to keep by reference.
+    /// Bytes of an input buffer, to keep by reference.
     Shared(Bytes),
-}
-
-/// Runs `f` with long [`Text`]s shared through `literals` on this thread (then restores
-/// what was there before).
-pub fn sharing<T>(literals: Option<Arc<SharedLiterals>>, f: impl FnOnce() -> T) -> T {
-    struct Restore(Option<Arc<SharedLiterals>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let previous = self.0.take();
-            SHARING.with(|s| *s.borrow_mut() = previous);
-        }
-    }
-    let _restore = Restore(SHARING.with(|s| std::mem::replace(&mut *s.borrow_mut(), literals)));
-    f()
-}
-
-/// The literals texts are shared through on this thread, if any (for work handed to other
-/// threads to share them too).
-pub fn current() -> Option<Arc<SharedLiterals>> {
-    SHARING.with(|s| s.borrow().clone())
 }
 
 /// The pieces of `buf` when it is the text a [`Text`] is writing now: a writer that holds
@@ -194,176 +64,500 @@ pub(crate) fn pieces_of(buf: &[u8]) -> Option<Vec<Piece>> {
     })
 }
 
-/// A text a body shows: serialised as a JSON string, shared between bodies when it is
-/// long and [`sharing`] is on. Parts of it that other bodies show on their own (an
-/// answer inside a node's `[Response]` text) can be named: they are shared too.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// A piece of a [`Text`].
+#[derive(Clone)]
+enum TextPiece<'a> {
+    /// Text of our own.
+    Str(Cow<'a, str>),
+    /// A string of the input, up to `end` bytes of its literal's inside (a char and
+    /// escape boundary).
+    Json(&'a JsonStr, usize),
+}
+
+impl TextPiece<'_> {
+    /// Bytes of text or of escaped text.
+    fn len(&self) -> usize {
+        match self {
+            TextPiece::Str(s) => s.len(),
+            TextPiece::Json(_, end) => *end,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            TextPiece::Str(s) => s.is_empty(),
+            TextPiece::Json(_, end) => *end == 0,
+        }
+    }
+
+    /// The escaped bytes of a string of the input that can be written as they are.
+    fn canonical_escaped(&self) -> Option<&str> {
+        match self {
+            TextPiece::Json(j, end) if j.is_canonical() => Some(&j.escaped()[..*end]),
+            _ => None,
+        }
+    }
+}
+
+/// The pieces of a [`Text`]: one is kept inline (most texts are one string of the input,
+/// and the annotations hold a text per unit at once).
+#[derive(Clone, Default)]
+enum Pieces<'a> {
+    #[default]
+    None,
+    One(TextPiece<'a>),
+    Many(Vec<TextPiece<'a>>),
+}
+
+impl<'a> Pieces<'a> {
+    fn as_slice(&self) -> &[TextPiece<'a>] {
+        match self {
+            Pieces::None => &[],
+            Pieces::One(p) => std::slice::from_ref(p),
+            Pieces::Many(v) => v,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [TextPiece<'a>] {
+        match self {
+            Pieces::None => &mut [],
+            Pieces::One(p) => std::slice::from_mut(p),
+            Pieces::Many(v) => v,
+        }
+    }
+
+    fn push(&mut self, piece: TextPiece<'a>) {
+        *self = match std::mem::take(self) {
+            Pieces::None => Pieces::One(piece),
+            Pieces::One(first) => Pieces::Many(vec![first, piece]),
+            Pieces::Many(mut v) => {
+                v.push(piece);
+                Pieces::Many(v)
+            }
+        };
+    }
+
+    fn truncate(&mut self, len: usize) {
+        match self {
+            Pieces::Many(v) => v.truncate(len),
+            Pieces::One(_) if len == 0 => *self = Pieces::None,
+            _ => {}
+        }
+    }
+
+    fn into_vec(self) -> Vec<TextPiece<'a>> {
+        match self {
+            Pieces::None => Vec::new(),
+            Pieces::One(p) => vec![p],
+            Pieces::Many(v) => v,
+        }
+    }
+}
+
+/// A text a body shows: pieces of the input and text of our own, written as one JSON
+/// string.
+#[derive(Clone, Default)]
 pub struct Text<'a> {
-    text: Cow<'a, str>,
-    /// Ranges of `text` that are texts of their own, in order, not overlapping.
-    parts: Vec<Range<usize>>,
+    pieces: Pieces<'a>,
+    /// A cut at this many UTF-16 units not made yet ([`Text::cut_utf16`]): where it falls
+    /// is only counted when the text is written, read whole or extended; a preview shorter
+    /// than it reads as far as it needs.
+    limit: Option<usize>,
 }
 
 impl<'a> Text<'a> {
-    /// `text`, of which the ranges `parts` (in order, on char boundaries, not
-    /// overlapping) are texts other bodies show on their own.
-    pub fn with_parts(text: String, parts: Vec<Range<usize>>) -> Text<'a> {
-        debug_assert!(parts.windows(2).all(|w| w[0].end <= w[1].start));
-        debug_assert!(parts
-            .iter()
-            .all(|p| text.is_char_boundary(p.start) && text.is_char_boundary(p.end)));
-        Text {
-            text: Cow::Owned(text),
-            parts,
+    /// The empty text.
+    pub fn new() -> Text<'a> {
+        Text::default()
+    }
+
+    /// The text of a string of the input.
+    pub fn json(text: &'a JsonStr) -> Text<'a> {
+        let mut t = Text::new();
+        t.push_json(text);
+        t
+    }
+
+    /// Appends text of our own.
+    pub fn push_str(&mut self, text: impl Into<Cow<'a, str>>) {
+        self.settle();
+        let text = text.into();
+        if !text.is_empty() {
+            self.pieces.push(TextPiece::Str(text));
         }
     }
 
-    /// The text.
-    pub fn as_str(&self) -> &str {
-        &self.text
+    /// Appends a string of the input.
+    pub fn push_json(&mut self, text: &'a JsonStr) {
+        self.settle();
+        if !text.is_empty() {
+            self.pieces.push(TextPiece::Json(text, text.escaped().len()));
+        }
     }
 
-    /// What to write for this text under `literals`: the raw JSON string to write and the
-    /// pieces it is made of. `None` when nothing in it is shared (short texts, literals
-    /// filed under another text).
-    fn shared_form(&self, literals: &SharedLiterals) -> Option<(RawText, Vec<Piece>)> {
-        if self.parts.iter().all(|p| p.len() < MIN_SHARED_TEXT) {
-            let literal = literals.literal(&self.text)?;
-            let pieces = vec![Piece::Shared(literal.bytes.clone())];
-            return Some((RawText::Kept(literal), pieces));
+    /// Appends `other`.
+    pub fn push_text(&mut self, mut other: Text<'a>) {
+        self.settle();
+        other.settle();
+        for piece in other.pieces.into_vec() {
+            self.pieces.push(piece);
         }
-        let whole = serde_json::value::to_raw_value(self.text.as_ref()).ok()?;
-        // The escaped text is its escaped pieces one after the other: JSON escapes each
-        // char on its own.
-        let mut pieces = PieceList::default();
-        pieces.own(1);
-        let mut from = 0;
-        for part in &self.parts {
-            pieces.own(escaped_len(&self.text[from..part.start]));
-            let text = &self.text[part.clone()];
-            match (text.len() >= MIN_SHARED_TEXT)
-                .then(|| literals.literal(text))
-                .flatten()
-            {
-                Some(literal) => pieces.shared(literal.bytes.slice(1..literal.bytes.len() - 1)),
-                None => pieces.own(escaped_len(text)),
+    }
+
+    /// `parts` joined with `separator` between them.
+    pub fn join(parts: impl IntoIterator<Item = Text<'a>>, separator: &'static str) -> Text<'a> {
+        let mut joined = Text::new();
+        for (i, part) in parts.into_iter().enumerate() {
+            if i > 0 {
+                joined.push_str(separator);
             }
-            from = part.end;
+            joined.push_text(part);
         }
-        pieces.own(escaped_len(&self.text[from..]) + 1);
-        (pieces.len == whole.get().len()).then_some((RawText::Made(whole), pieces.pieces))
+        joined
     }
-}
 
-/// The pieces of a text's raw write, as they are listed.
-#[derive(Default)]
-struct PieceList {
-    pieces: Vec<Piece>,
-    /// Bytes listed so far.
-    len: usize,
-}
-
-impl PieceList {
-    /// The next `len` bytes of the write, to copy.
-    fn own(&mut self, len: usize) {
-        let at = self.len;
-        self.len += len;
-        match self.pieces.last_mut() {
-            _ if len == 0 => {}
-            Some(Piece::Own(r)) if r.end == at => r.end += len,
-            _ => self.pieces.push(Piece::Own(at..at + len)),
+    /// True for the empty text.
+    pub fn is_empty(&self) -> bool {
+        match self.limit {
+            // Its first character (at most two units) is within a cut at two units or more.
+            Some(units) if units < 2 => self.chars().next().is_none(),
+            _ => self.pieces.as_slice().iter().all(TextPiece::is_empty),
         }
     }
 
-    /// The next bytes of the write: `literal`, to keep by reference.
-    fn shared(&mut self, literal: Bytes) {
-        self.len += literal.len();
-        self.pieces.push(Piece::Shared(literal));
+    /// The characters, decoded as they are read.
+    pub fn chars(&self) -> impl Iterator<Item = char> + '_ {
+        let mut left = self.limit.unwrap_or(usize::MAX);
+        self.pieces
+            .as_slice()
+            .iter()
+            .flat_map(|p| -> Box<dyn Iterator<Item = char> + '_> {
+                match p {
+                    TextPiece::Str(s) => Box::new(s.chars()),
+                    TextPiece::Json(j, end) => Box::new(EscapedChars::new(&j.escaped()[..*end])),
+                }
+            })
+            .take_while(move |c| match left.checked_sub(c.len_utf16()) {
+                Some(rest) => {
+                    left = rest;
+                    true
+                }
+                None => false,
+            })
     }
-}
 
-/// The raw JSON string a shared [`Text`] writes.
-enum RawText {
-    /// A kept literal.
-    Kept(Arc<Literal>),
-    /// The text escaped for this write.
-    Made(Box<RawValue>),
-}
-
-impl RawText {
-    fn raw(&self) -> &RawValue {
-        match self {
-            RawText::Kept(literal) => &literal.raw,
-            RawText::Made(raw) => raw,
+    /// The whole text, decoded (borrowed when it is one piece that needs no decoding).
+    pub fn to_text(&self) -> Cow<'a, str> {
+        if self.limit.is_some() {
+            return Cow::Owned(self.chars().collect());
+        }
+        match self.pieces.as_slice() {
+            [] => Cow::Borrowed(""),
+            [TextPiece::Str(Cow::Borrowed(s))] => Cow::Borrowed(*s),
+            [TextPiece::Json(j, end)] if j.form() == super::json_text::Form::Plain => {
+                let j: &'a JsonStr = j;
+                Cow::Borrowed(&j.escaped()[..*end])
+            }
+            _ => Cow::Owned(self.chars().collect()),
         }
     }
-}
 
-/// Length of `text` escaped as inside a JSON string.
-fn escaped_len(text: &str) -> usize {
-    let mut counter = Counter(0);
-    // Counting cannot fail; the two quotes are not inside.
-    let _ = serde_json::to_writer(&mut counter, text);
-    counter.0 - 2
-}
-
-/// A writer that only counts.
-struct Counter(usize);
-
-impl io::Write for Counter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
+    /// Keeps the longest prefix of at most `units` UTF-16 code units; a cut that would
+    /// split a surrogate pair stops before the pair (as [`prefix_utf16`]). The cut is
+    /// counted when it is needed (see [`Text::limit`](Text)).
+    pub fn cut_utf16(&mut self, units: usize) {
+        // A text takes at least one byte per unit, written or escaped: one no longer than
+        // `units` bytes needs no cut.
+        if self.pieces.as_slice().iter().map(TextPiece::len).sum::<usize>() <= units {
+            return;
+        }
+        self.limit = Some(self.limit.map_or(units, |l| l.min(units)));
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+    /// Makes the pending cut, if any.
+    fn settle(&mut self) {
+        let Some(units) = self.limit.take() else {
+            return;
+        };
+        let mut left = units;
+        for i in 0..self.pieces.as_slice().len() {
+            let (kept, used, whole) = match &self.pieces.as_slice()[i] {
+                TextPiece::Str(s) => {
+                    let kept = prefix_utf16(s, left);
+                    (kept.len(), len_utf16(kept), kept.len() == s.len())
+                }
+                TextPiece::Json(j, end) => {
+                    let (kept, used) = escaped_prefix(&j.escaped()[..*end], left);
+                    (kept, used, kept == *end)
+                }
+            };
+            if whole {
+                left -= used;
+                continue;
+            }
+            match &mut self.pieces.as_mut_slice()[i] {
+                TextPiece::Str(s) => s.to_mut().truncate(kept),
+                TextPiece::Json(_, end) => *end = kept,
+            }
+            self.pieces.truncate(i + 1);
+            return;
+        }
+    }
+
+    /// The text cut for a preview: whole when it is at most `max` UTF-16 units long, else
+    /// its first `max - 3` units and `...` (the reference's `truncate`). Reads at most
+    /// `max + 1` characters of the text, however long it is, and copies the input's
+    /// escapes as they are.
+    pub fn preview(&self, max: usize) -> Preview {
+        if self.limit.is_some_and(|l| l <= max + 1) {
+            let mut cut = self.clone();
+            cut.settle();
+            return cut.preview(max);
+        }
+        let mut literal = String::from("\"");
+        if !self.escaped_prefix_into(max, &mut literal) {
+            literal.truncate(1);
+            self.escaped_prefix_into(max.saturating_sub(3), &mut literal);
+            literal.push_str("...");
+        }
+        literal.push('"');
+        Preview(literal.into_boxed_str())
+    }
+
+    /// Appends the longest prefix of at most `units` UTF-16 units, escaped (as the inside of
+    /// a JSON string), to `out`; true when that is the whole text.
+    fn escaped_prefix_into(&self, units: usize, out: &mut String) -> bool {
+        let mut left = units;
+        for piece in self.pieces.as_slice() {
+            let whole = match (piece, piece.canonical_escaped()) {
+                (_, Some(escaped)) => {
+                    let (kept, used) = escaped_prefix(escaped, left);
+                    out.push_str(&escaped[..kept]);
+                    left -= used;
+                    kept == escaped.len()
+                }
+                (TextPiece::Str(s), None) => {
+                    let kept = prefix_utf16(s, left);
+                    escape_into(kept, out);
+                    left -= len_utf16(kept);
+                    kept.len() == s.len()
+                }
+                (TextPiece::Json(j, end), None) => {
+                    let mut chars = EscapedChars::new(&j.escaped()[..*end]);
+                    let mut kept = String::new();
+                    let mut whole = true;
+                    for c in chars.by_ref() {
+                        if c.len_utf16() > left {
+                            whole = false;
+                            break;
+                        }
+                        left -= c.len_utf16();
+                        kept.push(c);
+                    }
+                    escape_into(&kept, out);
+                    whole
+                }
+            };
+            if !whole {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The raw JSON string of this text and, when some of it can be kept by reference,
+    /// its pieces. The text's pending cut must have been made.
+    fn raw(&self) -> (Cow<'_, str>, Option<Vec<Piece>>) {
+        debug_assert!(self.limit.is_none());
+        if let [piece @ TextPiece::Json(j, end)] = self.pieces.as_slice() {
+            if piece.canonical_escaped().is_some() && *end == j.escaped().len() {
+                let shared =
+                    (j.literal().len() >= MIN_SHARED_TEXT).then(|| vec![Piece::Shared(j.shared_literal())]);
+                return (Cow::Borrowed(j.literal()), shared);
+            }
+        }
+        let mut raw = String::with_capacity(2 + self.pieces.as_slice().iter().map(piece_len).sum::<usize>());
+        let mut pieces = Vec::new();
+        let mut own_from = 0;
+        raw.push('"');
+        for piece in self.pieces.as_slice() {
+            match (piece, piece.canonical_escaped()) {
+                (TextPiece::Json(j, _), Some(escaped)) => {
+                    if escaped.len() >= MIN_SHARED_TEXT {
+                        if raw.len() > own_from {
+                            pieces.push(Piece::Own(own_from..raw.len()));
+                        }
+                        pieces.push(Piece::Shared(j.shared_escaped().slice(..escaped.len())));
+                        raw.push_str(escaped);
+                        own_from = raw.len();
+                    } else {
+                        raw.push_str(escaped);
+                    }
+                }
+                (TextPiece::Json(j, end), None) => {
+                    let decoded: String = EscapedChars::new(&j.escaped()[..*end]).collect();
+                    escape_into(&decoded, &mut raw);
+                }
+                (TextPiece::Str(s), _) => escape_into(s, &mut raw),
+            }
+        }
+        raw.push('"');
+        if pieces.is_empty() {
+            return (Cow::Owned(raw), None);
+        }
+        pieces.push(Piece::Own(own_from..raw.len()));
+        (Cow::Owned(raw), Some(pieces))
     }
 }
 
-impl std::ops::Deref for Text<'_> {
-    type Target = str;
+/// A text cut for a preview ([`Text::preview`]), kept as the JSON string it is written
+/// as. Boxed to its length: the graph holds one per interaction.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Preview(Box<str>);
 
-    fn deref(&self) -> &str {
-        &self.text
+impl Preview {
+    /// The preview `text` (already cut).
+    pub fn of_str(text: &str) -> Preview {
+        let mut literal = String::with_capacity(text.len() + 2);
+        literal.push('"');
+        escape_into(text, &mut literal);
+        literal.push('"');
+        Preview(literal.into_boxed_str())
+    }
+
+    /// The text, decoded.
+    pub fn text(&self) -> String {
+        EscapedChars::new(&self.0[1..self.0.len() - 1]).collect()
     }
 }
+
+impl fmt::Debug for Preview {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.text(), f)
+    }
+}
+
+impl Serialize for Preview {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_raw(&self.0, s)
+    }
+}
+
+/// About the bytes a piece takes written.
+fn piece_len(piece: &TextPiece<'_>) -> usize {
+    match piece {
+        TextPiece::Str(s) => s.len() + 8,
+        TextPiece::Json(_, end) => *end,
+    }
+}
+
+/// The length of the longest prefix of `escaped` (the inside of a literal) whose text is
+/// at most `units` UTF-16 code units long (a surrogate pair is never split), and those
+/// units.
+///
+/// Walks from escape to escape: the runs of text between them are counted a byte at a
+/// time without decoding (see [`units_of`]), the escapes one by one.
+fn escaped_prefix(escaped: &str, units: usize) -> (usize, usize) {
+    let bytes = escaped.as_bytes();
+    let (mut at, mut used) = (0, 0);
+    loop {
+        let run_end = memchr::memchr(b'\\', &bytes[at..]).map_or(bytes.len(), |k| at + k);
+        let left = units - used;
+        if run_end - at <= left {
+            used += units_of(&bytes[at..run_end]);
+        } else {
+            let kept = prefix_utf16(&escaped[at..run_end], left);
+            used += len_utf16(kept);
+            if at + kept.len() < run_end {
+                return (at + kept.len(), used);
+            }
+        }
+        at = run_end;
+        if at == bytes.len() {
+            return (at, used);
+        }
+        let mut one = EscapedChars::new(&escaped[at..]);
+        let c = one.next().unwrap_or('\u{FFFD}');
+        if used + c.len_utf16() > units {
+            return (at, used);
+        }
+        used += c.len_utf16();
+        at = escaped.len() - one.rest().len();
+    }
+}
+
+/// UTF-16 units of the UTF-8 `bytes` (whole characters): one per byte that starts a
+/// character, and one more for each that starts a four-byte one.
+fn units_of(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .map(|&b| usize::from((b as i8) >= -0x40) + usize::from(b >= 0xF0))
+        .sum()
+}
+
+impl fmt::Debug for Text<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.to_text(), f)
+    }
+}
+
+impl PartialEq for Text<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.chars().eq(other.chars())
+    }
+}
+
+impl Eq for Text<'_> {}
 
 impl PartialEq<&str> for Text<'_> {
     fn eq(&self, other: &&str) -> bool {
-        self.text == *other
+        self.chars().eq(other.chars())
     }
 }
 
 impl<'a> From<&'a str> for Text<'a> {
     fn from(s: &'a str) -> Text<'a> {
-        Text::from(Cow::Borrowed(s))
+        let mut t = Text::new();
+        t.push_str(s);
+        t
     }
 }
 
 impl From<String> for Text<'_> {
     fn from(s: String) -> Self {
-        Text::from(Cow::Owned(s))
+        let mut t = Text::new();
+        t.push_str(s);
+        t
     }
 }
 
 impl<'a> From<Cow<'a, str>> for Text<'a> {
-    fn from(text: Cow<'a, str>) -> Text<'a> {
-        Text {
-            text,
-            parts: Vec::new(),
-        }
+    fn from(s: Cow<'a, str>) -> Text<'a> {
+        let mut t = Text::new();
+        t.push_str(s);
+        t
+    }
+}
+
+impl<'a> From<&'a JsonStr> for Text<'a> {
+    fn from(s: &'a JsonStr) -> Text<'a> {
+        Text::json(s)
     }
 }
 
 impl Serialize for Text<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if self.text.len() < MIN_SHARED_TEXT {
-            return s.serialize_str(&self.text);
+        if self.limit.is_some() {
+            let mut cut = self.clone();
+            cut.settle();
+            return cut.serialize(s);
         }
-        let shared = SHARING.with(|l| l.borrow().as_ref().and_then(|l| self.shared_form(l)));
-        let Some((raw, pieces)) = shared else {
-            return s.serialize_str(&self.text);
+        if let [TextPiece::Str(text)] = self.pieces.as_slice() {
+            return s.serialize_str(text);
+        }
+        let (raw, pieces) = self.raw();
+        let Some(pieces) = pieces else {
+            return serialize_raw(&raw, s);
         };
         struct Done;
         impl Drop for Done {
@@ -371,131 +565,177 @@ impl Serialize for Text<'_> {
                 WRITING.with(|w| w.borrow_mut().take());
             }
         }
-        let raw = raw.raw();
-        let bytes = raw.get().as_bytes();
         WRITING.with(|w| {
             *w.borrow_mut() = Some(Writing {
-                at: bytes.as_ptr() as usize,
-                len: bytes.len(),
+                at: raw.as_ptr() as usize,
+                len: raw.len(),
                 pieces,
             })
         });
         let _done = Done;
         // serde_json writes a raw value with one write of its bytes: the writer sees them
         // and can keep the shared pieces by reference.
-        raw.serialize(s)
+        serialize_raw(&raw, s)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytestring::ByteString;
 
     fn long(prefix: &str) -> String {
-        format!("{prefix} \"quoted\"\n\ttabbed \u{1} {}", "prose ".repeat(60))
+        format!(
+            "{prefix} \"quoted\"\n\ttabbed \u{1} é ✓ 𝄞 {}",
+            "prose ".repeat(60)
+        )
     }
 
-    #[test]
-    fn a_text_serialises_the_same_with_and_without_sharing() {
-        let literals = Arc::new(SharedLiterals::new());
-        for text in [String::new(), "short".to_owned(), long("a"), long("é ✓ 𝄞")] {
-            let plain = serde_json::to_string(&Text::from(text.as_str())).unwrap();
-            let shared = sharing(Some(literals.clone()), || {
-                serde_json::to_string(&Text::from(text.as_str())).unwrap()
-            });
-            assert_eq!(plain, serde_json::to_string(&text).unwrap());
-            assert_eq!(shared, plain);
-        }
-        assert_eq!(literals.len(), 2, "only the long texts were shared");
+    /// A string of the input: `text` as the literal a writer puts in a file.
+    fn input(text: &str) -> JsonStr {
+        let file = std::sync::Arc::new(ByteString::from(format!(
+            "{{\"a\":{}}}",
+            serde_json::to_string(text).unwrap()
+        )));
+        JsonStr::in_buffer(&file, &file[5..file.len() - 1]).unwrap()
     }
 
-    #[test]
-    fn a_text_is_escaped_once_however_often_it_is_shown() {
-        let literals = Arc::new(SharedLiterals::new());
-        let text = long("b");
-        sharing(Some(literals.clone()), || {
-            for _ in 0..3 {
-                serde_json::to_string(&Text::from(text.clone())).unwrap();
-            }
-        });
-        assert_eq!(literals.len(), 1);
-        let literal_len = serde_json::to_string(&text).unwrap().len();
-        assert_eq!(literals.bytes(), literal_len + LITERAL_OVERHEAD);
-    }
-
-    #[test]
-    fn a_literal_is_only_used_for_its_own_text() {
-        let literals = SharedLiterals::new();
-        let text = long("c");
-        let found = literals.literal(&text).expect("a literal");
-        assert!(is_literal_of(found.raw.get(), &text));
-        assert!(!is_literal_of(found.raw.get(), &long("d")));
-        assert!(!is_literal_of(found.raw.get(), &text[..text.len() - 1]));
-        // A literal filed under another text's key is refused, not used.
-        let other = long("e");
-        let key = (literals.hasher.hash_one(other.as_str()), other.len());
-        literals.entries().insert(key, found);
-        assert!(literals.literal(&other).is_none());
-    }
-
-    /// Writes `text` into chunks under `literals`, as a kept body is written.
-    fn written(text: &Text<'_>, literals: &Arc<SharedLiterals>) -> crate::core::views::Body {
+    /// Writes `text` into chunks, as a kept body is written.
+    fn written(text: &Text<'_>) -> crate::core::views::Body {
         let mut out = crate::core::views::ChunkWriter::new();
-        sharing(Some(literals.clone()), || serde_json::to_writer(&mut out, text)).unwrap();
+        serde_json::to_writer(&mut out, text).unwrap();
         out.finish()
     }
 
     #[test]
-    fn a_body_keeps_a_shared_literal_by_reference() {
-        let literals = Arc::new(SharedLiterals::new());
-        let text = Text::from(long("f"));
-        let body = written(&text, &literals);
-        assert_eq!(body.to_bytes(), serde_json::to_vec(&text).unwrap());
-        assert_eq!(body.shared_len(), body.len());
-        let again = written(&text, &literals);
-        assert_eq!(again.chunks()[0].as_ptr(), body.chunks()[0].as_ptr());
+    fn a_text_is_written_as_its_decoded_string_is() {
+        let (a, b) = (input(&long("a")), input("short\n"));
+        let odd = {
+            let file = std::sync::Arc::new(ByteString::from(r#"{"a":"x\u0041\/y"}"#));
+            JsonStr::in_buffer(&file, &file[5..file.len() - 1]).unwrap()
+        };
+        let mut joined = Text::from("[Thinking]\n");
+        joined.push_json(&a);
+        joined.push_str("\n\n");
+        joined.push_json(&b);
+        joined.push_json(&odd);
+        let want = format!("[Thinking]\n{}\n\nshort\nxA/y", long("a"));
+        for text in [
+            Text::json(&a),
+            Text::json(&b),
+            Text::from("plain \"q\""),
+            joined.clone(),
+            Text::new(),
+        ] {
+            let decoded = text.to_text().into_owned();
+            let expected = serde_json::to_vec(&decoded).unwrap();
+            assert_eq!(serde_json::to_vec(&text).unwrap(), expected);
+            assert_eq!(written(&text).to_bytes(), expected);
+        }
+        assert_eq!(joined.to_text(), want);
     }
 
     #[test]
-    fn the_parts_of_a_text_are_shared_with_the_texts_they_are() {
-        let literals = Arc::new(SharedLiterals::new());
-        let (thinking, answer) = (long("g"), long("a longer answer"));
-        let content = format!("[Thinking]\n{thinking}\n\n[Response]\n{answer}");
-        let start = content.len() - answer.len();
-        let parts = vec![11..11 + thinking.len(), start..content.len()];
-        let text = Text::with_parts(content.clone(), parts);
-        let body = written(&text, &literals);
-        assert_eq!(body.to_bytes(), serde_json::to_vec(&content).unwrap());
-        assert_eq!(literals.len(), 2, "one literal per part, none for the whole");
-        let inside = |t: &str| serde_json::to_string(t).unwrap().len() - 2;
-        assert_eq!(body.shared_len(), inside(&thinking) + inside(&answer));
-        // The answer on its own is the literal the content shares the inside of.
-        let alone = written(&Text::from(answer.as_str()), &literals);
-        assert_eq!(literals.len(), 2);
-        let shared_inside = body.chunks().iter().find(|c| c.len() == inside(&answer)).unwrap();
-        assert_eq!(shared_inside.as_ptr(), alone.chunks()[0][1..].as_ptr());
+    fn a_body_keeps_long_pieces_of_the_input_by_reference() {
+        let a = input(&long("b"));
+        let body = written(&Text::json(&a));
+        assert_eq!(body.shared_len(), body.len(), "the whole literal is the input's");
+        assert_eq!(body.chunks()[0].as_ptr(), a.literal().as_ptr());
+        let mut joined = Text::from("[Response]\n");
+        joined.push_json(&a);
+        let body = written(&joined);
+        assert_eq!(body.shared_len(), a.escaped().len());
+        assert!(body.chunks().iter().any(|c| c.as_ptr() == a.escaped().as_ptr()));
     }
 
     #[test]
-    fn short_parts_leave_the_whole_text_shared() {
-        let literals = Arc::new(SharedLiterals::new());
-        let long_content = format!("[Response]\nshort {}", long("i"));
-        let text = Text::with_parts(long_content.clone(), std::iter::once(11..16).collect());
-        let body = written(&text, &literals);
-        assert_eq!(body.to_bytes(), serde_json::to_vec(&long_content).unwrap());
-        assert_eq!(body.shared_len(), body.len());
-        assert_eq!(literals.len(), 1);
+    fn cuts_count_utf16_units_across_pieces_and_escapes() {
+        let a = input("ab\n😀c");
+        let mut text = Text::from("é");
+        text.push_json(&a);
+        for (units, want) in [
+            (0, ""),
+            (1, "é"),
+            (3, "éab"),
+            (4, "éab\n"),
+            (5, "éab\n"),
+            (6, "éab\n😀"),
+            (9, "éab\n😀c"),
+        ] {
+            let mut cut = text.clone();
+            cut.cut_utf16(units);
+            assert_eq!(cut.to_text(), want, "{units}");
+            assert_eq!(cut.to_text(), prefix_utf16(&text.to_text(), units), "{units}");
+            assert_eq!(cut.is_empty(), want.is_empty(), "{units}");
+            let written = serde_json::to_string(&cut).unwrap();
+            assert_eq!(
+                written,
+                serde_json::to_string(want).unwrap(),
+                "{units}: the cut made"
+            );
+            let mut extended = cut.clone();
+            extended.push_str("!");
+            assert_eq!(
+                extended.to_text(),
+                format!("{want}!"),
+                "{units}: extended after the cut"
+            );
+        }
+    }
+
+    /// `text` written with every character escaped as `\\uXXXX` (pairs for the rest).
+    fn all_escaped(text: &str) -> String {
+        let mut literal = String::from("\"");
+        for unit in text.encode_utf16() {
+            literal.push_str(&format!("\\u{unit:04X}"));
+        }
+        literal.push('"');
+        literal
+    }
+
+    proptest::proptest! {
+        /// A cut counted in the literal (at write) or while decoding (when read) is the cut
+        /// of the decoded text, whatever the escapes.
+        #[test]
+        fn cuts_in_literals_are_cuts_of_the_text(
+            text in proptest::string::string_regex("[a\\n\"\\\\é✓😀\\t\\x01]{0,40}").unwrap(),
+            units in 0usize..50,
+        ) {
+            let want = prefix_utf16(&text, units);
+            for literal in [serde_json::to_string(&text).unwrap(), all_escaped(&text)] {
+                let file = std::sync::Arc::new(ByteString::from(literal));
+                let s = JsonStr::in_buffer(&file, &file).unwrap();
+                let mut cut = Text::from("");
+                cut.push_json(&s);
+                cut.cut_utf16(units);
+                proptest::prop_assert_eq!(cut.to_text(), want);
+                proptest::prop_assert_eq!(serde_json::to_string(&cut).unwrap(), serde_json::to_string(want).unwrap());
+                let mut mixed = Text::from("é ");
+                mixed.push_json(&s);
+                for max in [units, 3, 10] {
+                    let expected = crate::core::text::truncate_with_ellipsis(&mixed.to_text(), max);
+                    proptest::prop_assert_eq!(
+                        serde_json::to_string(&mixed.preview(max)).unwrap(),
+                        serde_json::to_string(&expected).unwrap()
+                    );
+                    proptest::prop_assert_eq!(mixed.preview(max).text(), expected);
+                }
+            }
+        }
     }
 
     #[test]
-    fn sharing_is_restored_after_it_ends() {
-        let literals = Arc::new(SharedLiterals::new());
-        assert!(current().is_none());
-        sharing(Some(literals.clone()), || {
-            assert!(current().is_some());
-            sharing(None, || assert!(current().is_none()));
-            assert!(current().is_some());
-        });
-        assert!(current().is_none());
+    fn previews_follow_the_reference_truncate() {
+        let a = input(&"x".repeat(150));
+        assert_eq!(
+            Text::json(&a).preview(100).text(),
+            format!("{}...", "x".repeat(97))
+        );
+        let exact = input(&format!("{}😀", "x".repeat(98)));
+        assert_eq!(
+            Text::json(&exact).preview(100).text(),
+            format!("{}😀", "x".repeat(98))
+        );
+        assert_eq!(Text::from("short").preview(100).text(), "short");
     }
 }

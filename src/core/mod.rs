@@ -26,6 +26,7 @@ pub mod group;
 pub mod heap;
 pub mod input;
 pub mod jsnum;
+pub mod json_text;
 pub mod lenient;
 pub mod literals;
 pub mod memory_bound;

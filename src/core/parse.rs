@@ -6,13 +6,18 @@
 //! surrogate pair. Each is repaired where the data allows and recorded; a line that cannot
 //! be read becomes a [`LineError`] and the lines after it still load.
 
+use bytes::Bytes;
+use std::sync::Arc;
+
+use bytestring::ByteString;
 use rayon::prelude::*;
 use serde_json::Deserializer;
 
 use super::diagnostics::{Samples, TypeCounts};
 use super::frame;
+use super::json_text::TextBuffer;
 use super::memory_bound::{fixed_cost, RecordBudget};
-use super::records::{Position, Record, WireRecord};
+use super::records::{LineBuffer, Position, Record, WireRecord};
 
 /// Why a line gave no record.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -28,92 +33,174 @@ pub enum LineError {
     Invalid(String),
 }
 
+/// A record read from a line, with what the file's counts need to know of it.
+pub(crate) struct LineRecord {
+    /// The record (its position is the caller's to set).
+    pub(crate) record: Record,
+    /// No view shows it and no record can name it as its parent: it is only counted.
+    pub(crate) inert: bool,
+}
+
 /// How a line was read.
 #[derive(Default)]
 pub(crate) struct LineRecords {
     /// The records found, in line order.
-    pub(crate) records: Vec<WireRecord>,
+    pub(crate) records: Vec<LineRecord>,
     /// Set when the line needed a repair to be read; says which.
     pub(crate) repair: Option<&'static str>,
 }
 
-/// Reads one line. At most one repair is applied per line, and only when the plain parse
-/// fails, so well-formed input pays nothing for them.
+/// Reads one line, a copy of `bytes` (for tests).
+#[cfg(test)]
 pub(crate) fn parse_line(bytes: &[u8]) -> Result<LineRecords, LineError> {
-    let error = match parse_objects(bytes) {
-        Ok(records) if records.len() > 1 => {
-            return Ok(LineRecords {
-                records,
-                repair: Some("two or more records glued on one line"),
-            })
+    match std::str::from_utf8(bytes) {
+        Ok(text) => {
+            let buffer = Arc::new(ByteString::from(text));
+            parse_line_in(&buffer, &buffer)
         }
-        Ok(records) => {
-            return Ok(LineRecords {
-                records,
-                repair: None,
-            })
-        }
-        Err(e) => e,
+        Err(_) => parse_invalid_utf8(bytes),
+    }
+}
+
+/// Reads a line that is not valid UTF-8. The bytes that are not may lie in a field no view
+/// reads, which the reader skips without looking: such a line reads as it is (its texts
+/// are valid), from a copy with the bad bytes replaced. Otherwise it is repaired.
+pub(crate) fn parse_invalid_utf8(bytes: &[u8]) -> Result<LineRecords, LineError> {
+    if let Err(error) = parse_objects_slice(bytes) {
+        return repair_line(bytes, error);
+    }
+    let buffer = Arc::new(ByteString::from(String::from_utf8_lossy(bytes).into_owned()));
+    let copies = LineBuffer {
+        bytes: &buffer,
+        line: &buffer,
+        shared: false,
     };
+    match read_objects(&buffer, copies) {
+        Ok(records) => Ok(LineRecords {
+            repair: (records.len() > 1).then_some("two or more records glued on one line"),
+            records,
+        }),
+        Err(error) => repair_line(bytes, error),
+    }
+}
+
+/// Reads `line`, which lies in `buffer` (an input buffer the records keep slices of). At
+/// most one repair is applied per line, and only when the plain parse fails, so
+/// well-formed input pays nothing for them.
+pub(crate) fn parse_line_in(buffer: &TextBuffer, line: &str) -> Result<LineRecords, LineError> {
+    let shared = LineBuffer {
+        bytes: buffer,
+        line,
+        shared: true,
+    };
+    match read_objects(line, shared) {
+        Ok(records) => Ok(LineRecords {
+            repair: (records.len() > 1).then_some("two or more records glued on one line"),
+            records,
+        }),
+        Err(error) => repair_line(line.as_bytes(), error),
+    }
+}
+
+/// Reads a line that did not read as it is (`error` says why): tries each repair in turn,
+/// and gives the first error when none applies.
+fn repair_line(bytes: &[u8], error: LineError) -> Result<LineRecords, LineError> {
     if let LineError::NotAnObject(_) = error {
         return Err(error);
     }
+    let repaired = |repair: &'static str, fixed: String| -> Option<LineRecords> {
+        let buffer = Arc::new(ByteString::from(fixed));
+        let copies = LineBuffer {
+            bytes: &buffer,
+            line: &buffer,
+            shared: false,
+        };
+        read_objects(&buffer, copies).ok().map(|records| LineRecords {
+            records,
+            repair: Some(repair),
+        })
+    };
     if let LineError::Invalid(message) = &error {
         if message.starts_with("duplicate field") {
-            if let Some(records) = keep_last_duplicate(bytes) {
-                return Ok(LineRecords {
-                    records,
-                    repair: Some("duplicate keys: the last value of each was kept, as JSON.parse does"),
-                });
+            if let Some(fixed) = keep_last_duplicate(bytes) {
+                if let Some(read) = repaired(
+                    "duplicate keys: the last value of each was kept, as JSON.parse does",
+                    fixed,
+                ) {
+                    return Ok(read);
+                }
             }
         }
     }
     if std::str::from_utf8(bytes).is_err() {
         let fixed = String::from_utf8_lossy(bytes).into_owned();
-        if let Ok(records) = parse_objects(fixed.as_bytes()) {
-            return Ok(LineRecords {
-                records,
-                repair: Some("invalid UTF-8 replaced with U+FFFD"),
-            });
+        if let Some(read) = repaired("invalid UTF-8 replaced with U+FFFD", fixed) {
+            return Ok(read);
         }
     }
-    if let Some(fixed) = replace_lone_surrogates(bytes) {
-        if let Ok(records) = parse_objects(&fixed) {
-            return Ok(LineRecords {
-                records,
-                repair: Some("lone UTF-16 surrogate escape replaced with U+FFFD"),
-            });
+    if let Some(fixed) = replace_lone_surrogates(bytes).and_then(|f| String::from_utf8(f).ok()) {
+        if let Some(read) = repaired("lone UTF-16 surrogate escape replaced with U+FFFD", fixed) {
+            return Ok(read);
         }
     }
-    if let Some(records) = recover_glued_tail(bytes) {
-        return Ok(LineRecords {
-            records,
-            repair: Some("truncated record glued to a complete one; the complete one was kept"),
-        });
+    if let Some(read) = recover_glued_tail(bytes) {
+        return Ok(read);
     }
     Err(error)
 }
 
-/// Parses every JSON object on the line; fails on the first problem.
-fn parse_objects(bytes: &[u8]) -> Result<Vec<WireRecord>, LineError> {
+/// Every JSON object on `line` (which lies in `buffer`), as records; fails on the first
+/// problem.
+fn read_objects(line: &str, buffer: LineBuffer<'_>) -> Result<Vec<LineRecord>, LineError> {
+    parse_objects(line)?
+        .into_iter()
+        .map(|wire| {
+            let inert = wire.is_inert();
+            Record::from_wire(wire, Position::default(), buffer)
+                .map(|record| LineRecord { record, inert })
+                .map_err(|_| LineError::Invalid("lone UTF-16 surrogate escape".to_owned()))
+        })
+        .collect()
+}
+
+/// Tells a line that is JSON but no object, by its first byte.
+fn not_an_object(bytes: &[u8]) -> Result<(), LineError> {
     match bytes.first() {
-        Some(b'{') => {}
-        Some(b'[') => return Err(LineError::NotAnObject("an array")),
-        Some(b'"') => return Err(LineError::NotAnObject("a string")),
-        Some(b't' | b'f') if is_json(bytes) => return Err(LineError::NotAnObject("a boolean")),
-        Some(b'n') if is_json(bytes) => return Err(LineError::NotAnObject("null")),
-        Some(b'-' | b'0'..=b'9') if is_json(bytes) => return Err(LineError::NotAnObject("a number")),
-        _ => {}
+        Some(b'[') => Err(LineError::NotAnObject("an array")),
+        Some(b'"') => Err(LineError::NotAnObject("a string")),
+        Some(b't' | b'f') if is_json(bytes) => Err(LineError::NotAnObject("a boolean")),
+        Some(b'n') if is_json(bytes) => Err(LineError::NotAnObject("null")),
+        Some(b'-' | b'0'..=b'9') if is_json(bytes) => Err(LineError::NotAnObject("a number")),
+        _ => Ok(()),
     }
+}
+
+/// The reader's error for a problem it met.
+fn line_error(e: serde_json::Error) -> LineError {
+    if e.is_eof() {
+        LineError::Truncated
+    } else {
+        LineError::Invalid(e.to_string())
+    }
+}
+
+/// Parses every JSON object on the line; fails on the first problem.
+fn parse_objects(line: &str) -> Result<Vec<WireRecord<'_>>, LineError> {
+    not_an_object(line.as_bytes())?;
     let mut records = Vec::with_capacity(1);
-    for item in Deserializer::from_slice(bytes).into_iter::<WireRecord>() {
-        match item {
-            Ok(r) => records.push(r),
-            Err(e) if e.is_eof() => return Err(LineError::Truncated),
-            Err(e) => return Err(LineError::Invalid(e.to_string())),
-        }
+    for item in Deserializer::from_str(line).into_iter::<WireRecord<'_>>() {
+        records.push(item.map_err(line_error)?);
     }
     Ok(records)
+}
+
+/// [`parse_objects`] on bytes that may not be UTF-8, for its error only.
+fn parse_objects_slice(bytes: &[u8]) -> Result<(), LineError> {
+    not_an_object(bytes)?;
+    for item in Deserializer::from_slice(bytes).into_iter::<WireRecord<'_>>() {
+        item.map_err(line_error)?;
+    }
+    Ok(())
 }
 
 fn is_json(bytes: &[u8]) -> bool {
@@ -123,10 +210,9 @@ fn is_json(bytes: &[u8]) -> bool {
 /// Reads an object with repeated keys as JavaScript's `JSON.parse` does: the last value of
 /// each key wins. The typed reader refuses repeated fields, so the line goes through a
 /// generic value (which keeps the last) and back.
-fn keep_last_duplicate(bytes: &[u8]) -> Option<Vec<WireRecord>> {
+fn keep_last_duplicate(bytes: &[u8]) -> Option<String> {
     let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    let rewritten = serde_json::to_vec(&value).ok()?;
-    parse_objects(&rewritten).ok()
+    serde_json::to_string(&value).ok()
 }
 
 /// How many start positions [`recover_glued_tail`] tries before giving up.
@@ -134,13 +220,29 @@ const GLUE_CANDIDATES: usize = 8;
 
 /// For `{"a":"trunc{"b":1}`: finds the last complete record(s) at the end of the line. Tries
 /// the `{"` positions nearest the end first.
-fn recover_glued_tail(bytes: &[u8]) -> Option<Vec<WireRecord>> {
+fn recover_glued_tail(bytes: &[u8]) -> Option<LineRecords> {
     let starts = memchr::memmem::find_iter(bytes, b"{\"").filter(|&p| p > 0);
     let starts: Vec<usize> = starts.collect();
     starts.iter().rev().take(GLUE_CANDIDATES).rev().find_map(|&p| {
-        parse_objects(&bytes[p..])
-            .ok()
-            .filter(|r| !r.is_empty() && r.iter().all(WireRecord::looks_like_top_level))
+        let tail = std::str::from_utf8(&bytes[p..]).ok()?;
+        let wires = parse_objects(tail).ok()?;
+        if wires.is_empty() || !wires.iter().all(WireRecord::looks_like_top_level) {
+            return None;
+        }
+        let buffer = Arc::new(ByteString::from(tail));
+        let records = read_objects(
+            &buffer,
+            LineBuffer {
+                bytes: &buffer,
+                line: &buffer,
+                shared: false,
+            },
+        )
+        .ok()?;
+        Some(LineRecords {
+            records,
+            repair: Some("truncated record glued to a complete one; the complete one was kept"),
+        })
     })
 }
 
@@ -269,12 +371,14 @@ pub struct ParsedFile {
 
 impl ParsedFile {
     /// Takes a record read at `pos`: keeps it, or only counts it when it is inert.
-    fn take(&mut self, wire: WireRecord, pos: Position) {
+    fn take(&mut self, read: LineRecord, pos: Position) {
+        let LineRecord { mut record, inert } = read;
         self.records_read += 1;
-        self.types.count(wire.type_name());
-        self.identity.observe(wire.session_id(), wire.agent_id());
-        if !wire.is_inert() {
-            let record = Record::from_wire(wire, pos);
+        self.types.count(record.kind.name());
+        self.identity
+            .observe(record.session_id.as_deref(), record.agent_id.as_deref());
+        if !inert {
+            record.pos = pos;
             self.uncharged += fixed_cost(&record);
             self.records.push(record);
         }
@@ -307,19 +411,21 @@ impl ParsedFile {
 /// no per-line structure is ever held for the whole file.
 const SEGMENT_BYTES: usize = 128 * 1024;
 
-/// Reads every line of `data`, which is file number `file` of its session.
+/// Reads every line of `data`, which is file number `file` of its session (a copy of it is
+/// what the records keep slices of; [`parse_file_within`] shares the caller's buffer).
 ///
 /// The file is cut at line ends into segments of about [`SEGMENT_BYTES`], which are
 /// parsed in parallel and joined in file order: the result is the same as a sequential
 /// read.
 pub fn parse_file(file: u32, data: &[u8]) -> ParsedFile {
-    parse_file_within(file, data, &RecordBudget::unbounded())
+    parse_file_within(file, &Bytes::copy_from_slice(data), &RecordBudget::unbounded())
 }
 
-/// [`parse_file`], charging the records kept to `budget`: once it is exhausted (by this
-/// file or another read at the same time) the segments not yet read are skipped, and the
-/// result is incomplete (the caller refuses the session).
-pub fn parse_file_within(file: u32, data: &[u8], budget: &RecordBudget) -> ParsedFile {
+/// [`parse_file`] of `data` itself (its records keep slices of it), charging the records
+/// kept to `budget`: once it is exhausted (by this file or another read at the same time)
+/// the segments not yet read are skipped, and the result is incomplete (the caller refuses
+/// the session).
+pub fn parse_file_within(file: u32, data: &Bytes, budget: &RecordBudget) -> ParsedFile {
     let segments = segment_bounds(data);
     let parsed: Vec<(ParsedFile, u32)> = segments
         .par_iter()
@@ -328,7 +434,7 @@ pub fn parse_file_within(file: u32, data: &[u8], budget: &RecordBudget) -> Parse
             if budget.is_exhausted() {
                 return (ParsedFile::default(), 0);
             }
-            let (mut part, lines) = parse_segment(file, &data[start..end], i == 0);
+            let (mut part, lines) = parse_segment(file, data.slice(start..end), i == 0);
             budget.charge(std::mem::take(&mut part.uncharged));
             (part, lines)
         })
@@ -362,18 +468,38 @@ fn segment_bounds(data: &[u8]) -> Vec<(usize, usize)> {
     bounds
 }
 
+/// The text of `part`, a slice of `text`'s bytes, as a slice of `text`.
+fn sub_str<'t>(text: &'t str, part: &[u8]) -> Option<&'t str> {
+    let start = (part.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+    text.get(start..start.checked_add(part.len())?)
+}
+
 /// Reads one segment; line numbers count from its start. Returns the result and the number
 /// of physical lines the segment spans.
-fn parse_segment(file: u32, data: &[u8], starts_file: bool) -> (ParsedFile, u32) {
+///
+/// The segment's UTF-8 is checked once, and its lines read as slices of it; a segment that
+/// is not all UTF-8 is read line by line.
+fn parse_segment(file: u32, data: Bytes, starts_file: bool) -> (ParsedFile, u32) {
+    let text = ByteString::try_from(data.clone()).ok().map(Arc::new);
     let mut lines = if starts_file {
-        frame::lines(data)
+        frame::lines(&data)
     } else {
-        frame::continued_lines(data)
+        frame::continued_lines(&data)
     };
     let mut out = ParsedFile::default();
     for line in lines.by_ref() {
         out.lines += 1;
-        match parse_line(line.bytes) {
+        let read = match text.as_ref().and_then(|t| Some((t, sub_str(t, line.bytes)?))) {
+            Some((buffer, line_text)) => parse_line_in(buffer, line_text),
+            None => match ByteString::try_from(data.slice_ref(line.bytes)) {
+                Ok(buffer) => {
+                    let buffer = Arc::new(buffer);
+                    parse_line_in(&buffer, &buffer)
+                }
+                Err(_) => parse_invalid_utf8(line.bytes),
+            },
+        };
+        match read {
             Ok(LineRecords { records, repair }) => {
                 if let Some(repair) = repair {
                     out.repaired.push(RepairedLine {
@@ -381,13 +507,13 @@ fn parse_segment(file: u32, data: &[u8], starts_file: bool) -> (ParsedFile, u32)
                         repair,
                     });
                 }
-                for (seq, wire) in records.into_iter().enumerate() {
+                for (seq, record) in records.into_iter().enumerate() {
                     let pos = Position {
                         file,
                         line: line.number,
                         seq: seq as u32,
                     };
-                    out.take(wire, pos);
+                    out.take(record, pos);
                 }
             }
             Err(error) => out.bad_lines.push(BadLine {
@@ -441,7 +567,7 @@ mod tests {
         let line = r#"{"uuid":"a","message":{"content":"cut her{"uuid":"b","type":"user"}"#;
         let got = parse_line(line.as_bytes()).unwrap();
         assert_eq!(got.records.len(), 1);
-        let rec = Record::from_wire(got.records.into_iter().next().unwrap(), Position::default());
+        let rec = got.records.into_iter().next().unwrap().record;
         assert_eq!(rec.uuid.as_deref(), Some("b"));
     }
 
@@ -456,8 +582,8 @@ mod tests {
         let line = r#"{"uuid":"a","content":"x\ud83d y \udc00 ok \ud83d\ude00"}"#;
         let got = parse_line(line.as_bytes()).unwrap();
         assert!(got.repair.unwrap().contains("surrogate"));
-        let rec = Record::from_wire(got.records.into_iter().next().unwrap(), Position::default());
-        assert_eq!(rec.system_content(), Some("x\u{FFFD} y \u{FFFD} ok 😀"));
+        let rec = got.records.into_iter().next().unwrap().record;
+        assert_eq!(rec.system_content().unwrap().text(), "x\u{FFFD} y \u{FFFD} ok 😀");
     }
 
     #[test]
@@ -465,11 +591,13 @@ mod tests {
         let line = r#"{"uuid":"a","uuid":"b","message":{"content":"one","content":"two"}}"#;
         let got = parse_line(line.as_bytes()).unwrap();
         assert!(got.repair.unwrap().contains("duplicate keys"));
-        let rec = Record::from_wire(got.records.into_iter().next().unwrap(), Position::default());
+        let rec = got.records.into_iter().next().unwrap().record;
         assert_eq!(rec.uuid.as_deref(), Some("b"));
         assert_eq!(
             rec.message.map(|m| m.content),
-            Some(crate::core::records::Content::Text("two".into()))
+            Some(crate::core::records::Content::Text(
+                crate::core::records::JsonStr::new("two")
+            ))
         );
     }
 

@@ -34,7 +34,8 @@ use super::lenient::{self, ObjectOr};
 use super::memory_bound::{fixed_cost, RecordBudget};
 use super::parse::{BadLine, LineError, ParsedFile};
 use super::records::{
-    Block, Content, Image, Message, Position, Record, RecordKind, ToolResultBlock, ToolUse, Usage,
+    Block, Content, Image, JsonStr, Message, Position, RawJson, Record, RecordKind, ToolResultBlock, ToolUse,
+    Usage,
 };
 use super::time::{iso_millis, parse_millis};
 
@@ -154,20 +155,20 @@ struct WireBlock {
 impl WireBlock {
     fn into_block(self) -> Block {
         match self.kind.as_deref() {
-            Some("text") => Block::Text(self.text.unwrap_or_default()),
+            Some("text") => Block::Text(JsonStr::new(self.text.as_deref().unwrap_or_default())),
             Some("thinking") => Block::Thinking {
-                thinking: self.thinking.unwrap_or_default(),
+                thinking: JsonStr::new(self.thinking.as_deref().unwrap_or_default()),
                 signature: None,
             },
             Some("toolCall") => Block::ToolUse(ToolUse {
                 id: self.id.unwrap_or_default(),
                 name: self.name.unwrap_or_default(),
-                input: self.arguments,
+                input: self.arguments.map(|r| RawJson::copy_of(r.get())),
             }),
             Some("image") => Block::Image(Image {
                 source_type: Some("base64".to_owned()),
                 media_type: self.mime_type,
-                data: self.data,
+                data: self.data.as_deref().map(JsonStr::new),
             }),
             _ => Block::Other(self.kind),
         }
@@ -183,10 +184,7 @@ impl<'de> Deserialize<'de> for PiContent {
                 f.write_str("a string or an array of content blocks")
             }
             fn visit_str<E>(self, v: &str) -> Result<PiContent, E> {
-                Ok(PiContent(Some(Content::Text(v.into()))))
-            }
-            fn visit_string<E>(self, v: String) -> Result<PiContent, E> {
-                Ok(PiContent(Some(Content::Text(v.into_boxed_str()))))
+                Ok(PiContent(Some(Content::Text(JsonStr::new(v)))))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PiContent, A::Error> {
                 let mut blocks = Vec::new();
@@ -232,11 +230,11 @@ fn timestamp<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error
 /// The text of pi content (string, or text blocks joined with newlines).
 fn content_text(c: &Option<Content>) -> String {
     match c {
-        Some(Content::Text(s)) => s.to_string(),
+        Some(Content::Text(s)) => s.text().into_owned(),
         Some(Content::Blocks(b)) => b
             .iter()
             .filter_map(|b| match b {
-                Block::Text(t) => Some(t.as_str()),
+                Block::Text(t) => Some(t.text()),
                 _ => None,
             })
             .collect::<Vec<_>>()
@@ -380,7 +378,7 @@ fn other_record(
 
 /// `{"tokensBefore": ..., "firstKeptEntryId": ...}` as raw JSON, keeping `tokensBefore` as
 /// written.
-fn compact_metadata(previous: Option<Box<RawValue>>, first_kept: Option<&str>) -> Option<Box<RawValue>> {
+fn compact_metadata(previous: Option<RawJson>, first_kept: Option<&str>) -> Option<RawJson> {
     let mut map = serde_json::Map::new();
     if let Some(prev) =
         previous.and_then(|p| serde_json::from_str::<serde_json::Map<String, Value>>(p.get()).ok())
@@ -390,7 +388,7 @@ fn compact_metadata(previous: Option<Box<RawValue>>, first_kept: Option<&str>) -
     if let Some(id) = first_kept {
         map.insert("firstKeptEntryId".to_owned(), Value::String(id.to_owned()));
     }
-    RawValue::from_string(Value::Object(map).to_string()).ok()
+    Some(RawJson::copy_of(&Value::Object(map).to_string()))
 }
 
 fn entry_record(
@@ -416,7 +414,7 @@ fn entry_record(
         r.kind = RecordKind::System;
         let extra = r.extra_mut();
         extra.subtype = Some(subtype.to_owned());
-        extra.content = Some(text);
+        extra.content = Some(JsonStr::new(&text));
     };
     match entry.kind.as_deref() {
         Some("message") => {
@@ -434,7 +432,7 @@ fn entry_record(
                     // A turn reads blocks: string content (the design document's examples)
                     // is one text block.
                     let mut content = match m.content.0 {
-                        Some(Content::Text(t)) => Content::Blocks(vec![Block::Text(t.into_string())]),
+                        Some(Content::Text(t)) => Content::Blocks(vec![Block::Text(t)]),
                         Some(c) => c,
                         None => Content::Blocks(Vec::new()),
                     };
@@ -444,7 +442,7 @@ fn entry_record(
                         Content::Absent => true,
                     };
                     if let (true, Some(err)) = (empty, m.error_message) {
-                        content = Content::Blocks(vec![Block::Text(format!("[error] {err}"))]);
+                        content = Content::Blocks(vec![Block::Text(JsonStr::new(&format!("[error] {err}")))]);
                     }
                     r.message = Some(Message {
                         id: None,
@@ -461,7 +459,7 @@ fn entry_record(
                 Some("toolResult") => {
                     r.kind = RecordKind::User;
                     let texts = match m.content.0 {
-                        Some(Content::Text(t)) => vec![t.into_string()],
+                        Some(Content::Text(t)) => vec![t],
                         Some(Content::Blocks(b)) => b
                             .into_iter()
                             .filter_map(|b| match b {
@@ -504,8 +502,7 @@ fn entry_record(
             let first_kept = entry.first_kept_entry_id.or(entry.first_kept_entry_uuid);
             let tokens = entry
                 .tokens_before
-                .map(|t| format!(r#"{{"tokensBefore":{}}}"#, t.get()))
-                .and_then(|s| RawValue::from_string(s).ok());
+                .map(|t| RawJson::copy_of(&format!(r#"{{"tokensBefore":{}}}"#, t.get())));
             let extra = r.extra_mut();
             extra.compact_metadata = compact_metadata(tokens, first_kept.as_deref());
             extra.first_kept = first_kept;
@@ -576,7 +573,7 @@ mod tests {
         );
         assert_eq!(r[2].first_tool_use_id(), Some("c1"));
         assert!(r[3].is_compact_boundary());
-        assert_eq!(r[3].system_content(), Some("S1"));
+        assert_eq!(r[3].system_content().unwrap().text(), "S1");
         assert_eq!(r[3].first_kept(), Some("00000002"));
         assert_eq!(
             r[3].compact_metadata().unwrap().get(),
@@ -607,7 +604,7 @@ mod tests {
             (r[1].kind.clone(), r[1].subtype()),
             (RecordKind::System, Some("branch_summary"))
         );
-        assert_eq!(r[2].system_content(), Some("$ ls\nx"));
+        assert_eq!(r[2].system_content().unwrap().text(), "$ ls\nx");
         assert_eq!(r[2].timestamp.as_deref(), Some("2025-01-01T00:00:03.000Z"));
         assert_eq!(r[3].kind, RecordKind::Other(Some("model_change".into())));
         assert!(matches!(&r[4].blocks()[0], Block::Text(t) if t == "[error] Request was aborted."));

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use foldhash::{HashMap, HashMapExt};
 use rayon::prelude::*;
 
@@ -213,6 +214,9 @@ pub struct Item {
 pub struct Session {
     /// The files, main log first.
     pub files: Vec<FileInfo>,
+    /// The bytes of the logs read: the records' text is kept as slices of them
+    /// ([`super::json_text::JsonStr`]), so the session holds them for its life.
+    pub input: Vec<Bytes>,
     /// Every record read, kept or not (see [`Session::dedup`] and [`FileInfo::included`]).
     pub records: Vec<Record>,
     /// Which records were removed as duplicates.
@@ -508,7 +512,16 @@ impl Session {
         let lane_order = order_lanes(&lanes, &agents, &workflow);
         timings.mark("workflow");
 
+        let input = match format {
+            Format::ClaudeCode => sources
+                .iter()
+                .filter(|f| f.role() != FileRole::SubAgentMeta)
+                .map(|f| f.bytes.clone())
+                .collect(),
+            Format::Pi | Format::Autogen => Vec::new(),
+        };
         let mut session = Session {
+            input,
             format,
             pi_header,
             units: session_units,
@@ -1019,7 +1032,8 @@ fn item_kind(records: &[Record], i: usize, summaries: &Summaries) -> Option<Item
                 UserClass::Meta => None,
                 UserClass::Notice(kind) => Some(ItemKind::Notice { record: i, kind }),
                 UserClass::Prompt => {
-                    let shown = !classify::user_text(r).trim().is_empty() || !classify::images(r).is_empty();
+                    let shown = classify::trimmed_reaches(&classify::user_text(r), 1)
+                        || !classify::images(r).is_empty();
                     shown.then_some(ItemKind::Prompt(i))
                 }
             }

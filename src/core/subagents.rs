@@ -21,7 +21,7 @@ use serde_json::Number;
 use super::classify::prompt_text;
 use super::input::{agent_id_from_name, FileRole};
 use super::lenient;
-use super::records::{Block, Record, RecordKind, ToolUse};
+use super::records::{Block, JsonStr, Record, RecordKind, ToolUse};
 
 /// How an agent was tied to its Task call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub struct Agent {
     /// `subagent_type` of the Task call (else `agentType` of the meta file).
     pub subagent_type: Option<String>,
     /// The prompt: the Task result's `prompt`, else the Task call's input `prompt`.
-    pub prompt: Option<String>,
+    pub prompt: Option<JsonStr>,
     /// `totalDurationMs` of the Task result.
     pub total_duration_ms: Option<Number>,
     /// `totalTokens` of the Task result.
@@ -264,7 +264,7 @@ pub fn link_subagents(
             continue;
         }
         let first_prompt = facts[fi].first_user.map(|i| prompt_text(&records[i]));
-        if let Some(calls) = first_prompt.and_then(|p| by_prompt.get_mut(p.as_ref())) {
+        if let Some(calls) = first_prompt.and_then(|p| by_prompt.get_mut(&*p.to_text())) {
             if calls.len() == 1 {
                 agents[a].tool_use_id = Some(calls.remove(0).to_owned());
                 agents[a].linked_by = Some(LinkSource::Prompt);
@@ -304,7 +304,7 @@ pub fn link_subagents(
                 agent.subagent_type = Some(kind.to_owned());
             }
             if agent.prompt.is_none() {
-                agent.prompt = input.get("prompt").and_then(|v| v.as_str()).map(str::to_owned);
+                agent.prompt = input.get("prompt").and_then(|v| v.as_str()).map(JsonStr::new);
             }
         }
     }

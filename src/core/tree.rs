@@ -236,7 +236,7 @@ pub fn context(session: &Session, leaf: usize) -> Vec<ContextMessage<'_>> {
                 out.push(summary_message(
                     session,
                     path[cut],
-                    boundary.system_content().unwrap_or_default().into(),
+                    boundary.system_content().map_or_else(Text::new, Text::json),
                 ));
                 let kept_at = path[..cut].iter().position(|&u| {
                     session.units[u]
@@ -256,8 +256,12 @@ pub fn context(session: &Session, leaf: usize) -> Vec<ContextMessage<'_>> {
                     .position(|&u| first_record(u).is_compact_summary)
                     .map(|i| cut + 1 + i);
                 let text = summary.map_or_else(
-                    || boundary.system_content().unwrap_or("Context compacted").into(),
-                    |s| prompt_text(first_record(path[s])).into(),
+                    || {
+                        boundary
+                            .system_content()
+                            .map_or_else(|| Text::from("Context compacted"), Text::json)
+                    },
+                    |s| prompt_text(first_record(path[s])),
                 );
                 out.push(summary_message(session, path[cut], text));
                 start = summary.map_or(cut + 1, |s| s + 1);
@@ -301,7 +305,7 @@ fn unit_message(session: &Session, u: usize) -> Option<ContextMessage<'_>> {
     if let Some(t) = unit.turn {
         let turn = &session.turns[t];
         m.role = "assistant";
-        m.text = turn.joined_texts(&session.records).into();
+        m.text = turn.joined_texts(&session.records);
         m.tool_calls = turn
             .tool_uses(&session.records)
             .into_iter()
@@ -316,7 +320,7 @@ fn unit_message(session: &Session, u: usize) -> Option<ContextMessage<'_>> {
         RecordKind::User if r.is_compact_summary => return None,
         RecordKind::User if r.has_tool_result() => {
             m.role = "toolResult";
-            m.text = classify::user_text(r).into();
+            m.text = classify::user_text(r);
             m.is_error = classify::tool_result_failed(r);
             m.tool_call_ids = r
                 .blocks()
@@ -328,7 +332,7 @@ fn unit_message(session: &Session, u: usize) -> Option<ContextMessage<'_>> {
                 .collect();
         }
         RecordKind::User => {
-            m.text = classify::user_text(r).into();
+            m.text = classify::user_text(r);
             m.meta = r.is_meta;
         }
         RecordKind::System => {
@@ -340,7 +344,7 @@ fn unit_message(session: &Session, u: usize) -> Option<ContextMessage<'_>> {
                 // Other system records (API errors, hooks) are not sent to the model.
                 _ => return None,
             };
-            m.text = r.system_content().unwrap_or_default().into();
+            m.text = r.system_content().map_or_else(Text::new, Text::json);
         }
         _ => return None,
     }

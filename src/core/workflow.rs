@@ -16,14 +16,13 @@
 //! so nothing hangs in the air. Every edge goes from a lower step to a higher one, so the
 //! graph is acyclic, has no self-loops and has unique ids.
 
-use std::borrow::Cow;
 use std::hash::BuildHasher;
 
 use foldhash::{HashMap, HashSet, HashSetExt};
 
 use super::classify::{self, tool_description};
 use super::group::Turn;
-use super::literals::Text;
+use super::literals::{Preview, Text};
 use super::records::{Block, Record};
 use super::session::{Item, ItemKind, Lane};
 use super::subagents::Agent;
@@ -573,7 +572,7 @@ fn record_id(records: &[Record], r: usize) -> String {
 }
 
 /// A compaction's text: its summary, else the boundary's content, else a fixed phrase.
-pub fn compact_text(records: &[Record], boundary: usize, summary: Option<usize>) -> Cow<'_, str> {
+pub fn compact_text(records: &[Record], boundary: usize, summary: Option<usize>) -> Text<'_> {
     summary
         .map(|s| classify::prompt_text(&records[s]))
         .filter(|s| !s.is_empty())
@@ -581,9 +580,9 @@ pub fn compact_text(records: &[Record], boundary: usize, summary: Option<usize>)
             records[boundary]
                 .system_content()
                 .filter(|s| !s.is_empty())
-                .map(Cow::Borrowed)
+                .map(Text::json)
         })
-        .unwrap_or(Cow::Borrowed("Context compacted"))
+        .unwrap_or_else(|| Text::from("Context compacted"))
 }
 
 /// The text a node shows (its `content`). Computed when a body is rendered rather than
@@ -593,9 +592,6 @@ pub fn compact_text(records: &[Record], boundary: usize, summary: Option<usize>)
 /// lines) and text (`[Response]` ...); a tool call the one-line description of the call; a
 /// prompt or result the record's user text; a notice its notice text; a compaction its
 /// summary.
-///
-/// The thinking and the text inside a reasoning node's content are named as its parts: the
-/// annotations and the context show them on their own, and bodies share them.
 pub fn node_content<'a>(records: &'a [Record], turns: &[Turn], items: &[Item], node: &Node) -> Text<'a> {
     match (node.node_type, items[node.item].kind) {
         (NodeType::AgentReasoning, ItemKind::Turn(t)) => reasoning_content(records, &turns[t]),
@@ -603,44 +599,36 @@ pub fn node_content<'a>(records: &'a [Record], turns: &[Turn], items: &[Item], n
             .tool
             .and_then(|t| super::subagents::tool_use_at(records, (t.record, t.block)))
             .map_or(Text::default(), |tool| tool_description(tool).into()),
-        (_, ItemKind::Compact { boundary, summary }) => compact_text(records, boundary, summary).into(),
-        (NodeType::SystemNotice, _) => classify::notice_text(&records[node.record]).into(),
-        _ => classify::user_text(&records[node.record]).into(),
+        (_, ItemKind::Compact { boundary, summary }) => compact_text(records, boundary, summary),
+        (NodeType::SystemNotice, _) => classify::notice_text(&records[node.record]),
+        _ => classify::user_text(&records[node.record]),
     }
 }
 
 /// A reasoning node's content: `[Thinking]` and the thinking blocks joined by blank lines,
-/// then `[Response]` and the text blocks; the two joined texts are its parts.
-fn reasoning_content<'a>(records: &[Record], turn: &Turn) -> Text<'a> {
+/// then `[Response]` and the text blocks.
+fn reasoning_content<'a>(records: &'a [Record], turn: &Turn) -> Text<'a> {
     let sections = [
-        ("[Thinking]\n", turn.thinking(records)),
-        ("[Response]\n", turn.texts(records)),
+        ("[Thinking]\n", turn.joined_thinking(records)),
+        ("[Response]\n", turn.joined_texts(records)),
     ];
-    let mut content = String::new();
-    let mut parts = Vec::with_capacity(2);
-    for (heading, blocks) in sections.iter().filter(|(_, blocks)| !blocks.is_empty()) {
+    let mut content = Text::new();
+    for (heading, blocks) in sections.into_iter().filter(|(_, blocks)| !blocks.is_empty()) {
         if !content.is_empty() {
             content.push_str("\n\n");
         }
         content.push_str(heading);
-        let start = content.len();
-        for (i, block) in blocks.iter().enumerate() {
-            if i > 0 {
-                content.push_str("\n\n");
-            }
-            content.push_str(block);
-        }
-        parts.push(start..content.len());
+        content.push_text(blocks);
     }
-    Text::with_parts(content, parts)
+    content
 }
 
 /// `content` cut for previews: 100 UTF-16 units, the last three being `...` when cut.
-pub fn preview(s: &str) -> String {
-    super::text::truncate_with_ellipsis(s, 100)
+pub fn preview(s: &Text<'_>) -> Preview {
+    s.preview(100)
 }
 
 /// A result preview, cut at 200 units.
-pub fn result_preview(s: &str) -> String {
-    super::text::truncate_with_ellipsis(s, 200)
+pub fn result_preview(s: &Text<'_>) -> Preview {
+    s.preview(200)
 }

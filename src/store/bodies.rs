@@ -22,7 +22,6 @@ use super::budget::{Admission, BudgetPermit, RenderBudget};
 use super::compress::{compress, Effort, Encoding, MIN_COMPRESSED_BYTES};
 use super::registry::{lock, Loaded};
 use super::StoreError;
-use crate::core::literals::{self, SharedLiterals};
 use crate::core::session::Branch;
 use crate::core::views::annotations::{annotations, UnitLabels};
 use crate::core::views::branches::context_body;
@@ -57,7 +56,7 @@ impl Cached {
         }
     }
 
-    /// The memory it holds (the literals it shares are counted once, by the cache).
+    /// The memory it holds (the input's texts it keeps by reference are the session's).
     fn bytes(&self) -> usize {
         match self {
             Cached::Body(b) => b.held_bytes(),
@@ -66,27 +65,18 @@ impl Cached {
     }
 }
 
-/// The bodies kept for one loaded session, their compressed variants, and the literals of
-/// the long texts they share.
+/// The bodies kept for one loaded session and their compressed variants.
 #[derive(Debug, Default)]
 pub struct BodyCache {
     cells: Mutex<HashMap<(BodyKey, Encoding), Cell>>,
     bytes: AtomicUsize,
     compressions: AtomicUsize,
-    literals: Arc<SharedLiterals>,
 }
 
 impl BodyCache {
-    /// The memory the kept bodies and variants hold, with the literals they share.
+    /// The memory the kept bodies and variants hold.
     pub fn bytes(&self) -> usize {
-        self.bytes.load(Ordering::Relaxed) + self.literals.bytes()
-    }
-
-    /// Runs `render` with long texts shared through this session's literals (see
-    /// [`crate::core::literals`]): a body rendered so holds a reference to each long text
-    /// instead of a copy.
-    fn sharing_texts<T>(&self, render: impl FnOnce() -> T) -> T {
-        literals::sharing(Some(self.literals.clone()), render)
+        self.bytes.load(Ordering::Relaxed)
     }
 
     fn cell(&self, key: BodyKey, encoding: Encoding) -> Cell {
@@ -145,19 +135,17 @@ impl Loaded {
                 let permit = budget.reserve(self.whole_render_estimate(view, branch)).await?;
                 let me = self.clone();
                 let (rendered, _permit) = on_cpu_pool(permit, move || {
-                    me.bodies.sharing_texts(|| {
-                        if view == View::Workflow {
-                            Cached::Workflow(Arc::new(WholeWorkflow::render(&me.session, branch)))
-                        } else {
-                            let options = ViewOptions {
-                                step: None,
-                                include_subagents,
-                                branch,
-                                graph,
-                            };
-                            Cached::Body(views::render(&me.session, view, options))
-                        }
-                    })
+                    if view == View::Workflow {
+                        Cached::Workflow(Arc::new(WholeWorkflow::render(&me.session, branch)))
+                    } else {
+                        let options = ViewOptions {
+                            step: None,
+                            include_subagents,
+                            branch,
+                            graph,
+                        };
+                        Cached::Body(views::render(&me.session, view, options))
+                    }
                 })
                 .await?;
                 self.bodies.keep(&rendered);
@@ -268,7 +256,7 @@ impl Loaded {
         let me = self.clone();
         let (rendered, permit) = on_cpu_pool(permit, move || {
             let body = context_body(&me.session, Some(&leaf)).ok()?;
-            Some(me.bodies.sharing_texts(|| written(&body)))
+            Some(written(&body))
         })
         .await?;
         let Some(body) = rendered else {
@@ -300,7 +288,7 @@ impl Loaded {
         let (body, permit) = on_cpu_pool(permit, move || {
             let mut body = annotations(&me.session, options.include_subagents, options.branch);
             body.attach_labels(&labels);
-            me.bodies.sharing_texts(|| written(&body))
+            written(&body)
         })
         .await?;
         let served = Served {
@@ -346,8 +334,7 @@ async fn compressed_for_one_request(served: Served, encoding: Encoding, budget: 
     }
 }
 
-/// `value` written as a body (chunks, sharing long texts when rendered under
-/// [`BodyCache::sharing_texts`]).
+/// `value` written as a body (chunks, keeping the input's long texts by reference).
 fn written(value: &impl serde::Serialize) -> Body {
     let mut out = ChunkWriter::new();
     // Writing into memory cannot fail, and the views' types always serialise.

@@ -207,7 +207,7 @@ fn with_subagents(root: &SessionsRoot, main: &Path, bytes: Vec<u8>) -> Result<Di
     };
     read_nested(&mut gathered, &stem);
     read_flat(&mut gathered, &bytes)?;
-    gathered.session.input.files[0].bytes = bytes;
+    gathered.session.input.files[0].bytes = bytes.into();
     Ok(gathered.session)
 }
 

@@ -36,7 +36,7 @@ impl UnitIndex {
             .map(|u| UnitEntry {
                 event_id: u.event_id().to_owned(),
                 unit_type: u.unit_type(),
-                text: u.text().to_owned(),
+                text: u.text().into_owned(),
             })
             .collect();
         let by_id = units
@@ -93,7 +93,7 @@ pub fn unit_rows(session: &Session) -> Vec<crate::labels::export::UnitRow> {
             Some(crate::labels::export::UnitRow {
                 event_id: u.event_id().to_owned(),
                 unit_type: u.unit_type(),
-                text: u.text().to_owned(),
+                text: u.text().into_owned(),
                 // Serialising a unit cannot fail: every key is a string.
                 json: serde_json::value::to_raw_value(u).ok()?,
             })

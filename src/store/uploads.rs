@@ -304,7 +304,7 @@ mod tests {
         assert!(stored.unreadable.is_empty());
         let back = uploads.read(&stored.manifests[0]).unwrap();
         assert_eq!(back.files[0].name, "main.jsonl");
-        assert_eq!(back.files[0].bytes, b"{}\n");
+        assert_eq!(back.files[0].bytes, &b"{}\n"[..]);
         uploads.delete("abc123").unwrap();
         assert!(uploads.manifests().unwrap().manifests.is_empty());
     }

@@ -43,7 +43,7 @@ pub fn load_files(files: &[(&str, &str)]) -> Session {
     let input = SessionInput::new(
         files
             .iter()
-            .map(|(n, t)| SourceFile::new(*n, t.as_bytes()))
+            .map(|(n, t)| SourceFile::new(*n, t.as_bytes().to_vec()))
             .collect(),
     );
     Session::build(&input, LoadOptions::default()).expect("session loads")

@@ -1,11 +1,11 @@
 //! Regression tests, one per quirk of real Claude Code logs.
 
 use serde_json::Value;
-use sessiongraph::core::views::{View, ViewOptions};
+use sessiongraph::core::views::{self, View, ViewOptions};
 use sessiongraph::core::{LoadOptions, Session, SessionError, SessionInput, SourceFile};
 
 use crate::helpers::records::{assistant, text, tool_result, tool_use, user};
-use crate::helpers::{body, load_files, load_lines};
+use crate::helpers::{body, fixture, load_files, load_lines, load_path};
 
 const MAIN: &str = "11111111-2222-4333-8444-555555555555.jsonl";
 
@@ -675,4 +675,57 @@ fn a_two_hundred_thousand_record_chain_loads_without_recursion() {
         in_order,
         "a chain is emitted in chain order even when every timestamp ties"
     );
+}
+
+/// Issue 14: a text is kept as the JSON literal it was read as, and written through when a
+/// writer escapes it as `serde_json` does. Every other escape (`\u0041`, `\/`, uppercase
+/// hex, an escaped surrogate pair or `<`) is decoded and written again canonically; lone
+/// surrogates and bytes that are not UTF-8 read as U+FFFD. Whatever the input's escapes,
+/// a body is what serialising its decoded strings gives (tool inputs and compaction
+/// metadata aside: they are passed through as written), and the views read the decoded
+/// text (a notice written `\u003ccommand-name>` is a notice).
+#[test]
+fn escapes_of_every_kind_read_as_their_text_and_are_written_canonically() {
+    let session = load_path(&fixture("synthetic/escapes"));
+    for view in [View::Chatlog, View::Graph] {
+        let raw = views::render(&session, view, ViewOptions::default()).to_bytes();
+        let value: Value = serde_json::from_slice(&raw).expect("a body is JSON");
+        assert_eq!(
+            serde_json::to_vec(&value).unwrap(),
+            raw.to_vec(),
+            "{view}: every string is written as serde_json writes it"
+        );
+    }
+    let chat = body(&session, View::Chatlog, ViewOptions::default());
+    let contents: Vec<&str> = chat["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(contents[0], "Café A / path 😀 end \u{1f} and \u{1f} tab\tq\"uote");
+    assert_eq!(
+        contents[1],
+        "[Thinking]\nthink éé //\n\n[Response]\nlone \u{FFFD} here"
+    );
+    assert!(contents[3].starts_with("out A\nxxx"));
+    assert!(contents[3].ends_with("xé\nstd/out\n[stderr] err \u{FFFD}\n[file: /a]\nfc B"));
+    assert_eq!(contents[5], "bad \u{FFFD} in content here");
+    assert_eq!(
+        contents[11],
+        "y".repeat(10_000),
+        "an array's text is cut at 10,000 units"
+    );
+    assert_eq!(contents[14], "part é one\npart two");
+    let annotations = body(&session, View::Annotations, ViewOptions::default());
+    let unit = |id: &str| {
+        annotations["annotations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["event_id"] == id)
+            .cloned()
+    };
+    assert_eq!(unit("S:u14").unwrap()["unit_type"], "system_turn");
+    assert!(unit("U:u12").is_none(), "white space alone is no prompt");
 }

@@ -15,7 +15,7 @@ fn context_of(session: &Session, leaf: Option<&str>) -> Vec<(String, String)> {
     let body = context_body(session, leaf).expect("leaf exists");
     body.messages
         .iter()
-        .map(|m| (m.role.to_owned(), m.text.as_str().to_owned()))
+        .map(|m| (m.role.to_owned(), m.text.to_text().into_owned()))
         .collect()
 }
 

@@ -4,6 +4,8 @@
 //! session order: `user_turn` for prompts of at least five characters (or with an image),
 //! `assistant_turn` for model responses, `system_turn` for compactions and system notices.
 
+use std::borrow::Cow;
+
 use crate::core::literals::Text;
 
 use foldhash::{HashMap, HashMapExt};
@@ -11,7 +13,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::core::classify::{self, ImageRef};
-use crate::core::records::{Block, Record, RecordKind};
+use crate::core::records::{Block, RawJson, Record, RecordKind};
 use crate::core::session::{Branch, ItemKind, Session};
 use crate::core::workflow::compact_text;
 
@@ -76,12 +78,16 @@ impl<'a> Unit<'a> {
 
     /// The unit's text (`text_or_artifact_ref.text`; empty for a response without text):
     /// what an evidence quote must occur in.
-    pub fn text(&self) -> &str {
+    pub fn text(&self) -> Cow<'a, str> {
         match self {
-            Unit::User(u) => &u.text_or_artifact_ref.text,
-            Unit::Assistant(u) => u.text_or_artifact_ref.text.as_deref().unwrap_or(""),
-            Unit::System(u) => &u.text_or_artifact_ref.text,
-            Unit::Message(u) => &u.text_or_artifact_ref.text,
+            Unit::User(u) => u.text_or_artifact_ref.text.to_text(),
+            Unit::Assistant(u) => u
+                .text_or_artifact_ref
+                .text
+                .as_ref()
+                .map_or(Cow::Borrowed(""), Text::to_text),
+            Unit::System(u) => u.text_or_artifact_ref.text.to_text(),
+            Unit::Message(u) => u.text_or_artifact_ref.text.to_text(),
         }
     }
 }
@@ -275,7 +281,7 @@ struct ToolCall<'a> {
     tool_use_id: &'a str,
     tool_name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    input: Option<&'a RawValue>,
+    input: Option<&'a RawJson>,
 }
 
 #[derive(Debug, Serialize)]
@@ -307,7 +313,7 @@ pub struct SystemTurn<'a> {
     text_or_artifact_ref: TextRef<'a>,
     labels: ShownLabels<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    compact_metadata: Option<&'a RawValue>,
+    compact_metadata: Option<&'a RawJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
     system_subtype: Option<&'a str>,
 }
@@ -468,7 +474,7 @@ impl<'a> UnitBuilder<'a> {
             source: self.source(&[r]),
             timestamp: rec.timestamp.as_deref(),
             text_or_artifact_ref: PromptRef {
-                text: classify::prompt_text(rec).into(),
+                text: classify::prompt_text(rec),
                 images: classify::images(rec),
             },
             labels: ShownLabels::NONE,
@@ -538,15 +544,15 @@ impl<'a> UnitBuilder<'a> {
             source,
             timestamp: anchor.timestamp.as_deref(),
             text_or_artifact_ref: ResponseRef {
-                thinking: (!thinking.is_empty()).then(|| thinking.into()),
-                text: (!texts.is_empty()).then(|| texts.into()),
+                thinking: (!thinking.is_empty()).then_some(thinking),
+                text: (!texts.is_empty()).then_some(texts),
                 tool_calls: (!calls.is_empty()).then(|| {
                     calls
                         .iter()
                         .map(|(_, _, c)| ToolCall {
                             tool_use_id: &c.id,
                             tool_name: &c.name,
-                            input: c.input.as_deref(),
+                            input: c.input.as_ref(),
                         })
                         .collect()
                 }),
@@ -576,7 +582,7 @@ impl<'a> UnitBuilder<'a> {
             unit_type: "system_turn",
             source,
             timestamp: rec.timestamp.as_deref(),
-            text_or_artifact_ref: TextRef { text: text.into() },
+            text_or_artifact_ref: TextRef { text },
             labels: ShownLabels::NONE,
             compact_metadata: None,
             system_subtype: subtype,
@@ -597,7 +603,7 @@ impl<'a> UnitBuilder<'a> {
             source,
             timestamp: rec.timestamp.as_deref(),
             text_or_artifact_ref: TextRef {
-                text: compact_text(&self.session.records, boundary, summary).into(),
+                text: compact_text(&self.session.records, boundary, summary),
             },
             labels: ShownLabels::NONE,
             compact_metadata: rec.compact_metadata(),

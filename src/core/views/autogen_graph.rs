@@ -14,6 +14,7 @@ use super::graph::{
     metrics_of, snapshot, EdgeJson, GraphBody, InteractionJson, InteractionMetadata, MetricsBody, SenderNode,
 };
 use crate::core::autogen::{intent, js_prefix, AgMessage};
+use crate::core::literals::Preview;
 
 /// A party's whole-log tallies.
 struct Party<'a> {
@@ -149,7 +150,7 @@ fn edge_json<'a>(built: &Built<'a>, s: usize, t: usize, list: Vec<&'a AgMessage>
                 metadata: InteractionMetadata {
                     message_type: m.message_type,
                     content: Some(&m.content),
-                    content_preview: js_prefix(&m.content, 100).into_owned(),
+                    content_preview: Preview::of_str(&js_prefix(&m.content, 100)),
                 },
             })
             .collect(),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::core::literals::{self, pieces_of, Piece, MIN_SHARED_TEXT};
+use crate::core::literals::{pieces_of, Piece, MIN_SHARED_TEXT};
 
 /// Size of the first chunk: most bodies (a session's info, a small session's views) fit.
 const FIRST_CHUNK: usize = 16 * 1024;
@@ -23,8 +23,8 @@ const MAX_CHUNK: usize = 1024 * 1024;
 pub struct Body {
     chunks: Arc<[Bytes]>,
     len: usize,
-    /// Bytes of the body that are shared literals ([`crate::core::literals`]), held by the
-    /// session's literals rather than by the body.
+    /// Bytes of the body that are texts of the session's input ([`crate::core::literals`]),
+    /// held by the session rather than by the body.
     shared: usize,
 }
 
@@ -49,13 +49,13 @@ impl Body {
         self.len == 0
     }
 
-    /// The bytes of the body that are shared literals of long texts
+    /// The bytes of the body that are long texts of the session's input, kept by reference
     /// ([`crate::core::literals`]): the memory the body holds itself is `len() - shared_len()`.
     pub fn shared_len(&self) -> usize {
         self.shared
     }
 
-    /// The memory the body holds itself: its own bytes (not the shared literals) and the
+    /// The memory the body holds itself: its own bytes (not the input's texts) and the
     /// handles of its chunks.
     pub fn held_bytes(&self) -> usize {
         self.len - self.shared + std::mem::size_of_val(&*self.chunks)
@@ -105,7 +105,7 @@ impl From<Vec<u8>> for Body {
 }
 
 /// An [`io::Write`] that fills chunks of growing size and never moves what it wrote. A
-/// write of a shared literal ([`crate::core::literals`]) is kept as a reference to the literal.
+/// long text of the input ([`crate::core::literals`]) is kept as a reference to the input.
 #[derive(Debug)]
 pub struct ChunkWriter {
     done: Vec<Bytes>,
@@ -392,13 +392,11 @@ where
 
     let segments = count.div_ceil(ITEMS_PER_SEGMENT);
     let window = out.segments_at_once().max(1);
-    // The segments are rendered on the pool's threads: they share texts as this one does.
-    let literals = literals::current();
     let mut all_ends = Vec::new();
     for first in (0..segments).step_by(window) {
         let rendered: Vec<(Body, Vec<usize>)> = (first..first.saturating_add(window).min(segments))
             .into_par_iter()
-            .map(|s| literals::sharing(literals.clone(), || render_segment(s, count, &item)))
+            .map(|s| render_segment(s, count, &item))
             .collect();
         for (segment, ends) in rendered.into_iter().filter(|(s, _)| !s.is_empty()) {
             if !all_ends.is_empty() {

@@ -1,9 +1,9 @@
 //! `GET /api/graph/{id}/chatlog`: the ordered chat log that CommuGraph's chat panel derives
 //! in the browser from the workflow, computed here from the same nodes.
 
+use crate::core::records::RawJson;
 use foldhash::{HashMap, HashMapExt};
 use serde::Serialize;
-use serde_json::value::RawValue;
 
 use crate::core::classify::ImageRef;
 use crate::core::literals::Text;
@@ -128,7 +128,7 @@ pub struct ChatMessage<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     compact_summary: Option<Text<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    compact_metadata: Option<&'a RawValue>,
+    compact_metadata: Option<&'a RawJson>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     images: Vec<ImageRef<'a>>,
     /// The workflow node this entry shows.

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use super::interactions::{interactions, Interaction};
 use crate::core::jsnum::JsNumber;
+use crate::core::literals::Preview;
 use crate::core::records::RecordKind;
 use crate::core::session::{ItemKind, Session};
 
@@ -81,7 +82,7 @@ pub(super) struct InteractionMetadata<'a> {
     pub(super) message_type: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) content: Option<&'a str>,
-    pub(super) content_preview: String,
+    pub(super) content_preview: Preview,
 }
 
 /// A sender.

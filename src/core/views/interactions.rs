@@ -26,6 +26,7 @@ use std::borrow::Cow;
 
 use foldhash::{HashMap, HashMapExt};
 
+use crate::core::literals::Preview;
 use crate::core::session::{ItemKind, Session};
 use crate::core::workflow::{preview, Node, NodeType};
 
@@ -45,7 +46,7 @@ pub struct Interaction<'a> {
     /// `delegation`, `action`, `observation`, `response` or `system`.
     pub message_type: &'static str,
     /// The first 100 characters of the node's content.
-    pub content_preview: String,
+    pub content_preview: Preview,
 }
 
 /// Every interaction of `session`, in step order (see the module's table); `senders` is

@@ -18,7 +18,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::session::{Branch, Session};
-pub use crate::core::literals::{SharedLiterals, Text};
+pub use crate::core::literals::Text;
 pub use body::{Body, BodyWriter, ChunkWriter, StreamWriter};
 
 /// The views a session can be rendered as.
@@ -154,7 +154,8 @@ fn write_into(
         }
         (View::Workflow, Some(_)) => {
             let w = session.workflow_for(options.branch);
-            serde_json::to_writer(out, &workflow::workflow(session, &w, options.step))
+            let body = workflow::workflow(session, &w, options.step);
+            serde_json::to_writer(out, &body)
         }
         (View::Chatlog, None) => {
             let w = session.workflow_for(options.branch);

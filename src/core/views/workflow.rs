@@ -2,13 +2,12 @@
 
 use foldhash::HashMap;
 use serde::Serialize;
-use serde_json::value::RawValue;
 use serde_json::Number;
 
 use crate::core::classify::{self, ImageRef};
 use crate::core::jsnum::JsNumber;
-use crate::core::literals::Text;
-use crate::core::records::{Record, RecordKind};
+use crate::core::literals::{Preview, Text};
+use crate::core::records::{JsonStr, RawJson, Record, RecordKind};
 use crate::core::session::{ItemKind, Session};
 use crate::core::subagents::{tool_use_at, Agent};
 use crate::core::time::iso_millis;
@@ -80,7 +79,7 @@ pub struct NodeJson<'a> {
     node_type: &'static str,
     label: &'a str,
     content: Text<'a>,
-    content_preview: String,
+    content_preview: Preview,
     lane_id: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     is_sidechain: Option<bool>,
@@ -89,17 +88,17 @@ pub struct NodeJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_input: Option<&'a RawValue>,
+    tool_input: Option<&'a RawJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_use_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_result_preview: Option<String>,
+    tool_result_preview: Option<Preview>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_result_status: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_result_stdout: Option<String>,
+    tool_result_stdout: Option<Preview>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_result_stderr: Option<String>,
+    tool_result_stderr: Option<Preview>,
     #[serde(skip_serializing_if = "Option::is_none")]
     input_tokens: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -121,7 +120,7 @@ pub struct NodeJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     compact_summary: Option<Text<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    compact_metadata: Option<&'a RawValue>,
+    compact_metadata: Option<&'a RawJson>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     images: Vec<ImageRef<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -141,15 +140,14 @@ pub struct NodeJson<'a> {
 pub fn node_compaction<'a>(
     session: &'a Session,
     node: &Node,
-) -> (Option<bool>, Option<Text<'a>>, Option<&'a RawValue>) {
+) -> (Option<bool>, Option<Text<'a>>, Option<&'a RawJson>) {
     let rec = &session.records[node.record];
     match session.items[node.item].kind {
         ItemKind::Compact { summary, .. } => (
             Some(true),
             summary
                 .map(|s| classify::prompt_text(&session.records[s]))
-                .filter(|s| !s.is_empty())
-                .map(Text::from),
+                .filter(|s| !s.is_empty()),
             rec.compact_metadata(),
         ),
         _ if rec.kind == RecordKind::System => (Some(false), None, None),
@@ -171,8 +169,8 @@ pub fn node_images<'a>(session: &'a Session, node: &Node) -> Vec<ImageRef<'a>> {
 pub struct SubAgentInfo<'a> {
     agent_id: &'a str,
     subagent_type: &'a str,
-    prompt: &'a str,
-    prompt_preview: String,
+    prompt: Text<'a>,
+    prompt_preview: Preview,
     total_duration_ms: JsonNumberOr0<'a>,
     total_tokens: JsonNumberOr0<'a>,
     total_tool_calls: JsonNumberOr0<'a>,
@@ -219,7 +217,7 @@ pub struct LaneJson<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     subagent_type: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    prompt: Option<&'a str>,
+    prompt: Option<Text<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     total_duration_ms: Option<&'a Number>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -490,7 +488,7 @@ fn lane_json(session: &Session, l: usize) -> LaneJson<'_> {
         agent_id: Some(&agent.agent_id),
         tool_use_id: agent.tool_use_id.as_deref(),
         subagent_type: agent.subagent_type.as_deref(),
-        prompt: agent.prompt.as_deref(),
+        prompt: agent.prompt.as_ref().map(Text::json),
         total_duration_ms: agent.total_duration_ms.as_ref(),
         total_tokens: agent.total_tokens.as_ref(),
         total_tool_use_count: agent.total_tool_use_count.as_ref(),
@@ -573,7 +571,7 @@ fn node_json<'a>(
             let turn = &session.turns[t];
             let tool = node_tool(session, node);
             json.tool_name = tool.map(|t| t.name.as_str());
-            json.tool_input = tool.and_then(|t| t.input.as_deref());
+            json.tool_input = tool.and_then(|t| t.input.as_ref());
             json.tool_use_id = tool.map(|t| t.id.as_str());
             json.request_id = turn.request_id.as_deref();
             // A call hangs off its turn's reasoning node, else off the turn's parent.
@@ -601,17 +599,21 @@ fn node_json<'a>(
             let tur = rec.tool_use_result();
             json.tool_name = answered_tool(session, rec);
             json.tool_use_id = rec.first_tool_use_id();
-            let nonempty = |s: Option<&'a String>| s.map(String::as_str).filter(|s| !s.is_empty());
+            let nonempty = |s: Option<&'a JsonStr>| s.filter(|s| !s.is_empty()).map(Text::json);
             let stdout = tur.and_then(|t| nonempty(t.stdout.as_ref()));
             let stderr = tur.and_then(|t| nonempty(t.stderr.as_ref()));
             let first = tur.and_then(|t| nonempty(t.first_content_text.as_ref()));
-            let shown = first.or(stdout).or(stderr).unwrap_or(&json.content);
+            let shown = first
+                .as_ref()
+                .or(stdout.as_ref())
+                .or(stderr.as_ref())
+                .unwrap_or(&json.content);
             json.tool_result_preview = Some(result_preview(shown));
             let failed = node.node_type == NodeType::ResultFailure
                 || tur.is_some_and(|t| t.status.as_deref() == Some("failed"));
             json.tool_result_status = Some(if failed { "failure" } else { "success" });
-            json.tool_result_stdout = stdout.map(result_preview);
-            json.tool_result_stderr = stderr.map(result_preview);
+            json.tool_result_stdout = stdout.as_ref().map(result_preview);
+            json.tool_result_stderr = stderr.as_ref().map(result_preview);
             json.duration_ms = tur.and_then(|t| t.total_duration_ms.as_ref());
         }
         _ => {}
@@ -627,13 +629,13 @@ fn node_json<'a>(
 
 fn add_sub_agent_info<'a>(agent: &'a Agent, json: &mut NodeJson<'a>) {
     let kind = agent.subagent_type.as_deref().unwrap_or("unknown");
-    let prompt = agent.prompt.as_deref().unwrap_or("");
+    let prompt = agent.prompt.as_ref().map_or_else(Text::new, Text::json);
     json.is_sub_agent_container = Some(true);
     json.sub_agent_info = Some(SubAgentInfo {
         agent_id: &agent.agent_id,
         subagent_type: kind,
+        prompt_preview: preview(&prompt),
         prompt,
-        prompt_preview: preview(prompt),
         total_duration_ms: JsonNumberOr0(agent.total_duration_ms.as_ref()),
         total_tokens: JsonNumberOr0(agent.total_tokens.as_ref()),
         total_tool_calls: JsonNumberOr0(agent.total_tool_use_count.as_ref()),

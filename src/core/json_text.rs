@@ -1,0 +1,691 @@
+//! Text kept as the JSON it was read as, sharing the buffer it was read from.
+//!
+//! A session's bulk is text: tool results, file contents, model output. Decoded into owned
+//! `String`s while parsing, every byte of it was copied once into fresh memory (which on a
+//! virtual machine costs more than the parse itself), the files and the copies were both
+//! alive at the peak, and every body escaped the text again to write it. A [`JsonStr`]
+//! instead holds the string literal as it appears in the file (quotes and escapes
+//! included), as a slice of the file's buffer: reading a record copies none of its text,
+//! a body writes the literal through as it is, and the text is decoded only where a view
+//! reads it, and then often only its first characters ([`JsonStr::chars`]).
+//!
+//! Written through, a literal must give the same bytes as escaping its text would:
+//! `serde_json` escapes `"`, `\` and control characters only (as JavaScript's
+//! `JSON.stringify` does, which writes the logs). Each literal knows its [`Form`]: one
+//! with exactly those escapes is written as it is; one with others (`\u0041`, `\/`) is
+//! decoded and escaped again, so bodies never depend on how a writer chose to escape.
+//!
+//! [`RawJson`] does the same for any JSON value that is passed through untouched (tool
+//! inputs, compaction metadata).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use bytestring::ByteString;
+use serde::{Serialize, Serializer};
+
+/// The name under which `serde_json` passes a raw JSON fragment to a serializer (what
+/// [`serde_json::value::RawValue`] serializes as). Fixed by the `serde_json` version in
+/// `Cargo.lock`; `tests::raw_fragments_are_written_through` fails if it ever changes.
+const RAW_TOKEN: &str = "$serde_json::private::RawValue";
+
+/// Writes `json`, a valid JSON fragment, through a `serde_json` serializer without encoding
+/// it again.
+pub(crate) fn serialize_raw<S: Serializer>(json: &str, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct;
+    let mut st = s.serialize_struct(RAW_TOKEN, 1)?;
+    st.serialize_field(RAW_TOKEN, json)?;
+    st.end()
+}
+
+/// How a string literal is escaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Form {
+    /// No escape at all: the text is the literal's inside.
+    Plain,
+    /// Only the escapes `serde_json` writes: `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t` and
+    /// `\u00xx` (lowercase) for the other control characters. Written as it is.
+    Canonical,
+    /// Other escapes (`\/`, `\u0041`, uppercase hex, surrogate pairs): decoded and escaped
+    /// again when written.
+    Other,
+}
+
+/// A string literal holds a `\uD800`..`\uDFFF` escape that is not half of a pair: it does
+/// not decode to a Rust string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoneSurrogate;
+
+/// The four hex digits at the start of `b`, as a number.
+fn hex4(b: &[u8]) -> Option<u16> {
+    let digits = b.get(..4)?;
+    digits.iter().try_fold(0u16, |acc, &d| {
+        let v = (d as char).to_digit(16)?;
+        Some(acc << 4 | v as u16)
+    })
+}
+
+/// The [`Form`] of `inside`, the inside of a valid JSON string literal (escapes already
+/// checked by the JSON reader), or [`LoneSurrogate`].
+pub fn form_of(inside: &[u8]) -> Result<Form, LoneSurrogate> {
+    let mut form = Form::Plain;
+    let mut at = 0;
+    while let Some(found) = memchr::memchr(b'\\', &inside[at..]) {
+        let i = at + found;
+        match inside.get(i + 1) {
+            Some(b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                form = form.max(Form::Canonical);
+                at = i + 2;
+            }
+            Some(b'u') => {
+                let digits = &inside[(i + 2).min(inside.len())..];
+                let unit = hex4(digits).unwrap_or(0xFFFF);
+                at = i + 6;
+                match unit {
+                    0xD800..=0xDBFF => {
+                        let low = inside.get(i + 6..i + 8) == Some(b"\\u")
+                            && hex4(&inside[(i + 8).min(inside.len())..])
+                                .is_some_and(|u| (0xDC00..0xE000).contains(&u));
+                        if !low {
+                            return Err(LoneSurrogate);
+                        }
+                        form = Form::Other;
+                        at = i + 12;
+                    }
+                    0xDC00..=0xDFFF => return Err(LoneSurrogate),
+                    0x00..=0x1F
+                        if !matches!(unit, 0x08 | 0x09 | 0x0A | 0x0C | 0x0D)
+                            && digits[..4].iter().all(|d| !d.is_ascii_uppercase()) =>
+                    {
+                        form = form.max(Form::Canonical);
+                    }
+                    _ => form = Form::Other,
+                }
+            }
+            _ => {
+                form = Form::Other;
+                at = i + 2;
+            }
+        }
+    }
+    Ok(form)
+}
+
+/// A buffer of UTF-8 text that strings are kept as slices of: a part of an input file, or
+/// a copy made for one string.
+pub type TextBuffer = Arc<ByteString>;
+
+/// A slice of a [`TextBuffer`]. 16 bytes: strings are many (a few per record), and a
+/// `Bytes` of each would take twice that.
+#[derive(Clone)]
+struct Span {
+    /// `None` for the empty literal `""`, which needs no buffer.
+    buffer: Option<TextBuffer>,
+    start: u32,
+    len: u32,
+}
+
+impl Span {
+    /// `part`, which lies in `buffer`, as a slice of it (`None` when it does not lie in it,
+    /// or past what the offsets count).
+    fn within(buffer: &TextBuffer, part: &str) -> Option<Span> {
+        let start = (part.as_ptr() as usize).checked_sub(buffer.as_ptr() as usize)?;
+        let end = start.checked_add(part.len())?;
+        (end <= buffer.len()).then_some(())?;
+        Some(Span {
+            buffer: Some(buffer.clone()),
+            start: u32::try_from(start).ok()?,
+            len: u32::try_from(part.len()).ok()?,
+        })
+    }
+
+    /// A buffer of its own holding `text`.
+    fn owned(text: String) -> Span {
+        let len = u32::try_from(text.len()).unwrap_or(u32::MAX);
+        Span {
+            buffer: Some(Arc::new(ByteString::from(text))),
+            start: 0,
+            len,
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<usize> {
+        self.start as usize..self.start as usize + self.len as usize
+    }
+
+    fn as_str(&self) -> &str {
+        match &self.buffer {
+            Some(b) => &b[self.range()],
+            None => "\"\"",
+        }
+    }
+
+    /// The bytes, shared with the buffer.
+    fn bytes(&self) -> Bytes {
+        match &self.buffer {
+            Some(b) => b.as_bytes().slice(self.range()),
+            None => Bytes::from_static(b"\"\""),
+        }
+    }
+}
+
+/// Where a literal's bytes are, and how it is escaped.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Flags {
+    form: Form,
+    /// True when the bytes are a slice of a buffer the session holds (counted there), false
+    /// when they were allocated for this literal alone.
+    shared: bool,
+}
+
+/// Bytes a copy's buffer costs besides its text: the `Arc`'s counts and the `ByteString`.
+const COPY_OVERHEAD: usize = 16 + std::mem::size_of::<ByteString>();
+
+/// A JSON string as it was read: its literal, quotes and escapes included, valid UTF-8 and
+/// free of lone surrogate escapes.
+#[derive(Clone)]
+pub struct JsonStr {
+    literal: Span,
+    flags: Flags,
+}
+
+impl JsonStr {
+    /// The string literal `literal` (quotes included), which lies inside `buffer`, as a
+    /// slice of it (a copy when it does not). Fails when it holds a lone surrogate escape.
+    pub fn in_buffer(buffer: &TextBuffer, literal: &str) -> Result<JsonStr, LoneSurrogate> {
+        debug_assert!(literal.len() >= 2 && literal.starts_with('"') && literal.ends_with('"'));
+        let form = form_of(&literal.as_bytes()[1..literal.len() - 1])?;
+        Ok(match Span::within(buffer, literal) {
+            Some(span) => JsonStr {
+                literal: span,
+                flags: Flags { form, shared: true },
+            },
+            None => JsonStr {
+                literal: Span::owned(literal.to_owned()),
+                flags: Flags { form, shared: false },
+            },
+        })
+    }
+
+    /// A copy of the string literal `literal` (quotes included). Fails when it holds a lone
+    /// surrogate escape.
+    pub fn copy_of(literal: &str) -> Result<JsonStr, LoneSurrogate> {
+        let form = form_of(&literal.as_bytes()[1..literal.len() - 1])?;
+        Ok(JsonStr {
+            literal: Span::owned(literal.to_owned()),
+            flags: Flags { form, shared: false },
+        })
+    }
+
+    /// `text`, encoded as a JSON string.
+    pub fn new(text: &str) -> JsonStr {
+        if text.is_empty() {
+            return JsonStr::default();
+        }
+        let mut literal = String::with_capacity(text.len() + 2);
+        literal.push('"');
+        escape_into(text, &mut literal);
+        literal.push('"');
+        let form = if literal.len() == text.len() + 2 {
+            Form::Plain
+        } else {
+            Form::Canonical
+        };
+        JsonStr {
+            literal: Span::owned(literal),
+            flags: Flags { form, shared: false },
+        }
+    }
+
+    /// The literal, quotes and escapes included.
+    pub fn literal(&self) -> &str {
+        self.literal.as_str()
+    }
+
+    /// The literal without its quotes (still escaped).
+    pub fn escaped(&self) -> &str {
+        let literal = self.literal();
+        &literal[1..literal.len() - 1]
+    }
+
+    /// The literal's bytes, shared with the buffer they are in.
+    pub fn shared_literal(&self) -> Bytes {
+        self.literal.bytes()
+    }
+
+    /// The literal's bytes without its quotes, shared with the buffer they are in.
+    pub fn shared_escaped(&self) -> Bytes {
+        let literal = self.literal.bytes();
+        literal.slice(1..literal.len() - 1)
+    }
+
+    /// How the literal is escaped.
+    pub fn form(&self) -> Form {
+        self.flags.form
+    }
+
+    /// True when the literal is written as it is: escaping the text gives it back.
+    pub fn is_canonical(&self) -> bool {
+        self.flags.form != Form::Other
+    }
+
+    /// True for `""`.
+    pub fn is_empty(&self) -> bool {
+        self.literal.len == 2 || self.literal.buffer.is_none()
+    }
+
+    /// The text: borrowed when the literal has no escape, decoded otherwise.
+    pub fn text(&self) -> Cow<'_, str> {
+        match self.flags.form {
+            Form::Plain => Cow::Borrowed(self.escaped()),
+            _ => Cow::Owned(self.chars().collect()),
+        }
+    }
+
+    /// The text's characters, decoded one by one from the literal.
+    pub fn chars(&self) -> EscapedChars<'_> {
+        EscapedChars::new(self.escaped())
+    }
+
+    /// True when the text contains `needle`. Searched in the literal itself when that
+    /// cannot differ from searching the text (see [`is_literal_safe`]).
+    pub fn contains(&self, needle: &str) -> bool {
+        if self.flags.form == Form::Plain || (self.is_canonical() && is_literal_safe(needle)) {
+            return memchr::memmem::find(self.escaped().as_bytes(), needle.as_bytes()).is_some();
+        }
+        self.text().contains(needle)
+    }
+
+    /// True when the text starts with `prefix`.
+    pub fn starts_with(&self, prefix: &str) -> bool {
+        let mut chars = self.chars();
+        prefix.chars().all(|c| chars.next() == Some(c))
+    }
+
+    /// Bytes allocated for this literal alone (none when it is a slice of an input buffer,
+    /// which its session counts once).
+    pub fn own_heap_size(&self) -> usize {
+        match (&self.literal.buffer, self.flags.shared) {
+            (Some(b), false) => b.len() + COPY_OVERHEAD,
+            _ => 0,
+        }
+    }
+}
+
+/// True when searching `needle` in a canonical literal finds exactly what searching it in
+/// the text would: it holds no character a canonical literal escapes (`"`, `\`, control
+/// characters), so each occurrence in the text is written as it is, and it starts with a
+/// character that cannot be the second byte of an escape or a hex digit of one, so no
+/// occurrence in the literal starts inside an escape (it cannot start before one and run
+/// into it either: it holds no `\`).
+pub fn is_literal_safe(needle: &str) -> bool {
+    let Some(&first) = needle.as_bytes().first() else {
+        return true;
+    };
+    !first.is_ascii_alphanumeric()
+        && !matches!(first, b'/')
+        && needle.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
+}
+
+impl Default for JsonStr {
+    fn default() -> Self {
+        JsonStr {
+            literal: Span {
+                buffer: None,
+                start: 0,
+                len: 2,
+            },
+            flags: Flags {
+                form: Form::Plain,
+                shared: true,
+            },
+        }
+    }
+}
+
+/// Two texts are equal when they are: canonical literals compare as bytes, others are
+/// decoded first.
+impl PartialEq for JsonStr {
+    fn eq(&self, other: &Self) -> bool {
+        if self.is_canonical() && other.is_canonical() {
+            return self.literal() == other.literal();
+        }
+        self.text() == other.text()
+    }
+}
+
+impl Eq for JsonStr {}
+
+/// Hashes the canonical literal, consistently with `PartialEq`.
+impl Hash for JsonStr {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        if self.is_canonical() {
+            self.escaped().hash(h);
+        } else {
+            let mut canonical = String::new();
+            escape_into(&self.text(), &mut canonical);
+            canonical.as_str().hash(h);
+        }
+    }
+}
+
+/// Compares the text.
+impl PartialEq<str> for JsonStr {
+    fn eq(&self, other: &str) -> bool {
+        match self.flags.form {
+            Form::Plain => self.escaped() == other,
+            _ => self.chars().eq(other.chars()),
+        }
+    }
+}
+
+impl PartialEq<&str> for JsonStr {
+    fn eq(&self, other: &&str) -> bool {
+        *self == **other
+    }
+}
+
+impl fmt::Debug for JsonStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.literal())
+    }
+}
+
+impl From<&str> for JsonStr {
+    fn from(text: &str) -> JsonStr {
+        JsonStr::new(text)
+    }
+}
+
+/// Written as the text's JSON string: the literal itself when it is canonical.
+impl Serialize for JsonStr {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.is_canonical() {
+            serialize_raw(self.literal(), s)
+        } else {
+            s.serialize_str(&self.text())
+        }
+    }
+}
+
+/// Appends `text` escaped as `serde_json` escapes the inside of a string.
+pub fn escape_into(text: &str, out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let short = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0C => "\\f",
+            0x00..=0x1F => "",
+            _ => continue,
+        };
+        out.push_str(&text[from..i]);
+        if short.is_empty() {
+            out.push_str("\\u00");
+            out.push(HEX[(b >> 4) as usize] as char);
+            out.push(HEX[(b & 0xF) as usize] as char);
+        } else {
+            out.push_str(short);
+        }
+        from = i + 1;
+    }
+    out.push_str(&text[from..]);
+}
+
+/// The characters of an escaped string (the inside of a valid literal without lone
+/// surrogates), decoded one at a time.
+#[derive(Debug, Clone)]
+pub struct EscapedChars<'a> {
+    rest: &'a str,
+}
+
+impl<'a> EscapedChars<'a> {
+    /// The characters of `escaped`.
+    pub fn new(escaped: &'a str) -> EscapedChars<'a> {
+        EscapedChars { rest: escaped }
+    }
+
+    /// What is left to decode (escaped).
+    pub fn rest(&self) -> &'a str {
+        self.rest
+    }
+}
+
+impl Iterator for EscapedChars<'_> {
+    type Item = char;
+
+    #[inline]
+    fn next(&mut self) -> Option<char> {
+        let bytes = self.rest.as_bytes();
+        match *bytes.first()? {
+            b'\\' => {
+                let (c, len) = decode_escape(bytes);
+                self.rest = self.rest.get(len..).unwrap_or_default();
+                Some(c)
+            }
+            b if b < 0x80 => {
+                self.rest = &self.rest[1..];
+                Some(b as char)
+            }
+            _ => {
+                let c = self.rest.chars().next()?;
+                self.rest = &self.rest[c.len_utf8()..];
+                Some(c)
+            }
+        }
+    }
+}
+
+/// The character of the escape at the start of `b`, and the bytes it takes.
+fn decode_escape(b: &[u8]) -> (char, usize) {
+    let c = match b.get(1) {
+        Some(b'n') => '\n',
+        Some(b't') => '\t',
+        Some(b'r') => '\r',
+        Some(b'b') => '\u{8}',
+        Some(b'f') => '\u{c}',
+        Some(b'u') => {
+            let unit = hex4(&b[2.min(b.len())..]).unwrap_or(0xFFFD);
+            if (0xD800..0xDC00).contains(&unit) {
+                let low = hex4(b.get(8..).unwrap_or_default()).unwrap_or(0xDC00);
+                let c = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
+                return (char::from_u32(c).unwrap_or('\u{FFFD}'), 12);
+            }
+            return (char::from_u32(u32::from(unit)).unwrap_or('\u{FFFD}'), 6);
+        }
+        Some(&other) => other as char,
+        None => '\\',
+    };
+    (c, 2)
+}
+
+/// Any JSON value as it was read (a tool's input, compaction metadata), passed through to
+/// the views untouched.
+#[derive(Clone)]
+pub struct RawJson {
+    json: Span,
+    shared: bool,
+}
+
+impl RawJson {
+    /// The JSON text `json`, which lies inside `buffer`, as a slice of it (a copy when it
+    /// does not).
+    pub fn in_buffer(buffer: &TextBuffer, json: &str) -> RawJson {
+        match Span::within(buffer, json) {
+            Some(span) => RawJson {
+                json: span,
+                shared: true,
+            },
+            None => RawJson::copy_of(json),
+        }
+    }
+
+    /// A copy of the JSON text `json` (valid JSON).
+    pub fn copy_of(json: &str) -> RawJson {
+        RawJson {
+            json: Span::owned(json.to_owned()),
+            shared: false,
+        }
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.json.as_str()
+    }
+
+    /// The value parsed (`null` when it does not parse, which a value read by the JSON
+    /// reader always does).
+    pub fn value(&self) -> serde_json::Value {
+        serde_json::from_str(self.get()).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Bytes allocated for this value alone (none when it is a slice of an input buffer).
+    pub fn own_heap_size(&self) -> usize {
+        if self.shared {
+            0
+        } else {
+            self.json.len as usize + COPY_OVERHEAD
+        }
+    }
+}
+
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl fmt::Debug for RawJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
+/// Written through as it was read.
+impl Serialize for RawJson {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_raw(self.get(), s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn literal_of(json: &str) -> JsonStr {
+        let buffer = Arc::new(ByteString::from(json));
+        JsonStr::in_buffer(&buffer, &buffer).unwrap()
+    }
+
+    #[test]
+    fn raw_fragments_are_written_through() {
+        let s = literal_of(r#""a\nb""#);
+        let other = literal_of(r#""x\u0041\/""#);
+        let raw = RawJson::copy_of(r#"{"k": [1, 2]}"#);
+        assert_eq!(
+            serde_json::to_string(&(&s, &other, &raw)).unwrap(),
+            r#"["a\nb","xA/",{"k": [1, 2]}]"#
+        );
+        assert_eq!(serde_json::to_value(&s).unwrap(), serde_json::json!("a\nb"));
+    }
+
+    #[test]
+    fn forms_are_told_apart() {
+        let form = |inside: &str| form_of(inside.as_bytes());
+        assert_eq!(form("plain é"), Ok(Form::Plain));
+        assert_eq!(form(r#"a\"b\\c\n\r\t\b\f\u0000\u001f"#), Ok(Form::Canonical));
+        for other in [r"\/", r"\u0041", r"\u001F", r"\u000a", r"\u00e9", r"\ud83d\ude00"] {
+            assert_eq!(form(other), Ok(Form::Other), "{other}");
+        }
+        for lone in [r"a\ud83d b", r"\ude00", r"x\uD800", r"\ud83d\u0041"] {
+            assert_eq!(form(lone), Err(LoneSurrogate), "{lone}");
+        }
+    }
+
+    #[test]
+    fn a_slice_of_the_buffer_shares_it_and_a_copy_does_not() {
+        let buffer = Arc::new(ByteString::from(r#"{"a":"shared"}"#));
+        let literal = &buffer[5..13];
+        let shared = JsonStr::in_buffer(&buffer, literal).unwrap();
+        assert_eq!(shared.literal().as_ptr(), literal.as_ptr());
+        assert_eq!(shared.own_heap_size(), 0);
+        let copied = JsonStr::copy_of(literal).unwrap();
+        assert_ne!(copied.literal().as_ptr(), literal.as_ptr());
+        assert_eq!(copied.text(), "shared");
+        assert_eq!(copied.own_heap_size(), 8 + COPY_OVERHEAD);
+        let elsewhere = JsonStr::in_buffer(&buffer, "\"elsewhere\"").unwrap();
+        assert_eq!(elsewhere.text(), "elsewhere");
+        assert!(
+            elsewhere.own_heap_size() > 0,
+            "a literal outside the buffer is copied"
+        );
+        assert_eq!(std::mem::size_of::<JsonStr>(), 24);
+    }
+
+    /// Every string `serde_json` writes decodes back, is canonical, and is what
+    /// [`escape_into`] writes.
+    #[test]
+    fn escaping_and_decoding_agree_with_serde_json() {
+        let all_controls: String = (0u8..0x20).map(char::from).collect();
+        for text in [
+            "",
+            "plain",
+            "quote \" back \\ nl \n tab \t é ✓ 𝄞 \u{7f} \u{2028}",
+            &all_controls,
+        ] {
+            let literal = serde_json::to_string(text).unwrap();
+            let mut ours = String::new();
+            escape_into(text, &mut ours);
+            assert_eq!(format!("\"{ours}\""), literal);
+            let s = JsonStr::copy_of(&literal).unwrap();
+            assert!(s.is_canonical());
+            assert_eq!(s.text(), text);
+            assert_eq!(JsonStr::new(text).literal(), literal);
+            assert_eq!(s.is_empty(), text.is_empty());
+        }
+    }
+
+    #[test]
+    fn other_escapes_decode() {
+        let s = literal_of(r#""\u0041\/\ud83d\ude00\u00E9""#);
+        assert_eq!(s.text(), "A/😀é");
+        assert_eq!(s, "A/😀é");
+        assert_eq!(serde_json::to_string(&s).unwrap(), r#""A/😀é""#);
+    }
+
+    #[test]
+    fn equal_texts_are_equal_and_hash_alike_whatever_their_escapes() {
+        use std::hash::BuildHasher;
+        let h = foldhash::fast::FixedState::default();
+        let a = literal_of(r#""A\n""#);
+        let b = literal_of(r#""\u0041\n""#);
+        assert_eq!(a, b);
+        assert_eq!(h.hash_one(&a), h.hash_one(&b));
+        assert_ne!(a, literal_of(r#""A""#));
+    }
+
+    #[test]
+    fn searches_in_the_literal_find_what_the_text_holds() {
+        let s = literal_of(r#""x\n<local-command-stdout>\"ok\"\u00e9""#);
+        assert!(s.contains("<local-command-"));
+        assert!(
+            s.contains("\"ok\""),
+            "a needle with a quote is searched in the text"
+        );
+        assert!(!s.contains("u00e9"));
+        assert!(s.starts_with("x\n<local"));
+        assert!(!s.starts_with("y"));
+        assert!(is_literal_safe("<command-name>"));
+        assert!(!is_literal_safe("e9"));
+        assert!(!is_literal_safe("a\"b"));
+    }
+}
