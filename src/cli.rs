@@ -95,8 +95,11 @@ pub fn export(args: &ExportArgs, out: &mut impl Write) -> Result<(), ExportError
         SessionError::TooManyRecords { .. } => ExportError::TooManyRecords(e),
         other => ExportError::Session(other),
     })?;
-    // The records own their text: the files' bytes are no longer needed.
+    // The session keeps the files' bytes it needs (its records' text is slices of them).
     drop(input);
+    for (stage, took) in &session.timings {
+        tracing::debug!(stage, ms = took.as_secs_f64() * 1000.0, "built");
+    }
     if !args.lenient {
         let main = session.files.first().map_or("", |f| f.name.as_str());
         session.require_conversation(main)?;
@@ -117,7 +120,12 @@ pub fn export(args: &ExportArgs, out: &mut impl Write) -> Result<(), ExportError
             let body = context_body(&session, Some(leaf))?;
             serde_json::to_writer(&mut out, &body).map_err(std::io::Error::from)?;
         }
-        _ => views::write(&session, args.view, options, &mut out)?,
+        _ => {
+            let started = std::time::Instant::now();
+            views::write(&session, args.view, options, &mut out)?;
+            let ms = started.elapsed().as_secs_f64() * 1000.0;
+            tracing::debug!(view = %args.view, ms, "written");
+        }
     }
     out.write_all(b"\n")?;
     out.flush()?;

@@ -57,7 +57,12 @@ struct DefaultServe {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Some(Command::Export(args)) => cli::export(&args, &mut std::io::stdout().lock()).map_err(Into::into),
+        Some(Command::Export(args)) => {
+            // Warnings (a sub-agent file left out) and, with RUST_LOG=sessiongraph=debug,
+            // the time of each stage, on standard error.
+            init_logging(LogFormat::Text, "sessiongraph=warn");
+            cli::export(&args, &mut std::io::stdout().lock()).map_err(Into::into)
+        }
         Some(Command::Serve(args)) => serve(args),
         Some(Command::Healthcheck(args)) => cli::healthcheck(&args).map_err(Into::into),
         Some(Command::Labels(LabelsCommand::Export(args))) => labels_export(&args),
@@ -107,7 +112,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    init_logging(args.log_format);
+    init_logging(args.log_format, "sessiongraph=info,tower_http=info");
     let api = args.api_config()?;
     let codebook = args.codebook()?;
     for key in &codebook.repeated_keys {
@@ -164,9 +169,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("sessiongraph=info,tower_http=info"));
+/// Logs to standard error, filtered by `RUST_LOG`, else by `default_filter`.
+fn init_logging(format: LogFormat, default_filter: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

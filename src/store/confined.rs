@@ -20,6 +20,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
+use bytes::Bytes;
 use rustix::fs::{FileType, Mode, OFlags};
 
 /// Why a file of a sessions directory was not read.
@@ -164,6 +165,16 @@ impl SessionsRoot {
             source: e,
         })?;
         Ok(bytes)
+    }
+
+    /// The whole of `file`, mapped into memory (see [`super::mapped`]: for files nothing
+    /// rewrites).
+    pub fn map(&self, file: &Path) -> Result<Bytes, ReadError> {
+        let f = self.open(file)?;
+        super::mapped::map_file(&f).map_err(|e| ReadError::Io {
+            file: file.to_owned(),
+            source: e,
+        })
     }
 
     /// At most the first `limit` bytes of `file` (see [`SessionsRoot::open`]).

@@ -16,6 +16,8 @@ use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use bytes::Bytes;
+
 use super::confined::{EntryKind, ReadError, SessionsRoot};
 use crate::core::diagnostics::LineIssue;
 use crate::core::input::{FileRole, SessionInput, SourceFile};
@@ -72,21 +74,29 @@ pub fn read_session(paths: &[PathBuf]) -> Result<SessionInput, DiskError> {
                 if p.is_dir() {
                     return Err(DiskError::DirectoryAmongFiles(p.clone()));
                 }
-                files.push(SourceFile::new(file_name(p), fs::read(p).map_err(io(p))?));
+                files.push(SourceFile::new(file_name(p), map_path(p)?));
             }
             Ok(SessionInput::new(files))
         }
     }
 }
 
+/// The file at `path`, given by the operator, mapped into memory ([`super::mapped`]).
+fn map_path(path: &Path) -> Result<Bytes, DiskError> {
+    fs::File::open(path)
+        .and_then(|f| super::mapped::map_file(&f))
+        .map_err(io(path))
+}
+
 /// The session of the main log at `main`, a path the operator gave: the log is read as
-/// given, its sub-agents under the sessions-directory rule.
+/// given, its sub-agents under the sessions-directory rule. The files are mapped, not read
+/// ([`super::mapped`]): the operator gave them to be read once.
 fn read_beside(main: &Path) -> Result<SessionInput, DiskError> {
-    let bytes = fs::read(main).map_err(io(main))?;
+    let bytes = map_path(main)?;
     let folder = main.parent().filter(|p| !p.as_os_str().is_empty());
     let root = SessionsRoot::new(folder.unwrap_or(Path::new(".")));
     let name = Path::new(main.file_name().unwrap_or(main.as_os_str()));
-    let read = with_subagents(&root, name, bytes)?;
+    let read = with_subagents(&root, name, bytes, Reading::Map)?;
     for skipped in &read.skipped {
         tracing::warn!(file = %skipped.name, reason = %skipped.reason, "left out");
     }
@@ -151,12 +161,22 @@ impl SkippedFile {
 /// [`DiskSession::skipped`]); the main log must be read.
 pub fn read_main(root: &SessionsRoot, main: &Path) -> Result<DiskSession, DiskError> {
     let bytes = root.read(main)?;
-    with_subagents(root, main, bytes)
+    with_subagents(root, main, bytes.into(), Reading::Copy)
+}
+
+/// How a session's files are taken in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// Read into memory: live logs of a sessions directory.
+    Copy,
+    /// Mapped ([`super::mapped`]): files nothing rewrites while they are used.
+    Map,
 }
 
 /// A session's files as they are being gathered.
 struct Gathered<'a> {
     root: &'a SessionsRoot,
+    reading: Reading,
     /// The main log's folder, relative to the root: names are shown relative to it.
     folder: &'a Path,
     session: DiskSession,
@@ -170,7 +190,11 @@ impl Gathered<'_> {
     /// Reads `file` (relative to the root) as `name`, or records why it was left out.
     fn read(&mut self, file: &Path, name: String) {
         let path = self.root.path().join(file);
-        match self.root.read(file) {
+        let bytes = match self.reading {
+            Reading::Copy => self.root.read(file).map(Bytes::from),
+            Reading::Map => self.root.map(file),
+        };
+        match bytes {
             Ok(bytes) => {
                 self.session.input.files.push(SourceFile::new(name, bytes));
                 self.session.paths.push(path);
@@ -190,7 +214,12 @@ impl Gathered<'_> {
 
 /// The session of the main log `main` (relative to `root`, its bytes read): the main log,
 /// then the sub-agents of both layouts.
-fn with_subagents(root: &SessionsRoot, main: &Path, bytes: Vec<u8>) -> Result<DiskSession, DiskError> {
+fn with_subagents(
+    root: &SessionsRoot,
+    main: &Path,
+    bytes: Bytes,
+    reading: Reading,
+) -> Result<DiskSession, DiskError> {
     let folder = main.parent().unwrap_or(Path::new(""));
     let stem = main
         .file_stem()
@@ -198,6 +227,7 @@ fn with_subagents(root: &SessionsRoot, main: &Path, bytes: Vec<u8>) -> Result<Di
         .unwrap_or_default();
     let mut gathered = Gathered {
         root,
+        reading,
         folder,
         session: DiskSession {
             input: SessionInput::new(vec![SourceFile::new(file_name(main), Vec::new())]),
@@ -207,7 +237,7 @@ fn with_subagents(root: &SessionsRoot, main: &Path, bytes: Vec<u8>) -> Result<Di
     };
     read_nested(&mut gathered, &stem);
     read_flat(&mut gathered, &bytes)?;
-    gathered.session.input.files[0].bytes = bytes.into();
+    gathered.session.input.files[0].bytes = bytes;
     Ok(gathered.session)
 }
 

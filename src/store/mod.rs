@@ -4,6 +4,7 @@
 //!   followed, regular files only, never blocking);
 //! - [`counts`]: the counts of sessions on disk, kept across restarts;
 //! - [`disk`]: reading one session's files the way Claude Code lays them out;
+//! - [`mapped`]: files mapped into memory (uploads, the command line's input);
 //! - [`scan`]: finding sessions in the configured directories;
 //! - [`uploads`]: durable storage of uploads under the data directory;
 //! - [`registry`]: the store itself: every known session, parsed once on first use,
@@ -20,6 +21,7 @@ pub mod confined;
 pub mod counts;
 pub mod cpu_pool;
 pub mod disk;
+pub mod mapped;
 pub mod registry;
 pub mod scan;
 pub mod units;

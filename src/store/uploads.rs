@@ -216,14 +216,19 @@ impl UploadDir {
         })
     }
 
-    /// The files of a stored upload, with their original names.
+    /// The files of a stored upload, with their original names. They are mapped, not read
+    /// ([`super::mapped`]): a stored file is never rewritten (a new upload of the same id
+    /// replaces its directory by a rename, and a deleted one stays readable while mapped).
     pub fn read(&self, manifest: &Manifest) -> io::Result<SessionInput> {
         let dir = self.dir_of(&manifest.id)?.join("files");
         let files = manifest
             .names
             .iter()
             .enumerate()
-            .map(|(i, name)| Ok(SourceFile::new(name.clone(), fs::read(dir.join(i.to_string()))?)))
+            .map(|(i, name)| {
+                let file = File::open(dir.join(i.to_string()))?;
+                Ok(SourceFile::new(name.clone(), super::mapped::map_file(&file)?))
+            })
             .collect::<io::Result<Vec<_>>>()?;
         Ok(SessionInput::new(files))
     }
