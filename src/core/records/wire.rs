@@ -19,6 +19,7 @@ use super::{
 };
 use crate::core::json_text::{LoneSurrogate, TextBuffer};
 use crate::core::lenient::{self, ObjectOr};
+use crate::core::literals::MIN_SHARED_TEXT;
 
 /// The buffer a line was read from. Its records' text stays in it: as slices of it when it
 /// is the input's buffer (which the session keeps), as copies when it is a repaired copy of
@@ -53,12 +54,15 @@ impl LineBuffer<'_> {
             WireText::Decoded(text) => {
                 // The reader decoded the string and dropped where it was. Its literal is in
                 // the line: escaped as a writer escapes (canonically), it is found there, and
-                // any bytes equal to it are its literal, wherever they are.
+                // any bytes equal to it are its literal, wherever they are. A short one is
+                // kept as a copy: searching costs more than it saves.
                 let literal = JsonStr::new(&text);
-                let found = memchr::memmem::find(self.line.as_bytes(), literal.literal().as_bytes());
-                match found {
-                    Some(at) if self.shared => self.literal(&self.line[at..at + literal.literal().len()]),
-                    _ => Ok(literal),
+                if !self.shared || literal.literal().len() < MIN_SHARED_TEXT {
+                    return Ok(literal);
+                }
+                match memchr::memmem::find(self.line.as_bytes(), literal.literal().as_bytes()) {
+                    Some(at) => self.literal(&self.line[at..at + literal.literal().len()]),
+                    None => Ok(literal),
                 }
             }
         }
