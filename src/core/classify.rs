@@ -4,6 +4,9 @@
 //! system notice (local command output, bash notification, slash command), or a prompt.
 //! The same rule decides the workflow node type, the chat-log entry and the annotation unit.
 
+use std::sync::LazyLock;
+
+use super::json_text::Needle;
 use super::literals::Text;
 use super::records::{Block, Content, JsonStr, Record, ToolUse};
 use super::text::prefix_utf16;
@@ -62,16 +65,18 @@ pub fn classify_user(r: &Record) -> UserClass {
     if r.is_meta {
         return UserClass::Meta;
     }
+    static NOTICES: LazyLock<[(Needle, NoticeKind); 3]> = LazyLock::new(|| {
+        [
+            (Needle::new("<local-command-"), NoticeKind::LocalCommand),
+            (Needle::new("<bash-notification>"), NoticeKind::BashNotification),
+            (Needle::new("<command-name>"), NoticeKind::SlashCommand),
+        ]
+    });
     let notice = |s: &JsonStr| {
-        if s.contains("<local-command-") {
-            Some(NoticeKind::LocalCommand)
-        } else if s.contains("<bash-notification>") {
-            Some(NoticeKind::BashNotification)
-        } else if s.contains("<command-name>") {
-            Some(NoticeKind::SlashCommand)
-        } else {
-            None
-        }
+        NOTICES
+            .iter()
+            .find(|(needle, _)| s.contains(needle))
+            .map(|&(_, kind)| kind)
     };
     let found = match r.message.as_ref().map(|m| &m.content) {
         Some(Content::Text(s)) => notice(s),
@@ -240,60 +245,110 @@ pub fn trimmed_reaches(text: &Text<'_>, units: usize) -> bool {
     units == 0
 }
 
+/// The input fields a tool call's description shows, borrowed from the input as written.
+/// Reading them skips the rest of the input (a file's content, an edit's strings) without
+/// building it.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct ShownFields<'a> {
+    #[serde(borrow)]
+    file_path: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow)]
+    command: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow)]
+    pattern: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow)]
+    subagent_type: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow)]
+    description: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow)]
+    prompt: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow)]
+    todos: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow)]
+    questions: Option<&'a serde_json::value::RawValue>,
+}
+
 /// The one-line description of a tool call shown as the node's content.
 pub fn tool_description(tool: &ToolUse) -> String {
     use serde_json::Value;
-    let input = tool.input_value();
-    let field = |k: &str| -> Option<String> {
-        match input.get(k) {
-            Some(Value::String(s)) => Some(s.clone()),
+    let Some(input) = tool.input.as_ref() else {
+        return describe(tool, |_| None, || "undefined".to_owned());
+    };
+    // An input that is no object, or that repeats a key (the last one counts, as in
+    // JavaScript), is read whole.
+    match serde_json::from_str::<ShownFields<'_>>(input.get()) {
+        Ok(fields) => {
+            let field = |k: &str| -> Option<Value> {
+                let raw = match k {
+                    "file_path" => fields.file_path,
+                    "command" => fields.command,
+                    "pattern" => fields.pattern,
+                    "subagent_type" => fields.subagent_type,
+                    "description" => fields.description,
+                    "prompt" => fields.prompt,
+                    "todos" => fields.todos,
+                    "questions" => fields.questions,
+                    _ => None,
+                }?;
+                serde_json::from_str(raw.get()).ok()
+            };
+            describe(tool, field, || input.value().to_string())
+        }
+        Err(_) => {
+            let value = input.value();
+            describe(tool, |k| value.get(k).cloned(), || value.to_string())
+        }
+    }
+}
+
+/// [`tool_description`] of `tool`, whose input field `k` is `field(k)` and whose input
+/// written as JSON (for tools of other names) is `whole()`.
+fn describe(
+    tool: &ToolUse,
+    field: impl Fn(&str) -> Option<serde_json::Value>,
+    whole: impl Fn() -> String,
+) -> String {
+    use serde_json::Value;
+    let text = |k: &str| -> Option<String> {
+        match field(k) {
+            Some(Value::String(s)) => Some(s),
             Some(Value::Null) | None => None,
-            Some(other) if is_truthy(other) => Some(js_string(other)),
+            Some(other) if is_truthy(&other) => Some(js_string(&other)),
             Some(_) => None,
         }
     };
-    let or_unknown = |k: &str| field(k).unwrap_or_else(|| "unknown".to_owned());
+    let or_unknown = |k: &str| text(k).unwrap_or_else(|| "unknown".to_owned());
     let first100 = |s: &str| prefix_utf16(s, 100).to_owned();
     match tool.name.as_str() {
         "Read" => format!("Read file: {}", or_unknown("file_path")),
         "Write" => format!("Write file: {}", or_unknown("file_path")),
         "Edit" => format!("Edit file: {}", or_unknown("file_path")),
-        "Bash" => format!("Bash: {}", first100(&field("command").unwrap_or_default())),
+        "Bash" => format!("Bash: {}", first100(&text("command").unwrap_or_default())),
         "Glob" => format!("Glob: {}", or_unknown("pattern")),
         "Grep" => format!("Grep: {}", or_unknown("pattern")),
         "Task" => {
             let kind = or_unknown("subagent_type");
-            let what = field("description")
-                .or_else(|| field("prompt"))
-                .unwrap_or_default();
+            let what = text("description").or_else(|| text("prompt")).unwrap_or_default();
             format!("Task ({kind}): {}", first100(&what))
         }
         "TodoWrite" => {
-            let todos = input.get("todos").cloned().unwrap_or(Value::Array(Vec::new()));
-            let todos = if is_truthy(&todos) {
-                todos
-            } else {
-                Value::Array(Vec::new())
-            };
+            let todos = field("todos")
+                .filter(is_truthy)
+                .unwrap_or(Value::Array(Vec::new()));
             format!("TodoWrite: {}", first100(&todos.to_string()))
         }
         "AskUserQuestion" => {
-            let q = input
-                .get("questions")
+            let questions = field("questions");
+            let q = questions
+                .as_ref()
                 .and_then(|q| q.get(0))
                 .and_then(|q| q.get("question"))
                 .and_then(Value::as_str)
                 .unwrap_or("");
             format!("Ask user: {}", first100(q))
         }
-        name => {
-            let json = if tool.input.is_some() {
-                input.to_string()
-            } else {
-                "undefined".to_owned()
-            };
-            format!("{name}: {}", first100(&json))
-        }
+        name => format!("{name}: {}", first100(&whole())),
     }
 }
 
@@ -460,5 +515,21 @@ mod tests {
             "Ask user: Which?"
         );
         assert_eq!(tool("mcp__x", r#"{"x":1}"#), r#"mcp__x: {"x":1}"#);
+        // Only the shown fields are read; the rest (a file's content) is skipped.
+        assert_eq!(
+            tool("Write", r#"{"file_path":"/b","content":"long \n text \u0041"}"#),
+            "Write file: /b"
+        );
+        assert_eq!(tool("Read", r#"{"file_path":["/a","/b"]}"#), "Read file: /a,/b");
+        assert_eq!(tool("Read", r#"{"file_path":null}"#), "Read file: unknown");
+        assert_eq!(tool("TodoWrite", r#"{"todos":null}"#), "TodoWrite: []");
+        // A repeated key: the last value, as JavaScript reads it.
+        assert_eq!(
+            tool("Read", r#"{"file_path":"/a","file_path":"/z"}"#),
+            "Read file: /z"
+        );
+        // An input that is no object has none of the fields.
+        assert_eq!(tool("Read", r#""/a""#), "Read file: unknown");
+        assert_eq!(tool("mcp__y", r#"[1, 2]"#), "mcp__y: [1,2]");
     }
 }

@@ -73,8 +73,7 @@ fn hex4(b: &[u8]) -> Option<u16> {
 pub fn form_of(inside: &[u8]) -> Result<Form, LoneSurrogate> {
     let mut form = Form::Plain;
     let mut at = 0;
-    while let Some(found) = memchr::memchr(b'\\', &inside[at..]) {
-        let i = at + found;
+    while let Some(i) = next_backslash(inside, at) {
         match inside.get(i + 1) {
             Some(b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't') => {
                 form = form.max(Form::Canonical);
@@ -112,6 +111,38 @@ pub fn form_of(inside: &[u8]) -> Result<Form, LoneSurrogate> {
         }
     }
     Ok(form)
+}
+
+/// The position of the first backslash of `bytes` from `at`. Eight bytes at a time: in
+/// text, backslashes come every few dozen bytes (an escaped line break per line of code),
+/// where a call to `memchr` per backslash costs more than the scan.
+fn next_backslash(bytes: &[u8], mut at: usize) -> Option<usize> {
+    while let Some(word) = bytes.get(at..at + 8) {
+        let word = u64::from_le_bytes([
+            word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
+        ]);
+        let plain = bytes_before_backslash(word);
+        if plain < 8 {
+            return Some(at + plain);
+        }
+        at += 8;
+    }
+    bytes.get(at..)?.iter().position(|&b| b == b'\\').map(|k| at + k)
+}
+
+/// Eight ones, one per byte.
+pub(crate) const ONES: u64 = 0x0101_0101_0101_0101;
+/// Each byte's high bit.
+pub(crate) const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// How many of the eight bytes of `word` (little-endian: its first byte lowest) come
+/// before its first backslash (8 when it has none).
+pub(crate) fn bytes_before_backslash(word: u64) -> usize {
+    let x = word ^ (u64::from(b'\\') * ONES);
+    // The classic zero-byte test: its lowest set bit is in the first zero byte of `x` (a
+    // borrow can only mark bytes above a true zero), that is at the first backslash.
+    let zero = x.wrapping_sub(ONES) & !x & HIGH;
+    (zero.trailing_zeros() / 8) as usize
 }
 
 /// A buffer of UTF-8 text that strings are kept as slices of: a part of an input file, or
@@ -160,6 +191,16 @@ impl Span {
         match &self.buffer {
             Some(b) => &b[self.range()],
             None => "\"\"",
+        }
+    }
+
+    /// `len` bytes of the span from `offset`, when both ends are character boundaries.
+    fn sub_str(&self, offset: usize, len: usize) -> Option<&str> {
+        let start = self.start as usize + offset.min(self.len as usize);
+        let end = start + len.min((self.len as usize).saturating_sub(offset));
+        match &self.buffer {
+            Some(b) => b.get(start..end),
+            None => "\"\"".get(offset.min(2)..(offset + len).min(2)),
         }
     }
 
@@ -251,6 +292,32 @@ impl JsonStr {
         &literal[1..literal.len() - 1]
     }
 
+    /// The length of the literal without its quotes (its bytes are not read: a text's
+    /// last bytes may be far from its first).
+    pub fn escaped_len(&self) -> usize {
+        self.literal.len as usize - 2
+    }
+
+    /// The first `end` bytes of the literal without its quotes, `end` being a character
+    /// boundary of it (empty otherwise). Reads only the bytes around either end.
+    pub fn escaped_upto(&self, end: usize) -> &str {
+        self.literal
+            .sub_str(1, end.min(self.escaped_len()))
+            .unwrap_or_default()
+    }
+
+    /// The longest prefix of at most `max` bytes of the literal without its quotes that
+    /// ends on a character boundary: what a reader of its first characters needs, without
+    /// touching the rest.
+    pub fn escaped_head(&self, max: usize) -> &str {
+        let max = max.min(self.escaped_len());
+        // A character takes at most four bytes: one of the four cuts below is a boundary.
+        (0..4)
+            .filter_map(|back| self.literal.sub_str(1, max.saturating_sub(back)))
+            .next()
+            .unwrap_or_default()
+    }
+
     /// The literal's bytes, shared with the buffer they are in.
     pub fn shared_literal(&self) -> Bytes {
         self.literal.bytes()
@@ -292,11 +359,11 @@ impl JsonStr {
 
     /// True when the text contains `needle`. Searched in the literal itself when that
     /// cannot differ from searching the text (see [`is_literal_safe`]).
-    pub fn contains(&self, needle: &str) -> bool {
-        if self.flags.form == Form::Plain || (self.is_canonical() && is_literal_safe(needle)) {
-            return memchr::memmem::find(self.escaped().as_bytes(), needle.as_bytes()).is_some();
+    pub fn contains(&self, needle: &Needle) -> bool {
+        if self.flags.form == Form::Plain || (self.is_canonical() && needle.literal_safe) {
+            return needle.finder.find(self.escaped().as_bytes()).is_some();
         }
-        self.text().contains(needle)
+        needle.finder.find(self.text().as_bytes()).is_some()
     }
 
     /// True when the text starts with `prefix`.
@@ -311,6 +378,23 @@ impl JsonStr {
         match (&self.literal.buffer, self.flags.shared) {
             (Some(b), false) => b.len() + COPY_OVERHEAD,
             _ => 0,
+        }
+    }
+}
+
+/// A text searched for in many strings ([`JsonStr::contains`]): its searcher is built once.
+#[derive(Debug)]
+pub struct Needle {
+    finder: memchr::memmem::Finder<'static>,
+    literal_safe: bool,
+}
+
+impl Needle {
+    /// A searcher for `text`.
+    pub fn new(text: &'static str) -> Needle {
+        Needle {
+            finder: memchr::memmem::Finder::new(text),
+            literal_safe: is_literal_safe(text),
         }
     }
 }
@@ -611,6 +695,20 @@ mod tests {
         }
     }
 
+    /// Escapes are found eight bytes at a time: wherever they fall in a long text.
+    #[test]
+    fn forms_of_long_texts_are_told_wherever_the_escapes_fall() {
+        for before in 0..20 {
+            let pad = "a".repeat(before);
+            let form = |escape: &str| form_of(format!("{pad}{escape}{pad}é{pad}").as_bytes());
+            assert_eq!(form(""), Ok(Form::Plain), "{before}");
+            assert_eq!(form(r"\n"), Ok(Form::Canonical), "{before}");
+            assert_eq!(form(r"\\x\/"), Ok(Form::Other), "{before}");
+            assert_eq!(form(r"\\\\"), Ok(Form::Canonical), "{before}");
+            assert_eq!(form(r"\ud800"), Err(LoneSurrogate), "{before}");
+        }
+    }
+
     #[test]
     fn a_slice_of_the_buffer_shares_it_and_a_copy_does_not() {
         let buffer = Arc::new(ByteString::from(r#"{"a":"shared"}"#));
@@ -676,12 +774,12 @@ mod tests {
     #[test]
     fn searches_in_the_literal_find_what_the_text_holds() {
         let s = literal_of(r#""x\n<local-command-stdout>\"ok\"\u00e9""#);
-        assert!(s.contains("<local-command-"));
+        assert!(s.contains(&Needle::new("<local-command-")));
         assert!(
-            s.contains("\"ok\""),
+            s.contains(&Needle::new("\"ok\"")),
             "a needle with a quote is searched in the text"
         );
-        assert!(!s.contains("u00e9"));
+        assert!(!s.contains(&Needle::new("u00e9")));
         assert!(s.starts_with("x\n<local"));
         assert!(!s.starts_with("y"));
         assert!(is_literal_safe("<command-name>"));

@@ -21,7 +21,9 @@ use std::ops::Range;
 use bytes::Bytes;
 use serde::{Serialize, Serializer};
 
-use super::json_text::{escape_into, serialize_raw, EscapedChars, JsonStr};
+use super::json_text::{
+    bytes_before_backslash, escape_into, serialize_raw, EscapedChars, JsonStr, HIGH, ONES,
+};
 use super::text::{len_utf16, prefix_utf16};
 
 /// Pieces of the input shorter than this are copied into bodies: below it, what a
@@ -93,7 +95,7 @@ impl TextPiece<'_> {
     /// The escaped bytes of a string of the input that can be written as they are.
     fn canonical_escaped(&self) -> Option<&str> {
         match self {
-            TextPiece::Json(j, end) if j.is_canonical() => Some(&j.escaped()[..*end]),
+            TextPiece::Json(j, end) if j.is_canonical() => Some(j.escaped_upto(*end)),
             _ => None,
         }
     }
@@ -191,7 +193,7 @@ impl<'a> Text<'a> {
     pub fn push_json(&mut self, text: &'a JsonStr) {
         self.settle();
         if !text.is_empty() {
-            self.pieces.push(TextPiece::Json(text, text.escaped().len()));
+            self.pieces.push(TextPiece::Json(text, text.escaped_len()));
         }
     }
 
@@ -234,7 +236,7 @@ impl<'a> Text<'a> {
             .flat_map(|p| -> Box<dyn Iterator<Item = char> + '_> {
                 match p {
                     TextPiece::Str(s) => Box::new(s.chars()),
-                    TextPiece::Json(j, end) => Box::new(EscapedChars::new(&j.escaped()[..*end])),
+                    TextPiece::Json(j, end) => Box::new(EscapedChars::new(j.escaped_upto(*end))),
                 }
             })
             .take_while(move |c| match left.checked_sub(c.len_utf16()) {
@@ -256,7 +258,7 @@ impl<'a> Text<'a> {
             [TextPiece::Str(Cow::Borrowed(s))] => Cow::Borrowed(*s),
             [TextPiece::Json(j, end)] if j.form() == super::json_text::Form::Plain => {
                 let j: &'a JsonStr = j;
-                Cow::Borrowed(&j.escaped()[..*end])
+                Cow::Borrowed(j.escaped_upto(*end))
             }
             _ => Cow::Owned(self.chars().collect()),
         }
@@ -287,7 +289,7 @@ impl<'a> Text<'a> {
                     (kept.len(), len_utf16(kept), kept.len() == s.len())
                 }
                 TextPiece::Json(j, end) => {
-                    let (kept, used) = escaped_prefix(&j.escaped()[..*end], left);
+                    let (kept, used) = escaped_prefix(j.escaped_upto(*end), left);
                     (kept, used, kept == *end)
                 }
             };
@@ -329,21 +331,26 @@ impl<'a> Text<'a> {
     fn escaped_prefix_into(&self, units: usize, out: &mut String) -> bool {
         let mut left = units;
         for piece in self.pieces.as_slice() {
-            let whole = match (piece, piece.canonical_escaped()) {
-                (_, Some(escaped)) => {
-                    let (kept, used) = escaped_prefix(escaped, left);
-                    out.push_str(&escaped[..kept]);
+            let whole = match piece {
+                TextPiece::Json(j, end) if j.is_canonical() => {
+                    // No unit takes more than twelve bytes escaped (a pair of `\\u`
+                    // escapes for two): the head read holds the prefix and one unit more.
+                    let head = j.escaped_head((*end).min(left.saturating_add(1).saturating_mul(12)));
+                    let (kept, used) = escaped_prefix(head, left);
+                    out.push_str(&head[..kept]);
                     left -= used;
-                    kept == escaped.len()
+                    kept == *end
                 }
-                (TextPiece::Str(s), None) => {
+                TextPiece::Str(s) => {
                     let kept = prefix_utf16(s, left);
                     escape_into(kept, out);
                     left -= len_utf16(kept);
                     kept.len() == s.len()
                 }
-                (TextPiece::Json(j, end), None) => {
-                    let mut chars = EscapedChars::new(&j.escaped()[..*end]);
+                TextPiece::Json(j, end) => {
+                    let mut chars = EscapedChars::new(
+                        j.escaped_head((*end).min(left.saturating_add(1).saturating_mul(12))),
+                    );
                     let mut kept = String::new();
                     let mut whole = true;
                     for c in chars.by_ref() {
@@ -369,8 +376,8 @@ impl<'a> Text<'a> {
     /// its pieces. The text's pending cut must have been made.
     fn raw(&self) -> (Cow<'_, str>, Option<Vec<Piece>>) {
         debug_assert!(self.limit.is_none());
-        if let [piece @ TextPiece::Json(j, end)] = self.pieces.as_slice() {
-            if piece.canonical_escaped().is_some() && *end == j.escaped().len() {
+        if let [TextPiece::Json(j, end)] = self.pieces.as_slice() {
+            if j.is_canonical() && *end == j.escaped_len() {
                 let shared =
                     (j.literal().len() >= MIN_SHARED_TEXT).then(|| vec![Piece::Shared(j.shared_literal())]);
                 return (Cow::Borrowed(j.literal()), shared);
@@ -395,7 +402,7 @@ impl<'a> Text<'a> {
                     }
                 }
                 (TextPiece::Json(j, end), None) => {
-                    let decoded: String = EscapedChars::new(&j.escaped()[..*end]).collect();
+                    let decoded: String = EscapedChars::new(j.escaped_upto(*end)).collect();
                     escape_into(&decoded, &mut raw);
                 }
                 (TextPiece::Str(s), _) => escape_into(s, &mut raw),
@@ -455,27 +462,29 @@ fn piece_len(piece: &TextPiece<'_>) -> usize {
 /// at most `units` UTF-16 code units long (a surrogate pair is never split), and those
 /// units.
 ///
-/// Walks from escape to escape: the runs of text between them are counted a byte at a
-/// time without decoding (see [`units_of`]), the escapes one by one.
+/// Counts eight bytes at a time up to the next backslash (a character's units are counted
+/// at its first byte, so a word may end inside a character), and decodes only the escapes
+/// and the last characters before the cut one at a time: code and file listings, with an
+/// escaped line break and often a wide character on every line, are the texts long enough
+/// to be cut.
 fn escaped_prefix(escaped: &str, units: usize) -> (usize, usize) {
     let bytes = escaped.as_bytes();
     let (mut at, mut used) = (0, 0);
-    loop {
-        let run_end = memchr::memchr(b'\\', &bytes[at..]).map_or(bytes.len(), |k| at + k);
-        let left = units - used;
-        if run_end - at <= left {
-            used += units_of(&bytes[at..run_end]);
-        } else {
-            let kept = prefix_utf16(&escaped[at..run_end], left);
-            used += len_utf16(kept);
-            if at + kept.len() < run_end {
-                return (at + kept.len(), used);
-            }
+    while let Some(word) = bytes.get(at..at + 8) {
+        let word = u64::from_le_bytes([
+            word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
+        ]);
+        let plain = bytes_before_backslash(word);
+        let plain_units = units_in(word, plain);
+        if used + plain_units > units {
+            break;
         }
-        at = run_end;
-        if at == bytes.len() {
-            return (at, used);
+        used += plain_units;
+        at += plain;
+        if plain == 8 {
+            continue;
         }
+        // An escape.
         let mut one = EscapedChars::new(&escaped[at..]);
         let c = one.next().unwrap_or('\u{FFFD}');
         if used + c.len_utf16() > units {
@@ -484,15 +493,47 @@ fn escaped_prefix(escaped: &str, units: usize) -> (usize, usize) {
         used += c.len_utf16();
         at = escaped.len() - one.rest().len();
     }
+    // The rest of a character whose first byte was counted is part of it.
+    while bytes.get(at).is_some_and(|&b| (b as i8) < -0x40) {
+        at += 1;
+    }
+    while at < bytes.len() {
+        let (len, char_units) = match bytes[at] {
+            b'\\' => {
+                let mut one = EscapedChars::new(&escaped[at..]);
+                let c = one.next().unwrap_or('\u{FFFD}');
+                (escaped.len() - at - one.rest().len(), c.len_utf16())
+            }
+            b if b < 0x80 => (1, 1),
+            b if b >= 0xF0 => (4, 2),
+            b if b >= 0xE0 => (3, 1),
+            _ => (2, 1),
+        };
+        if used + char_units > units {
+            break;
+        }
+        at += len;
+        used += char_units;
+    }
+    (at, used)
 }
 
-/// UTF-16 units of the UTF-8 `bytes` (whole characters): one per byte that starts a
-/// character, and one more for each that starts a four-byte one.
-fn units_of(bytes: &[u8]) -> usize {
-    bytes
-        .iter()
-        .map(|&b| usize::from((b as i8) >= -0x40) + usize::from(b >= 0xF0))
-        .sum()
+/// The UTF-16 units of the characters that start in the first `n` bytes of `word`: one
+/// per byte that is not a continuation byte, one more per first byte of a four-byte
+/// character.
+fn units_in(word: u64, n: usize) -> usize {
+    let kept = if n >= 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
+    // In each byte, bit 7 of `word << k` is the byte's bit 7 - k.
+    let continuations = high_bits(word & !(word << 1) & kept);
+    let four_byte_starts = high_bits(word & (word << 1) & (word << 2) & (word << 3) & kept);
+    n - continuations + four_byte_starts
+}
+
+/// How many bytes of `x` have their high bit set: the bits moved to each byte's lowest
+/// bit and summed by one multiplication (the baseline x86-64 has no popcount
+/// instruction).
+fn high_bits(x: u64) -> usize {
+    ((((x & HIGH) >> 7).wrapping_mul(ONES)) >> 56) as usize
 }
 
 impl fmt::Debug for Text<'_> {
@@ -545,6 +586,27 @@ impl<'a> From<&'a JsonStr> for Text<'a> {
     }
 }
 
+/// Runs `write`, which writes `raw` with one write of its bytes, telling the writer (a
+/// [`ChunkWriter`](super::views::ChunkWriter)) which `pieces` of it it may keep by
+/// reference.
+fn with_pieces<T>(raw: &str, pieces: Vec<Piece>, write: impl FnOnce() -> T) -> T {
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            WRITING.with(|w| w.borrow_mut().take());
+        }
+    }
+    WRITING.with(|w| {
+        *w.borrow_mut() = Some(Writing {
+            at: raw.as_ptr() as usize,
+            len: raw.len(),
+            pieces,
+        })
+    });
+    let _done = Done;
+    write()
+}
+
 impl Serialize for Text<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         if self.limit.is_some() {
@@ -556,26 +618,12 @@ impl Serialize for Text<'_> {
             return s.serialize_str(text);
         }
         let (raw, pieces) = self.raw();
-        let Some(pieces) = pieces else {
-            return serialize_raw(&raw, s);
-        };
-        struct Done;
-        impl Drop for Done {
-            fn drop(&mut self) {
-                WRITING.with(|w| w.borrow_mut().take());
-            }
+        match pieces {
+            None => serialize_raw(&raw, s),
+            // serde_json writes a raw value with one write of its bytes: the writer sees
+            // them and can keep the shared pieces by reference.
+            Some(pieces) => with_pieces(&raw, pieces, || serialize_raw(&raw, s)),
         }
-        WRITING.with(|w| {
-            *w.borrow_mut() = Some(Writing {
-                at: raw.as_ptr() as usize,
-                len: raw.len(),
-                pieces,
-            })
-        });
-        let _done = Done;
-        // serde_json writes a raw value with one write of its bytes: the writer sees them
-        // and can keep the shared pieces by reference.
-        serialize_raw(&raw, s)
     }
 }
 
@@ -721,6 +769,26 @@ mod tests {
                     proptest::prop_assert_eq!(mixed.preview(max).text(), expected);
                 }
             }
+        }
+    }
+
+    /// Long plain runs are counted eight bytes at a time: every cut of a text of code
+    /// lines, quotes, tabs and wide characters is the cut of its decoded text.
+    #[test]
+    fn cuts_of_long_texts_are_cuts_of_the_text() {
+        let text: String = (0..40)
+            .map(|i| format!("    let line_{i} = \"value\";\t// é {}\n", "😀".repeat(i % 3)))
+            .collect();
+        let literal = input(&text);
+        for units in 0..=crate::core::text::len_utf16(&text) + 1 {
+            let mut cut = Text::json(&literal);
+            cut.cut_utf16(units);
+            let want = prefix_utf16(&text, units);
+            assert_eq!(
+                serde_json::to_string(&cut).unwrap(),
+                serde_json::to_string(want).unwrap(),
+                "{units}"
+            );
         }
     }
 
