@@ -163,6 +163,9 @@ struct Measured {
     rss_all: f64,
     views_held: usize,
     all_held: usize,
+    /// What the bodies hold themselves (the rest is the input's text, by reference).
+    views_own: usize,
+    all_own: usize,
     records: usize,
     /// What the built session holds, by part (see `Session::heap_breakdown`).
     held: Vec<(String, usize)>,
@@ -181,6 +184,8 @@ fn measure(args: &Args) -> (Measured, Session) {
         rss_all: peak_rss_mb(),
         views_held: bodies.iter().take(View::ALL.len()).map(Body::len).sum(),
         all_held: bodies.iter().map(Body::len).sum(),
+        views_own: bodies.iter().take(View::ALL.len()).map(Body::held_bytes).sum(),
+        all_own: bodies.iter().map(Body::held_bytes).sum(),
         records: session.records.len(),
         held: session
             .heap_breakdown()
@@ -203,6 +208,7 @@ fn print_machine(m: &Measured) {
     }
     println!("rss_views\t{}\t{}", m.rss_views, m.views_held);
     println!("rss_all\t{}\t{}", m.rss_all, m.all_held);
+    println!("own\t{}\t{}", m.views_own, m.all_own);
     println!("records\t{}\t", m.records);
     for (part, bytes) in &m.held {
         println!("held\t{bytes}\t{part}");
@@ -218,6 +224,8 @@ fn parse_machine(text: &str) -> Measured {
         rss_all: 0.0,
         views_held: 0,
         all_held: 0,
+        views_own: 0,
+        all_own: 0,
         records: 0,
         held: Vec::new(),
     };
@@ -234,6 +242,7 @@ fn parse_machine(text: &str) -> Measured {
             }
             "rss_all" => (m.rss_all, m.all_held) = (value.parse().unwrap_or(0.0), extra.parse().unwrap_or(0)),
             "records" => m.records = value.parse().unwrap_or(0),
+            "own" => (m.views_own, m.all_own) = (value.parse().unwrap_or(0), extra.parse().unwrap_or(0)),
             "held" => m.held.push((extra.to_owned(), value.parse().unwrap_or(0))),
             _ => m.figures.push((label.to_owned(), nanos(), extra.parse().ok())),
         }
@@ -317,14 +326,16 @@ fn main() {
     let rss_views = median(runs.iter().map(|m| m.rss_views).collect());
     let rss_all = median(runs.iter().map(|m| m.rss_all).collect());
     println!(
-        "peak RSS, views  {rss_views:8.1} MiB  ({:.2} x input; {:.1} MiB of bodies held)",
+        "peak RSS, views  {rss_views:8.1} MiB  ({:.2} x input; {:.1} MiB of bodies held, {:.1} MiB their own)",
         rss_views / size,
-        mib(runs[0].views_held)
+        mib(runs[0].views_held),
+        mib(runs[0].views_own)
     );
     println!(
-        "peak RSS, all    {rss_all:8.1} MiB  ({:.2} x input; {:.1} MiB of bodies held, variants too)",
+        "peak RSS, all    {rss_all:8.1} MiB  ({:.2} x input; {:.1} MiB of bodies held, {:.1} MiB their own, variants too)",
         rss_all / size,
-        mib(runs[0].all_held)
+        mib(runs[0].all_held),
+        mib(runs[0].all_own)
     );
     let held: usize = runs[0].held.iter().map(|(_, bytes)| bytes).sum();
     let records = runs[0].records.max(1);

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use foldhash::{HashMap, HashMapExt};
 use serde::Serialize;
 
-use super::interactions::{interactions, Interaction};
+use super::interactions::{interactions, Interaction, Previews};
 use crate::core::jsnum::JsNumber;
 use crate::core::literals::Preview;
 use crate::core::records::RecordKind;
@@ -238,7 +238,7 @@ fn reference_graph(session: &Session, step: Option<u64>) -> GraphBody<'_> {
 fn graph_with_edges(session: &Session, step: Option<u64>) -> GraphBody<'_> {
     let message_count = session.workflow.nodes.len();
     let upto = |s: usize| step.is_none_or(|n| (s as u64) <= n);
-    let parties = Parties::of(session);
+    let parties = Parties::of(session, Previews::Made);
     let kept: Vec<&Interaction> = parties.interactions.iter().filter(|i| upto(i.step)).collect();
     let edges = edges_of(&parties, &kept);
     let linked: Vec<bool> = (0..parties.ids.len())
@@ -300,10 +300,10 @@ struct Parties<'a> {
 }
 
 impl<'a> Parties<'a> {
-    fn of(session: &'a Session) -> Parties<'a> {
+    fn of(session: &'a Session, previews: Previews) -> Parties<'a> {
         let senders = senders(session);
         let stats = SenderStats::of_senders(session, &senders);
-        let interactions = interactions(session, &senders);
+        let interactions = interactions(session, &senders, previews);
         let mut parties = Parties {
             senders: Vec::new(),
             stats,
@@ -432,7 +432,7 @@ pub fn metrics(session: &Session, mode: GraphMode) -> MetricsBody {
     let (ids, pairs): (Vec<String>, Vec<(usize, usize)>) = match mode {
         GraphMode::Reference => (SenderStats::of(session).ids, Vec::new()),
         GraphMode::Edges => {
-            let parties = Parties::of(session);
+            let parties = Parties::of(session, Previews::Skipped);
             let kept: Vec<&Interaction> = parties.interactions.iter().collect();
             let pairs = edges_of(&parties, &kept)
                 .into_iter()

@@ -49,9 +49,23 @@ pub struct Interaction<'a> {
     pub content_preview: Preview,
 }
 
+/// Whether [`interactions`] cuts each node's content for its preview (the graph shows them;
+/// its metrics only count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Previews {
+    /// Each interaction's `content_preview` is the node's content cut.
+    Made,
+    /// Every `content_preview` is empty.
+    Skipped,
+}
+
 /// Every interaction of `session`, in step order (see the module's table); `senders` is
 /// the sender of each workflow node ([`super::graph::senders`]).
-pub fn interactions<'a>(session: &'a Session, senders: &[String]) -> Vec<Interaction<'a>> {
+pub fn interactions<'a>(
+    session: &'a Session,
+    senders: &[String],
+    previews: Previews,
+) -> Vec<Interaction<'a>> {
     let returns = returns(session);
     let spawned = spawned_lanes(session);
     let w = &session.workflow;
@@ -79,7 +93,10 @@ pub fn interactions<'a>(session: &'a Session, senders: &[String]) -> Vec<Interac
             target,
             intent,
             message_type,
-            content_preview: preview(&session.node_content(node)),
+            content_preview: match previews {
+                Previews::Made => preview(&session.node_content(node)),
+                Previews::Skipped => Preview::of_str(""),
+            },
         });
     }
     out
