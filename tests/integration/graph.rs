@@ -238,7 +238,16 @@ async fn edge_counts_agree_in_the_upload_info_session_list_and_graph() {
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
     assert_eq!(seen, edges, "counted again in the background");
-    let rewritten: Value = serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    // The listing shows the new counts as soon as they are made; the manifest is rewritten
+    // right after (on a loaded machine, after the listing was read).
+    let mut rewritten = Value::Null;
+    for _ in 0..400 {
+        rewritten = serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+        if rewritten["counts"]["edge_count"] == edges {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
     assert_eq!(rewritten["counts"]["edge_count"], edges);
     assert_eq!(rewritten["counts"]["rules"], 2);
     restarted.stop().await;
