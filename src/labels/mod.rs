@@ -9,6 +9,7 @@
 //!   Label Studio's JSON export back into import items (pure).
 //! - [`store`]: the label database (SQLite or PostgreSQL), migrations and transactions.
 //! - [`import`]: sets and suggestions imported line by line; [`reads`]: reads across sessions.
+//! - [`sets_cache`]: the sets of recently read sessions of an SQLite database.
 //! - [`queue`]: the next unit for an annotator, with reservations and an overlap.
 //! - [`consensus`]: which labels a unit shows, and to whom (blind mode) (pure).
 //! - [`progress`]: units labeled per session and annotator (pure).
@@ -23,6 +24,7 @@ pub mod model;
 pub mod progress;
 pub mod queue;
 pub mod reads;
+pub mod sets_cache;
 pub mod store;
 pub mod validate;
 

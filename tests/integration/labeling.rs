@@ -210,6 +210,64 @@ async fn the_annotations_body_shows_the_adjudicated_set_else_the_majority() {
     server.stop().await;
 }
 
+/// Regression: the annotations body reads a session's sets from memory on SQLite; every
+/// write (a PUT, a DELETE, an import) must show in the next body, after a read that kept
+/// the sets as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_annotations_body_shows_every_write_at_once() {
+    TestDb::each(every_write_shows).await;
+}
+
+async fn every_write_shows(db: &TestDb) {
+    let (server, id, units) = sample_server(db.options()).await;
+    let (unit, _) = &texty_units(&units, 1)[0];
+    let annotations = format!("/api/graph/{id}/annotations?include_sidechains=true");
+    let labels_now = || async {
+        let body = server.get(&annotations).await;
+        body.json["annotations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["event_id"] == unit.as_str())
+            .unwrap()["labels"]
+            .clone()
+    };
+    assert_eq!(labels_now().await, json!([]));
+    assert_eq!(
+        labels_now().await,
+        json!([]),
+        "read twice: the second from memory"
+    );
+
+    let path = format!("/api/graph/{id}/labels/{unit}");
+    let written = put(
+        &server,
+        &path,
+        &set("ann.a", "submitted", &["EXEC_COGNITIVE"]),
+        None,
+    )
+    .await;
+    assert_eq!(written.status, StatusCode::CREATED, "{}", written.json);
+    assert_eq!(
+        labels_now().await,
+        json!([{"id": "EXEC_COGNITIVE", "confidence": 1.0}])
+    );
+
+    let deleted = server.delete(&format!("{path}?annotator=ann.a")).await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT, "{}", deleted.json);
+    assert_eq!(labels_now().await, json!([]));
+
+    let line = json!({"session_id": id, "event_id": unit, "annotator": "ann.b", "status": "submitted",
+        "labels": [{"id": "EXEC_DIGITAL"}]});
+    let imported = import(&server, &[line], &[]).await;
+    assert_eq!(imported.json["written"], 1, "{}", imported.json);
+    assert_eq!(
+        labels_now().await,
+        json!([{"id": "EXEC_DIGITAL", "confidence": 1.0}])
+    );
+    server.stop().await;
+}
+
 /// The body with every unit's `labels` emptied.
 fn strip_labels(body: &Value) -> Value {
     let mut body = body.clone();

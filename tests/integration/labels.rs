@@ -609,6 +609,22 @@ async fn replicas(db: &TestDb) {
     )
     .await;
     assert_eq!(written.status, StatusCode::CREATED);
+    // B read the session's sets for its annotations body before A wrote (listing the
+    // units), and keeps them in memory: A's commit must still show at once.
+    let body = b
+        .get(&format!("/api/graph/{id}/annotations?include_sidechains=true"))
+        .await;
+    let unit = body.json["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["event_id"] == event.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(
+        unit["labels"],
+        json!([{"id": "EXEC_COGNITIVE", "confidence": 1.0}])
+    );
     let seen = b.get(&format!("/api/graph/{id}/labels")).await;
     assert_eq!(seen.json["labels"][0], written.json);
     // B writes on top of what A wrote, conditionally: its If-Match holds.
