@@ -165,7 +165,7 @@ async fn start(data_dir: &Path, sessions_dir: PathBuf, database_url: &str) -> an
     })?;
     let codebook = Arc::new(Codebook::built_in()?);
     let labels = LabelStore::open(database_url, codebook.clone(), LabelPolicy::default()).await?;
-    let state = AppState {
+    let state = AppState::new(sessiongraph::SharedState {
         store: Arc::new(store),
         config: Arc::new(ApiConfig {
             max_upload_bytes: 64 << 20,
@@ -177,7 +177,7 @@ async fn start(data_dir: &Path, sessions_dir: PathBuf, database_url: &str) -> an
         }),
         codebook,
         labels: Arc::new(labels),
-    };
+    });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     let (shutdown, rx) = oneshot::channel::<()>();

@@ -30,7 +30,7 @@ use std::time::Duration;
 use axum::Router;
 use tokio::net::TcpListener;
 
-pub use api::{ApiConfig, AppState};
+pub use api::{ApiConfig, AppState, SharedState};
 
 /// The application: every route with its middleware, over `state`.
 pub fn app(state: AppState) -> Router {

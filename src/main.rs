@@ -10,7 +10,7 @@ use sessiongraph::cli::{self, ExportArgs, HealthcheckArgs, LabelsExportArgs};
 use sessiongraph::config::{LogFormat, ServeArgs};
 use sessiongraph::labels::LabelStore;
 use sessiongraph::store::Store;
-use sessiongraph::AppState;
+use sessiongraph::{AppState, SharedState};
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc: parsing allocates millions of short strings from two threads at once; glibc's
@@ -152,12 +152,12 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let labels = LabelStore::open(&database_url, codebook.clone(), policy).await?;
         tracing::info!(backend = labels.backend().name(), "label database ready");
         let labels = Arc::new(labels);
-        let state = AppState {
+        let state = AppState::new(SharedState {
             store: Arc::new(store),
             config: Arc::new(api),
             codebook,
             labels: labels.clone(),
-        };
+        });
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("failed to listen on {}", args.listen))?;

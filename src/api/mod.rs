@@ -82,9 +82,31 @@ impl Default for ApiConfig {
     }
 }
 
-/// What every handler shares. Cloning is shallow.
+/// What every handler shares, behind one `Arc`: axum clones the state several times per
+/// request (each middleware with state, each extractor), and a clone of one `Arc` is one
+/// atomic increment where the four parts' clones were four (their drops took 7% of serving
+/// a small body).
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<SharedState>);
+
+impl AppState {
+    /// The state of `parts`.
+    pub fn new(parts: SharedState) -> AppState {
+        AppState(Arc::new(parts))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = SharedState;
+
+    fn deref(&self) -> &SharedState {
+        &self.0
+    }
+}
+
+/// The parts of [`AppState`].
+#[derive(Debug)]
+pub struct SharedState {
     /// The sessions.
     pub store: Arc<Store>,
     /// HTTP settings.
@@ -253,12 +275,12 @@ mod tests {
         let labels = LabelStore::open("sqlite::memory:", codebook.clone(), Default::default())
             .await
             .unwrap();
-        AppState {
+        AppState::new(SharedState {
             store: Arc::new(Store::new(StoreConfig::default()).unwrap()),
             config: Arc::new(ApiConfig::default()),
             codebook,
             labels: Arc::new(labels),
-        }
+        })
     }
 
     async fn call(method: &str, uri: &str) -> (StatusCode, serde_json::Value, axum::http::HeaderMap) {

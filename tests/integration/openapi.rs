@@ -98,12 +98,12 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         sessiongraph::labels::LabelStore::open("sqlite::memory:", codebook.clone(), Default::default())
             .await
             .unwrap();
-    let starting = sessiongraph::AppState {
+    let starting = sessiongraph::AppState::new(sessiongraph::SharedState {
         store: std::sync::Arc::new(store),
         config: std::sync::Arc::new(Default::default()),
         codebook,
         labels: std::sync::Arc::new(labels),
-    };
+    });
     let reply = {
         use http_body_util::BodyExt;
         use tower::ServiceExt;

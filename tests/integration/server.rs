@@ -141,7 +141,7 @@ impl TestServer {
             sessiongraph::labels::LabelStore::open(&database_url, codebook.clone(), options.label_policy)
                 .await
                 .expect("the label database opens");
-        let state = AppState {
+        let state = AppState::new(sessiongraph::SharedState {
             store: Arc::new(store),
             config: Arc::new(ApiConfig {
                 max_upload_bytes: options.max_upload_bytes,
@@ -157,7 +157,7 @@ impl TestServer {
             }),
             codebook,
             labels: Arc::new(labels),
-        };
+        });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = oneshot::channel::<()>();
