@@ -10,7 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use sessiongraph::labels::LabelPolicy;
 
-use crate::labels::{put, quote_of, sample_server, TestDb};
+use crate::labels::{labels_shown, put, quote_of, sample_server, TestDb};
 use crate::server::{Options, Reply, TestServer};
 
 /// A server's options with `lead` as its reviewer.
@@ -221,18 +221,7 @@ async fn the_annotations_body_shows_every_write_at_once() {
 async fn every_write_shows(db: &TestDb) {
     let (server, id, units) = sample_server(db.options()).await;
     let (unit, _) = &texty_units(&units, 1)[0];
-    let annotations = format!("/api/graph/{id}/annotations?include_sidechains=true");
-    let labels_now = || async {
-        let body = server.get(&annotations).await;
-        body.json["annotations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|u| u["event_id"] == unit.as_str())
-            .unwrap()["labels"]
-            .clone()
-    };
-    assert_eq!(labels_now().await, json!([]));
+    let labels_now = || labels_shown(&server, &id, unit);
     assert_eq!(
         labels_now().await,
         json!([]),

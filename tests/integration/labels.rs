@@ -107,6 +107,20 @@ pub async fn sample_server(options: Options) -> (TestServer, String, Vec<(String
     (server, id, units)
 }
 
+/// The labels the annotations body (with sidechains) shows on unit `event`.
+pub async fn labels_shown(server: &TestServer, id: &str, event: &str) -> Value {
+    let body = server
+        .get(&format!("/api/graph/{id}/annotations?include_sidechains=true"))
+        .await;
+    body.json["annotations"]
+        .as_array()
+        .expect("the annotations body lists its units")
+        .iter()
+        .find(|u| u["event_id"] == event)
+        .unwrap_or_else(|| panic!("no unit {event}"))["labels"]
+        .clone()
+}
+
 /// (event_id, text, is_sidechain) of every unit.
 pub async fn units(server: &TestServer, id: &str) -> Vec<(String, String, bool)> {
     let body = server
@@ -611,18 +625,8 @@ async fn replicas(db: &TestDb) {
     assert_eq!(written.status, StatusCode::CREATED);
     // B read the session's sets for its annotations body before A wrote (listing the
     // units), and keeps them in memory: A's commit must still show at once.
-    let body = b
-        .get(&format!("/api/graph/{id}/annotations?include_sidechains=true"))
-        .await;
-    let unit = body.json["annotations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["event_id"] == event.as_str())
-        .unwrap()
-        .clone();
     assert_eq!(
-        unit["labels"],
+        labels_shown(&b, &id, &event).await,
         json!([{"id": "EXEC_COGNITIVE", "confidence": 1.0}])
     );
     let seen = b.get(&format!("/api/graph/{id}/labels")).await;
