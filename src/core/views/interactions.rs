@@ -25,6 +25,7 @@
 use std::borrow::Cow;
 
 use foldhash::{HashMap, HashMapExt};
+use rayon::prelude::*;
 
 use crate::core::literals::Preview;
 use crate::core::session::{ItemKind, Session};
@@ -70,6 +71,8 @@ pub fn interactions<'a>(
     let spawned = spawned_lanes(session);
     let w = &session.workflow;
     let mut out = Vec::new();
+    // The node of each interaction, for its preview.
+    let mut nodes = Vec::new();
     for (n, node) in w.nodes.iter().enumerate() {
         let sender = senders[n].as_str();
         let addressed = match returns.get(&n) {
@@ -93,10 +96,14 @@ pub fn interactions<'a>(
             target,
             intent,
             message_type,
-            content_preview: match previews {
-                Previews::Made => preview(&session.node_content(node)),
-                Previews::Skipped => Preview::of_str(""),
-            },
+            content_preview: Preview::of_str(""),
+        });
+        nodes.push(n);
+    }
+    if previews == Previews::Made {
+        // Most of the work: each node's content, cut. In parallel, each into its own slot.
+        out.par_iter_mut().zip(nodes).for_each(|(interaction, n)| {
+            interaction.content_preview = preview(&session.node_content(&w.nodes[n]));
         });
     }
     out
