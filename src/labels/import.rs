@@ -12,11 +12,9 @@
 //! change nothing (the same set or suggestion is stored) is left alone, so importing the
 //! same file twice changes nothing: no new version, no history row.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 use serde_json::{Map, Value};
-use sqlx::{AnyConnection, AnyPool};
+use sqlx::AnyConnection;
 
 use super::model::{ImportItem, ImportKind, LabelRecord, NewSet, Precondition, Status};
 use super::store::{now, write_set, LabelError, LabelStore, SetKey, Unchanged};
@@ -187,7 +185,6 @@ impl LabelStore {
                 Err(why) => outcomes.push(LineOutcome::refused(line, why)),
             }
         }
-        let valid = Arc::new(valid);
         let mut attempt = 0;
         let stored = loop {
             match self.store_lines(&valid).await {
@@ -277,44 +274,30 @@ impl LabelStore {
         Ok(())
     }
 
-    /// Stores the valid lines in one transaction (see [`LabelStore::write_to_end`]).
-    async fn store_lines(&self, lines: &Arc<Vec<ValidLine>>) -> Result<Vec<LineOutcome>, LabelError> {
-        let mut sessions: Vec<String> = lines
-            .iter()
-            .flat_map(|l| l.records.iter().map(|(session_id, _, _)| session_id.clone()))
-            .collect();
-        sessions.sort_unstable();
-        sessions.dedup();
-        let (pool, lines) = (self.pool.clone(), Arc::clone(lines));
-        self.write_to_end(sessions, async move { store_lines(&pool, &lines).await })
-            .await
-    }
-}
-
-/// Stores `lines` in one transaction; one outcome per line.
-async fn store_lines(pool: &AnyPool, lines: &[ValidLine]) -> Result<Vec<LineOutcome>, LabelError> {
-    let mut tx = pool.begin().await?;
-    let mut outcomes = Vec::with_capacity(lines.len());
-    for line in lines {
-        let mut outcome = LineOutcome {
-            line: line.line,
-            ok: true,
-            written: 0,
-            unchanged: 0,
-            error: None,
-            field: None,
-        };
-        for (session_id, event_id, record) in &line.records {
-            if store_record(&mut tx, session_id, event_id, record).await? {
-                outcome.written += 1;
-            } else {
-                outcome.unchanged += 1;
+    async fn store_lines(&self, lines: &[ValidLine]) -> Result<Vec<LineOutcome>, LabelError> {
+        let mut tx = self.pool.begin().await?;
+        let mut outcomes = Vec::with_capacity(lines.len());
+        for line in lines {
+            let mut outcome = LineOutcome {
+                line: line.line,
+                ok: true,
+                written: 0,
+                unchanged: 0,
+                error: None,
+                field: None,
+            };
+            for (session_id, event_id, record) in &line.records {
+                if store_record(&mut tx, session_id, event_id, record).await? {
+                    outcome.written += 1;
+                } else {
+                    outcome.unchanged += 1;
+                }
             }
+            outcomes.push(outcome);
         }
-        outcomes.push(outcome);
+        tx.commit().await?;
+        Ok(outcomes)
     }
-    tx.commit().await?;
-    Ok(outcomes)
 }
 
 /// Stores one record; false when it was already stored as given.

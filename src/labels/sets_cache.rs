@@ -3,20 +3,19 @@
 //! Every request for a session's annotations body reads its label sets (they are shown on
 //! the units). Read from the database, that is a round trip to a connection's thread for
 //! what is almost always the same answer: on SQLite it took 40% of serving a cached
-//! annotations body. The cache answers instead, and learns of every write:
+//! annotations body. The cache answers instead, and learns of every write, this process's
+//! or another's (a second server on the same file is a supported setup), the one way
+//! SQLite tells every connection: each commit rewrites the header of the database's WAL
+//! index, the `-shm` file every connection to a WAL database maps, before the commit
+//! returns (<https://www.sqlite.org/walformat.html>). Each lookup reads the header's two
+//! copies (96 bytes) first: bytes that differ from those seen last drop everything, and a
+//! header that cannot be read (no WAL, no open connection) keeps nothing. The bytes are
+//! only compared, never interpreted.
 //!
-//! - this process's writes drop the sets of the sessions they change when they end;
-//! - another process's (a second server on the same file, a supported setup) change the
-//!   header of the database's WAL index, the `-shm` file every connection to a WAL
-//!   database maps, which SQLite rewrites in every commit before the commit returns
-//!   (<https://www.sqlite.org/walformat.html>). Each lookup reads the header's two
-//!   copies (96 bytes) first: bytes that differ from those seen last drop everything, and
-//!   a header that cannot be read keeps nothing. The bytes are only compared, never
-//!   interpreted.
-//!
-//! A read that races a write must not keep what it read before the write committed: a
-//! fill is kept only when nothing was dropped between the start of its read and its
-//! return (a generation counter, checked and changed under the same lock as the map).
+//! A read that races a commit must not keep what it read before the commit: a fill is
+//! kept only when nothing was dropped between the start of its read and its return (a
+//! generation counter, checked and changed under the same lock as the map). A commit that
+//! ends after a fill was kept is seen by the next lookup.
 //!
 //! PostgreSQL is not cached: replicas sharing it have no such file to watch.
 
@@ -46,7 +45,7 @@ pub struct SetsCache {
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// Bumped by every drop: a fill that started before it is not kept.
+    /// Bumped when a lookup sees a commit: a fill that started before it is not kept.
     generation: u64,
     sessions: HashMap<String, Sets>,
     /// The WAL index header as the last lookup read it.
@@ -89,7 +88,7 @@ impl SetsCache {
     }
 
     /// Keeps `sets`, read from the database for `session_id` after `fill` was taken,
-    /// unless a write ended since.
+    /// unless a lookup saw a commit since.
     pub fn fill(&self, session_id: &str, fill: Fill, sets: &Sets) {
         let mut inner = self.lock();
         if inner.generation != fill.generation {
@@ -99,13 +98,6 @@ impl SetsCache {
             inner.sessions.clear();
         }
         inner.sessions.insert(session_id.to_owned(), Arc::clone(sets));
-    }
-
-    /// Drops the session's sets: a write to them has ended (committed or not).
-    pub fn invalidate(&self, session_id: &str) {
-        let mut inner = self.lock();
-        inner.generation += 1;
-        inner.sessions.remove(session_id);
     }
 
     /// The WAL index header's bytes, or `None` when they cannot be read (no such file:
@@ -147,7 +139,7 @@ mod tests {
         SetsCache::of_database(&database)
     }
 
-    /// What a commit by another process does to the WAL index header.
+    /// What a commit (by any connection) does to the WAL index header.
     fn commit_elsewhere(database: &Path, byte: u8) {
         let mut shm = database.as_os_str().to_owned();
         shm.push("-shm");
@@ -160,39 +152,28 @@ mod tests {
     }
 
     #[test]
-    fn a_fill_is_kept_until_a_write_drops_it() {
+    fn a_fill_is_kept_until_a_commit() {
         let dir = tempfile::tempdir().unwrap();
         let cache = cache_in(dir.path(), 1);
         filled(&cache, "s");
-        assert!(cache.get("s").is_ok());
-        cache.invalidate("s");
-        assert!(cache.get("s").is_err());
-    }
-
-    #[test]
-    fn a_fill_read_before_a_write_ended_is_not_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        let cache = cache_in(dir.path(), 1);
-        let fill = cache.get("s").unwrap_err();
-        // A write to any session ends while the read is under way: what the read saw
-        // may be from before it.
-        cache.invalidate("other");
-        cache.fill("s", fill, &no_sets());
-        assert!(cache.get("s").is_err());
-        filled(&cache, "s");
-        assert!(cache.get("s").is_ok());
-    }
-
-    #[test]
-    fn a_commit_by_another_process_drops_everything() {
-        let dir = tempfile::tempdir().unwrap();
-        let cache = cache_in(dir.path(), 1);
-        filled(&cache, "s");
+        filled(&cache, "t");
         assert!(cache.get("s").is_ok());
         commit_elsewhere(&dir.path().join("labels.sqlite3"), 2);
         assert!(cache.get("s").is_err());
-        // A fill that started before the commit was seen is not kept either.
-        let fill = Fill { generation: 0 };
+        assert!(cache.get("t").is_err(), "a commit drops every session's sets");
+        filled(&cache, "s");
+        assert!(cache.get("s").is_ok());
+    }
+
+    #[test]
+    fn a_fill_read_before_a_commit_was_seen_is_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = cache_in(dir.path(), 1);
+        let fill = cache.get("s").unwrap_err();
+        // While the read is under way, a commit ends and another lookup sees it: what
+        // the read saw may be from before it.
+        commit_elsewhere(&dir.path().join("labels.sqlite3"), 2);
+        assert!(cache.get("t").is_err());
         cache.fill("s", fill, &no_sets());
         assert!(cache.get("s").is_err());
     }

@@ -225,32 +225,6 @@ fn sets_cache_of(url: &str, backend: Backend) -> Option<Arc<SetsCache>> {
     Some(Arc::new(SetsCache::of_database(options.get_filename())))
 }
 
-/// A [`SetKey`] that owns its strings, for a write that runs on a task of its own.
-#[derive(Debug, Clone)]
-struct OwnedKey {
-    session_id: String,
-    event_id: String,
-    annotator: String,
-}
-
-impl OwnedKey {
-    fn of(key: SetKey<'_>) -> OwnedKey {
-        OwnedKey {
-            session_id: key.session_id.to_owned(),
-            event_id: key.event_id.to_owned(),
-            annotator: key.annotator.to_owned(),
-        }
-    }
-
-    fn key(&self) -> SetKey<'_> {
-        SetKey {
-            session_id: &self.session_id,
-            event_id: &self.event_id,
-            annotator: &self.annotator,
-        }
-    }
-}
-
 const SET_COLUMNS: &str = "event_id, annotator, status, labels, note, lead_time_ms, version, updated_at";
 const KEY_WHERE: &str = "session_id = $1 AND event_id = $2 AND annotator = $3";
 
@@ -367,83 +341,38 @@ impl LabelStore {
         new: &NewSet,
         precondition: &Precondition,
     ) -> Result<(LabelSet, bool), LabelError> {
-        let (pool, key, new, precondition) = (
-            self.pool.clone(),
-            OwnedKey::of(key),
-            new.clone(),
-            precondition.clone(),
-        );
-        let sessions = vec![key.session_id.clone()];
-        let written = self
-            .write_to_end(sessions, async move {
-                let mut tx = pool.begin().await?;
-                let written = write_set(&mut tx, key.key(), &new, &precondition, Unchanged::Write).await?;
-                tx.commit().await?;
-                Ok(written)
-            })
-            .await?;
+        let mut tx = self.pool.begin().await?;
+        let written = write_set(&mut tx, key, new, precondition, Unchanged::Write).await?;
+        tx.commit().await?;
         // A write that is not skipped always stores a set.
         let written = written.ok_or_else(|| LabelError::Corrupt("a PUT stored nothing".into()))?;
         Ok((written.set, written.created))
     }
 
-    /// Runs `write`, a transaction on the sets of `sessions`, to its end on a task of its
-    /// own, then drops those sessions' cached sets. A caller that stops waiting (its client
-    /// went away) does not cut the write short: the cache never misses a commit that ends
-    /// after it stopped.
-    pub(super) async fn write_to_end<T, F>(&self, sessions: Vec<String>, write: F) -> Result<T, LabelError>
-    where
-        T: Send + 'static,
-        F: std::future::Future<Output = Result<T, LabelError>> + Send + 'static,
-    {
-        let sets = self.sets.clone();
-        let task = tokio::spawn(async move {
-            let outcome = write.await;
-            if let Some(sets) = sets {
-                for session in &sessions {
-                    sets.invalidate(session);
-                }
-            }
-            outcome
-        });
-        match task.await {
-            Ok(outcome) => outcome,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // Only a runtime shutting down cancels the task.
-            Err(_) => Err(LabelError::Database(sqlx::Error::WorkerCrashed)),
-        }
-    }
-
     /// Removes the annotator's set on the unit if `precondition` holds; returns it.
     pub async fn delete(&self, key: SetKey<'_>, precondition: &Precondition) -> Result<LabelSet, LabelError> {
-        let (pool, key, precondition) = (self.pool.clone(), OwnedKey::of(key), precondition.clone());
-        let sessions = vec![key.session_id.clone()];
-        self.write_to_end(sessions, async move {
-            let key = key.key();
-            let mut tx = pool.begin().await?;
-            let Some(current) = lock_and_read(&mut tx, key).await? else {
-                return Err(LabelError::NotFound(format!(
-                    "No label set of annotator '{}' on unit '{}'",
-                    crate::core::text::echo(key.annotator),
-                    crate::core::text::echo(key.event_id)
-                )));
-            };
-            if !precondition.holds(Some(current.version)) {
-                return Err(LabelError::Conflict {
-                    current: Some(Box::new(current)),
-                });
-            }
-            sqlx::query(&format!("DELETE FROM label_sets WHERE {KEY_WHERE}"))
-                .bind(key.session_id)
-                .bind(key.event_id)
-                .bind(key.annotator)
-                .execute(&mut *tx)
-                .await?;
-            append_history(&mut tx, key, Action::Delete, Some(&current), None).await?;
-            tx.commit().await?;
-            Ok(current)
-        })
-        .await
+        let mut tx = self.pool.begin().await?;
+        let Some(current) = lock_and_read(&mut tx, key).await? else {
+            return Err(LabelError::NotFound(format!(
+                "No label set of annotator '{}' on unit '{}'",
+                crate::core::text::echo(key.annotator),
+                crate::core::text::echo(key.event_id)
+            )));
+        };
+        if !precondition.holds(Some(current.version)) {
+            return Err(LabelError::Conflict {
+                current: Some(Box::new(current)),
+            });
+        }
+        sqlx::query(&format!("DELETE FROM label_sets WHERE {KEY_WHERE}"))
+            .bind(key.session_id)
+            .bind(key.event_id)
+            .bind(key.annotator)
+            .execute(&mut *tx)
+            .await?;
+        append_history(&mut tx, key, Action::Delete, Some(&current), None).await?;
+        tx.commit().await?;
+        Ok(current)
     }
 
     /// One set, if there is one.

@@ -257,6 +257,37 @@ async fn every_write_shows(db: &TestDb) {
     server.stop().await;
 }
 
+/// Regression: writes and reads of one session's sets at once (the reads keep what they
+/// read in memory on SQLite): once every write has answered, a read sees all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sets_written_while_others_read_are_all_seen_once_written() {
+    TestDb::each(writes_among_reads).await;
+}
+
+async fn writes_among_reads(db: &TestDb) {
+    let (server, id, units) = sample_server(db.options()).await;
+    let (unit, _) = &texty_units(&units, 1)[0];
+    let path = format!("/api/graph/{id}/labels/{unit}");
+    let annotators: Vec<String> = (0..8).map(|i| format!("ann.{i}")).collect();
+    let bodies: Vec<Value> = annotators
+        .iter()
+        .map(|who| set(who, "submitted", &["EXEC_COGNITIVE"]))
+        .collect();
+    let writes = futures_util::future::join_all(bodies.iter().map(|body| put(&server, &path, body, None)));
+    let reads = futures_util::future::join_all((0..16).map(|_| labels_shown(&server, &id, unit)));
+    let (written, _) = tokio::join!(writes, reads);
+    for reply in &written {
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.json);
+    }
+    let listed = server.get(&format!("/api/graph/{id}/labels")).await;
+    assert_eq!(listed.json["total"], annotators.len(), "{}", listed.json);
+    assert_eq!(
+        labels_shown(&server, &id, unit).await,
+        json!([{"id": "EXEC_COGNITIVE", "confidence": 1.0}])
+    );
+    server.stop().await;
+}
+
 /// The body with every unit's `labels` emptied.
 fn strip_labels(body: &Value) -> Value {
     let mut body = body.clone();
