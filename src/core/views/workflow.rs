@@ -36,7 +36,7 @@ pub struct Snapshot<'a> {
 #[derive(Debug, Serialize)]
 pub struct SnapshotRest<'a> {
     /// Edges between kept nodes.
-    pub edges: Vec<EdgeJson<'a>>,
+    pub edges: EdgesJson<'a>,
     /// Everything after the edges.
     #[serde(flatten)]
     pub tail: SnapshotTail<'a>,
@@ -187,6 +187,32 @@ impl Serialize for JsonNumberOr0<'_> {
             Some(n) => n.serialize(s),
             None => s.serialize_u64(0),
         }
+    }
+}
+
+/// The edges between kept nodes, each made as it is written: a session's edges on the
+/// wire are as many as its nodes, each with an id of its own.
+#[derive(Debug, Clone, Copy)]
+pub struct EdgesJson<'a> {
+    w: &'a Workflow,
+    step: Option<u64>,
+}
+
+impl<'a> EdgesJson<'a> {
+    /// The edges, in the workflow's order.
+    pub fn iter(&self) -> impl Iterator<Item = EdgeJson<'a>> + 'a {
+        let (w, step) = (self.w, self.step);
+        let keep = move |n: usize| step.is_none_or(|s| (w.nodes[n].step as u64) <= s);
+        w.edges
+            .iter()
+            .filter(move |e| keep(e.source) && keep(e.target))
+            .map(move |e| edge_json(w, e))
+    }
+}
+
+impl Serialize for EdgesJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
     }
 }
 
@@ -352,12 +378,12 @@ pub fn write_parallel(body: &WorkflowBody<'_>, out: &mut impl BodyWriter) -> std
     let node_ends = write_elements_indexed(out, nodes.w.nodes.len(), |n| nodes.node(n, &spawned))?;
     out.write_all(EDGES_OPEN)?;
     let edges_start = out.written();
-    let mut edge_ends = Vec::with_capacity(body.workflow.rest.edges.len());
-    for edge in &body.workflow.rest.edges {
+    let mut edge_ends = Vec::with_capacity(nodes.w.edges.len());
+    for edge in body.workflow.rest.edges.iter() {
         if !edge_ends.is_empty() {
             out.write_all(b",")?;
         }
-        serde_json::to_writer(&mut *out, edge)?;
+        serde_json::to_writer(&mut *out, &edge)?;
         edge_ends.push(out.written());
     }
     out.write_all(b"],")?;
@@ -376,19 +402,12 @@ pub fn write_parallel(body: &WorkflowBody<'_>, out: &mut impl BodyWriter) -> std
 /// Builds the body; with `step`, cut at that step (CONTRACT 3.7: the node lists of the kept
 /// nodes are cut too).
 pub fn workflow<'a>(session: &'a Session, w: &'a Workflow, step: Option<u64>) -> WorkflowBody<'a> {
-    let keep = |n: usize| step.is_none_or(|s| (w.nodes[n].step as u64) <= s);
     let nodes = NodesJson { session, w, step };
-    let edges = w
-        .edges
-        .iter()
-        .filter(|e| keep(e.source) && keep(e.target))
-        .map(|e| edge_json(w, e))
-        .collect();
     WorkflowBody {
         workflow: Snapshot {
             nodes,
             rest: SnapshotRest {
-                edges,
+                edges: EdgesJson { w, step },
                 tail: snapshot_tail(session, w, step),
             },
         },
