@@ -145,7 +145,9 @@ pub fn unwrap(object: &Map<String, Value>) -> Option<Wrapped<'_>> {
     chat_messages(object).map(Wrapped::Dict)
 }
 
-/// A `chat_messages` dict: every value a list of chat messages (or `null`s), one not empty.
+/// A `chat_messages` dict: every value a list of chat messages (or `null`s), one holding a
+/// message. (An object whose lists hold only `null`s, `{"source":[null]}`, is no dump: it
+/// is read as the one entry it is, as it would be in an array.)
 fn chat_messages(object: &Map<String, Value>) -> Option<Vec<(&str, &[Value])>> {
     let mut peers = Vec::with_capacity(object.len());
     for (peer, list) in object {
@@ -156,7 +158,10 @@ fn chat_messages(object: &Map<String, Value>) -> Option<Vec<(&str, &[Value])>> {
         }
         peers.push((peer.as_str(), list.as_slice()));
     }
-    peers.iter().any(|(_, list)| !list.is_empty()).then_some(peers)
+    peers
+        .iter()
+        .any(|(_, list)| list.iter().any(|v| !v.is_null()))
+        .then_some(peers)
 }
 
 /// The first message of a file's head (the first [`super::autogen::SNIFF_BYTES`]), for
@@ -537,6 +542,19 @@ mod tests {
 
     fn pair(sender: &str, receiver: &str) -> (String, Option<String>) {
         (sender.to_owned(), Some(receiver.to_owned()))
+    }
+
+    /// Regression (found by the fuzz test): a line `{"source":[null]}` was read as a
+    /// `chat_messages` dict with one null message (an error naming entry 1), the same entry
+    /// in an array as an entry without a sender (no messages).
+    #[test]
+    fn an_object_of_null_lists_reads_as_the_entry_it_is() {
+        let line = r#"{"source":[null]}"#;
+        assert_eq!(parse(line), parse(&format!("[{line}]")));
+        assert!(matches!(
+            parse(line),
+            Err(crate::core::autogen::AutogenError::NoMessages)
+        ));
     }
 
     #[test]
