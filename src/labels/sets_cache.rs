@@ -53,7 +53,7 @@ struct Inner {
 }
 
 /// A read of the database under way: what [`SetsCache::fill`] needs to know whether a
-/// write ended since it started.
+/// lookup saw a commit since it started.
 #[derive(Debug, Clone, Copy)]
 pub struct Fill {
     generation: u64,
