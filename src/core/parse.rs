@@ -434,7 +434,7 @@ pub fn parse_file_within(file: u32, data: &Bytes, budget: &RecordBudget) -> Pars
             if budget.is_exhausted() {
                 return (ParsedFile::default(), 0);
             }
-            let (mut part, lines) = parse_segment(file, data.slice(start..end), i == 0);
+            let (mut part, lines) = parse_segment(file, data.slice(start..end), i == 0, budget);
             budget.charge(std::mem::take(&mut part.uncharged));
             (part, lines)
         })
@@ -484,12 +484,18 @@ fn sub_str<'t>(text: &'t str, part: &[u8]) -> Option<&'t str> {
     text.get(start..start.checked_add(part.len())?)
 }
 
+/// Charges a segment's records pay to the budget as they are read, every this many bytes
+/// of charges. Paid only at the segment's end, a segment of tiny records (128 KiB of
+/// input, thousands of records, megabytes) was read whole past an exhausted budget.
+const CHARGE_EVERY: usize = 64 << 10;
+
 /// Reads one segment; line numbers count from its start. Returns the result and the number
-/// of physical lines the segment spans.
+/// of physical lines the segment spans. Stops early, leaving the result incomplete, once
+/// `budget` is exhausted (the session is refused).
 ///
 /// The segment's UTF-8 is checked once, and its lines read as slices of it; a segment that
 /// is not all UTF-8 is read line by line.
-fn parse_segment(file: u32, data: Bytes, starts_file: bool) -> (ParsedFile, u32) {
+fn parse_segment(file: u32, data: Bytes, starts_file: bool, budget: &RecordBudget) -> (ParsedFile, u32) {
     let text = utf8_text(&data).map(Arc::new);
     let mut lines = if starts_file {
         frame::lines(&data)
@@ -524,6 +530,9 @@ fn parse_segment(file: u32, data: Bytes, starts_file: bool) -> (ParsedFile, u32)
                         seq: seq as u32,
                     };
                     out.take(record, pos);
+                }
+                if out.uncharged >= CHARGE_EVERY && !budget.charge(std::mem::take(&mut out.uncharged)) {
+                    break;
                 }
             }
             Err(error) => out.bad_lines.push(BadLine {
