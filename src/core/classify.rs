@@ -245,54 +245,18 @@ pub fn trimmed_reaches(text: &Text<'_>, units: usize) -> bool {
     units == 0
 }
 
-/// The input fields a tool call's description shows, borrowed from the input as written.
-/// Reading them skips the rest of the input (a file's content, an edit's strings) without
-/// building it.
-#[derive(serde::Deserialize, Default)]
-#[serde(default)]
-struct ShownFields<'a> {
-    #[serde(borrow)]
-    file_path: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow)]
-    command: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow)]
-    pattern: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow)]
-    subagent_type: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow)]
-    description: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow)]
-    prompt: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow)]
-    todos: Option<&'a serde_json::value::RawValue>,
-    #[serde(borrow)]
-    questions: Option<&'a serde_json::value::RawValue>,
-}
-
 /// The one-line description of a tool call shown as the node's content.
 pub fn tool_description(tool: &ToolUse) -> String {
-    use serde_json::Value;
     let Some(input) = tool.input.as_ref() else {
         return describe(tool, |_| None, || "undefined".to_owned());
     };
-    // An input that is no object, or that repeats a key (the last one counts, as in
-    // JavaScript), is read whole.
-    match serde_json::from_str::<ShownFields<'_>>(input.get()) {
-        Ok(fields) => {
-            let field = |k: &str| -> Option<Value> {
-                let raw = match k {
-                    "file_path" => fields.file_path,
-                    "command" => fields.command,
-                    "pattern" => fields.pattern,
-                    "subagent_type" => fields.subagent_type,
-                    "description" => fields.description,
-                    "prompt" => fields.prompt,
-                    "todos" => fields.todos,
-                    "questions" => fields.questions,
-                    _ => None,
-                }?;
-                serde_json::from_str(raw.get()).ok()
-            };
+    // The input's members as written, their values unread (a file's content is skipped, not
+    // built); a repeated key keeps its last value, as in JavaScript. An input that is no
+    // object, or has a key with an escape, is read whole.
+    type Members<'a> = foldhash::HashMap<&'a str, &'a serde_json::value::RawValue>;
+    match serde_json::from_str::<Members<'_>>(input.get()) {
+        Ok(members) => {
+            let field = |k: &str| serde_json::from_str(members.get(k)?.get()).ok();
             describe(tool, field, || input.value().to_string())
         }
         Err(_) => {

@@ -117,10 +117,7 @@ pub fn form_of(inside: &[u8]) -> Result<Form, LoneSurrogate> {
 /// text, backslashes come every few dozen bytes (an escaped line break per line of code),
 /// where a call to `memchr` per backslash costs more than the scan.
 fn next_backslash(bytes: &[u8], mut at: usize) -> Option<usize> {
-    while let Some(word) = bytes.get(at..at + 8) {
-        let word = u64::from_le_bytes([
-            word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
-        ]);
+    while let Some(word) = word_at(bytes, at) {
         let plain = bytes_before_backslash(word);
         if plain < 8 {
             return Some(at + plain);
@@ -128,6 +125,13 @@ fn next_backslash(bytes: &[u8], mut at: usize) -> Option<usize> {
         at += 8;
     }
     bytes.get(at..)?.iter().position(|&b| b == b'\\').map(|k| at + k)
+}
+
+/// The eight bytes of `bytes` from `at` as one word (little-endian: the first byte lowest),
+/// if there are eight.
+pub(crate) fn word_at(bytes: &[u8], at: usize) -> Option<u64> {
+    let word: [u8; 8] = bytes.get(at..at.checked_add(8)?)?.try_into().ok()?;
+    Some(u64::from_le_bytes(word))
 }
 
 /// Eight ones, one per byte.

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use serde::{Serialize, Serializer};
 
 use super::json_text::{
-    bytes_before_backslash, escape_into, serialize_raw, EscapedChars, JsonStr, HIGH, ONES,
+    bytes_before_backslash, escape_into, serialize_raw, word_at, EscapedChars, JsonStr, HIGH, ONES,
 };
 use super::text::{len_utf16, prefix_utf16};
 
@@ -331,11 +331,12 @@ impl<'a> Text<'a> {
     fn escaped_prefix_into(&self, units: usize, out: &mut String) -> bool {
         let mut left = units;
         for piece in self.pieces.as_slice() {
+            // No unit takes more than twelve bytes escaped (a pair of `\\u` escapes for
+            // two): a head of this many bytes holds the prefix and one unit more.
+            let head_bytes = left.saturating_add(1).saturating_mul(12);
             let whole = match piece {
                 TextPiece::Json(j, end) if j.is_canonical() => {
-                    // No unit takes more than twelve bytes escaped (a pair of `\\u`
-                    // escapes for two): the head read holds the prefix and one unit more.
-                    let head = j.escaped_head((*end).min(left.saturating_add(1).saturating_mul(12)));
+                    let head = j.escaped_head((*end).min(head_bytes));
                     let (kept, used) = escaped_prefix(head, left);
                     out.push_str(&head[..kept]);
                     left -= used;
@@ -348,9 +349,7 @@ impl<'a> Text<'a> {
                     kept.len() == s.len()
                 }
                 TextPiece::Json(j, end) => {
-                    let mut chars = EscapedChars::new(
-                        j.escaped_head((*end).min(left.saturating_add(1).saturating_mul(12))),
-                    );
+                    let mut chars = EscapedChars::new(j.escaped_head((*end).min(head_bytes)));
                     let mut kept = String::new();
                     let mut whole = true;
                     for c in chars.by_ref() {
@@ -470,10 +469,7 @@ fn piece_len(piece: &TextPiece<'_>) -> usize {
 fn escaped_prefix(escaped: &str, units: usize) -> (usize, usize) {
     let bytes = escaped.as_bytes();
     let (mut at, mut used) = (0, 0);
-    while let Some(word) = bytes.get(at..at + 8) {
-        let word = u64::from_le_bytes([
-            word[0], word[1], word[2], word[3], word[4], word[5], word[6], word[7],
-        ]);
+    while let Some(word) = word_at(bytes, at) {
         let plain = bytes_before_backslash(word);
         let plain_units = units_in(word, plain);
         if used + plain_units > units {
