@@ -8,7 +8,7 @@
 use foldhash::{HashMap, HashMapExt};
 
 use super::literals::Text;
-use super::records::{Block, JsonStr, Record, RecordKind, ToolUse, Usage};
+use super::records::{Block, Id, JsonStr, Record, RecordKind, ToolUse, Usage};
 
 /// One model response.
 #[derive(Debug, Clone)]
@@ -18,9 +18,9 @@ pub struct Turn {
     /// Its records by (timestamp, file position): the order content is read in.
     pub chunks: Vec<usize>,
     /// `requestId`.
-    pub request_id: Option<Box<str>>,
+    pub request_id: Option<Id>,
     /// `message.id`.
-    pub message_id: Option<Box<str>>,
+    pub message_id: Option<Id>,
     /// The record that attaches the turn to the conversation: the earliest chunk whose
     /// parent is not one of the turn's own records. Its parent is the turn's parent.
     pub head: usize,
@@ -135,7 +135,7 @@ pub fn group_turns(records: &[Record], kept: impl Fn(usize) -> bool) -> (Vec<Tur
                     records: Vec::new(),
                     chunks: Vec::new(),
                     request_id: r.request_id.clone(),
-                    message_id: r.message_id().map(Box::from),
+                    message_id: r.message.as_ref().and_then(|m| m.id.clone()),
                     head: i,
                 });
                 if let Some(k) = key {

@@ -64,6 +64,14 @@ impl HeapSize for Box<str> {
     }
 }
 
+/// Each holder of a shared string counts its share, so that the holders together count it
+/// once.
+impl HeapSize for std::sync::Arc<str> {
+    fn heap_size(&self) -> usize {
+        self.len() / std::sync::Arc::strong_count(self)
+    }
+}
+
 /// A string of the input owns nothing: its bytes are the input's, counted once by the
 /// session that keeps them ([`Session::input`]). A copy owns its literal.
 impl HeapSize for JsonStr {

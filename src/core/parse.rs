@@ -17,7 +17,7 @@ use super::diagnostics::{Samples, TypeCounts};
 use super::frame;
 use super::json_text::TextBuffer;
 use super::memory_bound::{fixed_cost, RecordBudget};
-use super::records::{LineBuffer, Position, Record, WireRecord};
+use super::records::{LineBuffer, Position, Record, RepeatedIds, WireRecord};
 
 /// Why a line gave no record.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -367,6 +367,8 @@ pub struct ParsedFile {
     pub identity: FileIdentity,
     /// The [`fixed_cost`] of the records kept, not yet charged to the reading's budget.
     uncharged: usize,
+    /// The ids of the records kept last, shared with the next ones.
+    repeated: RepeatedIds,
 }
 
 impl ParsedFile {
@@ -379,18 +381,16 @@ impl ParsedFile {
             .observe(record.session_id.as_deref(), record.agent_id.as_deref());
         if !inert {
             record.pos = pos;
+            self.repeated.share(&mut record);
             self.uncharged += fixed_cost(&record);
             self.records.push(record);
         }
     }
 
-    /// Appends `later`, the next part of the same file, whose line numbers start after
-    /// `lines_before` physical lines.
-    fn append(&mut self, mut later: ParsedFile, lines_before: u32) {
-        for r in &mut later.records {
-            r.pos.line = r.pos.line.saturating_add(lines_before);
-        }
-        self.records.append(&mut later.records);
+    /// Adds what `later`, the next part of the same file, counted (its line numbers start
+    /// after `lines_before` physical lines); its records are the caller's to move.
+    fn append_counts(&mut self, later: ParsedFile, lines_before: u32) {
+        debug_assert!(later.records.is_empty(), "records are moved by the caller");
         self.records_read += later.records_read;
         self.lines += later.lines;
         self.bad_lines.absorb(later.bad_lines, |mut b| {
@@ -426,6 +426,18 @@ pub fn parse_file(file: u32, data: &[u8]) -> ParsedFile {
 /// the segments not yet read are skipped, and the result is incomplete (the caller refuses
 /// the session).
 pub fn parse_file_within(file: u32, data: &Bytes, budget: &RecordBudget) -> ParsedFile {
+    let (mut parsed, parts) = parse_file_parts(file, data, budget);
+    parsed.records = Vec::with_capacity(parts.iter().map(Vec::len).sum());
+    for mut part in parts {
+        parsed.records.append(&mut part);
+    }
+    parsed
+}
+
+/// [`parse_file_within`], with the records left in the parts they were read in (in file
+/// order; the result's own `records` is empty): a caller joining several files moves each
+/// record once, into its own vector, instead of once per file and once more.
+pub fn parse_file_parts(file: u32, data: &Bytes, budget: &RecordBudget) -> (ParsedFile, Vec<Vec<Record>>) {
     let segments = segment_bounds(data);
     let parsed: Vec<(ParsedFile, u32)> = segments
         .par_iter()
@@ -439,16 +451,19 @@ pub fn parse_file_within(file: u32, data: &Bytes, budget: &RecordBudget) -> Pars
             (part, lines)
         })
         .collect();
-    let mut out = ParsedFile {
-        records: Vec::with_capacity(parsed.iter().map(|(p, _)| p.records.len()).sum()),
-        ..ParsedFile::default()
-    };
+    let mut out = ParsedFile::default();
+    let mut parts = Vec::with_capacity(parsed.len());
     let mut lines_before = 0u32;
-    for (part, physical_lines) in parsed {
-        out.append(part, lines_before);
+    for (mut part, physical_lines) in parsed {
+        let mut records = std::mem::take(&mut part.records);
+        for r in &mut records {
+            r.pos.line = r.pos.line.saturating_add(lines_before);
+        }
+        parts.push(records);
+        out.append_counts(part, lines_before);
         lines_before = lines_before.saturating_add(physical_lines);
     }
-    out
+    (out, parts)
 }
 
 /// Where `data` is cut into segments: ranges ending just after a newline (the last one at
@@ -751,5 +766,38 @@ mod tests {
         assert_eq!(parsed.bad_lines.count, 1);
         assert_eq!(parsed.bad_lines.samples[0].line, line);
         assert!(parsed.bad_lines.samples[0].unterminated);
+    }
+
+    /// The ids a record repeats from the one before (session, parent, API message) are
+    /// one allocation, and ids that differ stay apart.
+    #[test]
+    fn repeated_ids_are_held_once() {
+        let data = concat!(
+            r#"{"type":"user","uuid":"a","sessionId":"s","message":{"role":"user","content":"hi"}}"#,
+            "\n",
+            r#"{"type":"assistant","uuid":"b","parentUuid":"a","sessionId":"s","requestId":"r","message":{"id":"m","model":"x","role":"assistant","content":"1"}}"#,
+            "\n",
+            r#"{"type":"assistant","uuid":"c","parentUuid":"b","sessionId":"s","requestId":"r","message":{"id":"m","model":"x","role":"assistant","content":"2"}}"#,
+            "\n",
+            r#"{"type":"user","uuid":"d","parentUuid":"a","sessionId":"t","message":{"role":"user","content":"again"}}"#,
+        );
+        let r = parse_file(0, data.as_bytes()).records;
+        use crate::core::records::Id;
+        let same = |a: &Option<Id>, b: &Option<Id>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        let parent = |i: usize| r[i].parent_uuid.clone().flatten();
+        assert!(same(&r[0].session_id, &r[2].session_id));
+        assert!(same(&r[0].uuid, &parent(1)));
+        assert!(same(&r[1].uuid, &parent(2)));
+        assert!(same(&r[1].request_id, &r[2].request_id));
+        let message = |i: usize| r[i].message.as_ref().unwrap();
+        assert!(same(&message(1).id, &message(2).id));
+        assert!(same(&message(1).model, &message(2).model));
+        // Not the record before: a copy of its own, equal.
+        assert_eq!(parent(3).as_deref(), Some("a"));
+        assert!(!same(&r[0].uuid, &parent(3)));
+        assert_eq!(r[3].session_id.as_deref(), Some("t"));
     }
 }

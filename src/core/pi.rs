@@ -34,8 +34,8 @@ use super::lenient::{self, ObjectOr};
 use super::memory_bound::{fixed_cost, RecordBudget};
 use super::parse::{BadLine, LineError, ParsedFile};
 use super::records::{
-    Block, Content, Image, JsonStr, Message, Position, RawJson, Record, RecordKind, ToolResultBlock, ToolUse,
-    Usage,
+    Block, Content, Id, Image, JsonStr, Message, Position, RawJson, Record, RecordKind, ToolResultBlock,
+    ToolUse, Usage,
 };
 use super::time::{iso_millis, parse_millis};
 
@@ -368,8 +368,8 @@ fn other_record(
     Record {
         pos,
         kind: RecordKind::Other(Some(kind.to_owned())),
-        uuid: uuid.map(String::into_boxed_str),
-        parent_uuid: parent.map(|p| p.map(String::into_boxed_str)),
+        uuid: uuid.map(Id::from),
+        parent_uuid: parent.map(|p| p.map(Id::from)),
         time: ts.as_deref().and_then(parse_millis),
         timestamp: ts.map(String::into_boxed_str),
         ..Record::default()
@@ -446,7 +446,7 @@ fn entry_record(
                     }
                     r.message = Some(Message {
                         id: None,
-                        model: m.model.map(String::into_boxed_str),
+                        model: m.model.map(Id::from),
                         content,
                         usage: m.usage.0.map(|u| {
                             Box::new(Usage {

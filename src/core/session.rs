@@ -13,7 +13,7 @@ use super::group::{group_turns, Turn};
 use super::input::{agent_id_from_name, FileRole, Format, SessionInput, SourceFile};
 use super::memory_bound::{MemoryBound, RecordBudget, RECORD_COST};
 use super::order::{order_units, OrderUnit, Ordering, ParentLink, ParentSlot, SortKey};
-use super::parse::{parse_file_within, FileIdentity, ParsedFile};
+use super::parse::{parse_file_parts, FileIdentity, ParsedFile};
 use super::pi::{parse_pi_file_within, PiHeader};
 use super::records::{Record, RecordKind};
 use super::subagents::{index_tool_uses, link_subagents, Agent, LinkFile, Linking, ToolUseIndex};
@@ -623,6 +623,10 @@ struct FileStats {
 /// What reading the files gives: the records, each file's counts, and a pi session's header.
 type ReadFiles = (Vec<Record>, Vec<FileStats>, Option<PiHeader>);
 
+/// What reading one file gives: its counts, its records in the parts they were read in,
+/// and a pi session's header.
+type FileRead = (ParsedFile, Vec<Vec<Record>>, Option<PiHeader>);
+
 /// Frames and parses every log (meta files are read by linking), recording bad and
 /// repaired lines. Returns the records and each file's counts.
 fn read_files(
@@ -634,7 +638,7 @@ fn read_files(
 ) -> Result<ReadFiles, SessionError> {
     // Files are independent: parse them in parallel (each also splits its lines across
     // cores), then take them in session order.
-    let parsed_files: Vec<Option<(ParsedFile, Option<PiHeader>)>> = sources
+    let parsed_files: Vec<Option<FileRead>> = sources
         .par_iter()
         .enumerate()
         .map(|(fi, f)| {
@@ -643,22 +647,29 @@ fn read_files(
                 || format == Format::Autogen;
             (!skip).then(|| match format {
                 Format::ClaudeCode | Format::Autogen => {
-                    (parse_file_within(fi as u32, &f.bytes, &budget.records), None)
+                    let (parsed, parts) = parse_file_parts(fi as u32, &f.bytes, &budget.records);
+                    (parsed, parts, None)
                 }
                 Format::Pi => {
-                    let pi = parse_pi_file_within(fi as u32, &f.bytes, &budget.records);
-                    (pi.parsed, Some(pi.header))
+                    let mut pi = parse_pi_file_within(fi as u32, &f.bytes, &budget.records);
+                    let records = std::mem::take(&mut pi.parsed.records);
+                    (pi.parsed, vec![records], Some(pi.header))
                 }
             })
         })
         .collect();
-    let kept: usize = parsed_files.iter().flatten().map(|(p, _)| p.records.len()).sum();
+    let kept: usize = parsed_files
+        .iter()
+        .flatten()
+        .flat_map(|(_, parts, _)| parts.iter().map(Vec::len))
+        .sum();
     budget.refuse_past_room(kept)?;
-    let mut records = Vec::new();
+    // Each record is moved once, from the part it was read in.
+    let mut records = Vec::with_capacity(kept);
     let mut file_stats = Vec::with_capacity(sources.len());
     let mut pi_header = None;
     for (f, parsed) in sources.iter().zip(parsed_files) {
-        let Some((mut parsed, header)) = parsed else {
+        let Some((mut parsed, parts, header)) = parsed else {
             file_stats.push(FileStats::default());
             continue;
         };
@@ -679,12 +690,8 @@ fn read_files(
             types: parsed.types,
             identity: parsed.identity,
         });
-        // Moved, not copied: a one-file session's records are never held twice.
-        if records.is_empty() {
-            records = parsed.records;
-            records.reserve_exact(kept - records.len());
-        } else {
-            records.extend(parsed.records);
+        for mut part in parts {
+            records.append(&mut part);
         }
     }
     Ok((records, file_stats, pi_header))

@@ -23,7 +23,7 @@ use foldhash::{HashMap, HashSet, HashSetExt};
 use super::classify::{self, tool_description};
 use super::group::Turn;
 use super::literals::{Preview, Text};
-use super::records::{Block, Record};
+use super::records::{Block, Id, Record};
 use super::session::{Item, ItemKind, Lane};
 use super::subagents::Agent;
 
@@ -66,9 +66,9 @@ impl NodeType {
 /// One node.
 #[derive(Debug, Clone)]
 pub struct Node {
-    /// Unique id: the record's uuid; for a second node from the same record,
-    /// `<uuid>/<tool_use_id>`.
-    pub id: String,
+    /// Unique id: the record's uuid (shared with the record); for a second node from the
+    /// same record, `<uuid>/<tool_use_id>`.
+    pub id: Id,
     /// Position in session order (0-based, dense).
     pub step: usize,
     /// The item it comes from.
@@ -212,16 +212,16 @@ impl NodeIds {
     /// True when one of `nodes` already has `id`.
     fn contains(&self, nodes: &[Node], id: &str) -> bool {
         self.table
-            .find(self.hasher.hash_one(id), |&n| nodes[n].id == id)
+            .find(self.hasher.hash_one(id), |&n| &*nodes[n].id == id)
             .is_some()
     }
 
     /// Adds the id of `nodes[n]` (not already in the set).
     fn insert(&mut self, nodes: &[Node], n: usize) {
         let hasher = &self.hasher;
-        let hash = hasher.hash_one(nodes[n].id.as_str());
+        let hash = hasher.hash_one(&*nodes[n].id);
         self.table
-            .insert_unique(hash, n, |&m| hasher.hash_one(nodes[m].id.as_str()));
+            .insert_unique(hash, n, |&m| hasher.hash_one(&*nodes[m].id));
     }
 }
 
@@ -234,14 +234,14 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
     // For each item: its nodes (first, last) and, for turns, the reasoning node.
     let mut item_nodes: Vec<Vec<usize>> = Vec::with_capacity(input.items.len());
 
-    fn push(w: &mut Workflow, used: &mut NodeIds, mut node: Node, base_id: String) -> usize {
+    fn push(w: &mut Workflow, used: &mut NodeIds, mut node: Node, base_id: Id) -> usize {
         let mut id = base_id;
         if used.contains(&w.nodes, &id) {
             let mut n = 2;
             while used.contains(&w.nodes, &format!("{id}#{n}")) {
                 n += 1;
             }
-            id = format!("{id}#{n}");
+            id = Id::from(format!("{id}#{n}"));
         }
         node.id = id;
         node.step = w.nodes.len();
@@ -257,7 +257,7 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
             continue;
         }
         let base = |record: usize, node_type: NodeType| Node {
-            id: String::new(),
+            id: Id::from(""),
             step: 0,
             item: item_index,
             node_type,
@@ -311,7 +311,7 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
                     });
                     let mut id = record_id(records, rec);
                     if used_ids.contains(&w.nodes, &id) {
-                        id = format!("{id}/{}", tool.id);
+                        id = Id::from(format!("{id}/{}", tool.id));
                     }
                     let n = push(&mut w, &mut used_ids, node, id);
                     if !tool.id.is_empty() {
@@ -563,11 +563,11 @@ fn answered_ids(r: &Record) -> impl Iterator<Item = &str> {
 }
 
 /// The id a record gives its node: its uuid, or its position when it has none.
-fn record_id(records: &[Record], r: usize) -> String {
+fn record_id(records: &[Record], r: usize) -> Id {
     let rec = &records[r];
-    match rec.uuid.as_deref() {
-        Some(u) if !u.is_empty() => u.to_owned(),
-        _ => format!("line-{}-{}-{}", rec.pos.file, rec.pos.line, rec.pos.seq),
+    match &rec.uuid {
+        Some(u) if !u.is_empty() => u.clone(),
+        _ => Id::from(format!("line-{}-{}-{}", rec.pos.file, rec.pos.line, rec.pos.seq)),
     }
 }
 

@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use serde_json::Number;
 
 use super::{
-    Block, Content, Image, JsonStr, Message, Position, RawJson, Record, RecordExtra, RecordKind,
+    Block, Content, Id, Image, JsonStr, Message, Position, RawJson, Record, RecordExtra, RecordKind,
     ToolResultBlock, ToolUse, ToolUseResult, Usage,
 };
 use crate::core::json_text::{LoneSurrogate, TextBuffer};
@@ -200,13 +200,13 @@ impl Record {
             is_meta: w.is_meta,
             is_compact_summary: w.is_compact_summary,
             is_active: w.is_active,
-            uuid: w.uuid.map(String::into_boxed_str),
-            parent_uuid: w.parent_uuid.map(|p| p.map(String::into_boxed_str)),
+            uuid: w.uuid.map(Id::from),
+            parent_uuid: w.parent_uuid.map(|p| p.map(Id::from)),
             timestamp: w.timestamp.map(String::into_boxed_str),
             time,
-            session_id: w.session_id.map(String::into_boxed_str),
-            request_id: w.request_id.map(String::into_boxed_str),
-            agent_id: w.agent_id.map(String::into_boxed_str),
+            session_id: w.session_id.map(Id::from),
+            request_id: w.request_id.map(Id::from),
+            agent_id: w.agent_id.map(Id::from),
             message: w.message.0.map(|m| m.into_message(buffer)).transpose()?,
             extra: (!extra.is_empty()).then(|| Box::new(extra)),
         })
@@ -228,8 +228,8 @@ struct WireMessage<'a> {
 impl WireMessage<'_> {
     fn into_message(self, buffer: LineBuffer<'_>) -> Result<Message, LoneSurrogate> {
         Ok(Message {
-            id: self.id.map(String::into_boxed_str),
-            model: self.model.map(String::into_boxed_str),
+            id: self.id.map(Id::from),
+            model: self.model.map(Id::from),
             content: self.content.into_content(buffer)?,
             usage: self.usage.0.map(|u| {
                 Box::new(Usage {

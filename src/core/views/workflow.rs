@@ -537,7 +537,7 @@ fn node_json<'a>(
         edges
             .map(|e| pick(&w.edges[e]))
             .filter(|&m| keep(m))
-            .map(|m| w.nodes[m].id.as_str())
+            .map(|m| &*w.nodes[m].id)
             .collect()
     };
     let mut json = NodeJson {
