@@ -90,7 +90,7 @@ const STORAGE_FULL: &str =
     "The upload was not stored: the server's storage is full (no space left on its disk, \
      or its quota is used up). Nothing of it was kept; try again once space has been freed.";
 
-/// The cause of a 500, kept in the response's extensions for [`json_errors`] to log inside
+/// The cause of a 500, kept in the response's extensions for [`log_response`] to log inside
 /// the request's span (logging in `into_response` would be a side effect outside it).
 #[derive(Debug, Clone)]
 pub struct InternalCause(pub Arc<String>);
@@ -291,13 +291,31 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The request span's end ([`TraceLayer`](tower_http::trace::TraceLayer)'s `on_response`):
+/// the cause of a failure on the server's side (500, 507, a refused session file) is
+/// logged inside the span, with the request's id and route; then the layer's own event.
+pub fn log_response<B>(
+    response: &axum::http::Response<B>,
+    latency: std::time::Duration,
+    span: &tracing::Span,
+) {
+    if let Some(InternalCause(cause)) = response.extensions().get::<InternalCause>() {
+        tracing::error!(%cause, "request failed");
+    }
+    tower_http::trace::OnResponse::on_response(
+        tower_http::trace::DefaultOnResponse::default(),
+        response,
+        latency,
+        span,
+    );
+}
+
 /// Middleware: every error leaves as the JSON error body (the 404 of an unknown route, the
-/// 405 of a wrong method, the 408 of the timeout and the 413 of the body limit included),
-/// and the cause of a failure on the server's side (500, 507, a refused session file) is
-/// logged inside the request's span.
+/// 405 of a wrong method, the 408 of the timeout and the 413 of the body limit included).
 pub async fn json_errors(request: Request, next: Next) -> Response {
     let method = request.method().clone();
-    let path = request.uri().path().to_owned();
+    // A clone shares the URI's bytes: no copy unless an error names the path.
+    let uri = request.uri().clone();
     let mut response = next.run(request).await;
     if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
         // The rest of the body is never read, so the connection cannot carry another
@@ -305,9 +323,6 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    if let Some(InternalCause(cause)) = response.extensions().get::<InternalCause>() {
-        tracing::error!(%cause, "request failed");
     }
     let status = response.status();
     let is_json = response
@@ -318,12 +333,12 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
         return response;
     }
     let message = match status {
-        StatusCode::NOT_FOUND => format!("No route for {} {}", echo(method.as_str()), echo(&path)),
+        StatusCode::NOT_FOUND => format!("No route for {} {}", echo(method.as_str()), echo(uri.path())),
         StatusCode::METHOD_NOT_ALLOWED => {
             format!(
                 "Method {} is not allowed on {}",
                 echo(method.as_str()),
-                echo(&path)
+                echo(uri.path())
             )
         }
         StatusCode::REQUEST_TIMEOUT => "The request took too long".to_owned(),

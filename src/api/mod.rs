@@ -1,12 +1,13 @@
 //! The HTTP API: CommuGraph's routes (CONTRACT 2) plus ours, thin handlers over the store.
 //!
 //! Middleware, outermost first: catch panics (a generic JSON 500), request ids
-//! (`x-request-id`, generated when absent and echoed back), tracing (one span per request,
-//! named after the matched route, with the request id), JSON error bodies for whatever the
-//! inner layers reject, security headers, head limits (414, 431: [`limits`]), CORS (an
+//! (`x-request-id`, generated when absent and echoed back), JSON error bodies for whatever
+//! the inner layers reject, security headers, head limits (414, 431: [`limits`]), CORS (an
 //! allowlist), compression (gzip, br) of small bodies (view bodies come compressed from the
-//! store, see [`encoding`]), a request timeout (408), and on the upload route a body limit
-//! (413, without reading past the limit).
+//! store, see [`encoding`]), a request timeout (408); then, on each route, tracing (one
+//! span per request, named after the matched route, with the request id; a failure's
+//! cause is logged in it), the API key, and on the upload route a body limit (413,
+//! without reading past the limit).
 //!
 //! The labeling page's routes ([`crate::web`]) are merged after the API key layer: they
 //! want no key, and set their own Content-Security-Policy.
@@ -182,35 +183,42 @@ pub fn router(state: AppState) -> Router {
             ])
             .expose_headers([axum::http::header::ETAG, axum::http::header::RETRY_AFTER])
     });
-    let trace = TraceLayer::new_for_http().make_span_with(|request: &Request| {
-        let route = request
-            .extensions()
-            .get::<MatchedPath>()
-            .map_or(request.uri().path(), MatchedPath::as_str);
-        let request_id = request
-            .extensions()
-            .get::<RequestId>()
-            .and_then(|id| id.header_value().to_str().ok())
-            .unwrap_or("-");
-        tracing::info_span!("request", method = %request.method(), route, request_id)
-    });
+    let trace = TraceLayer::new_for_http()
+        .make_span_with(|request: &Request| {
+            let route = request
+                .extensions()
+                .get::<MatchedPath>()
+                .map_or(request.uri().path(), MatchedPath::as_str);
+            let request_id = request
+                .extensions()
+                .get::<RequestId>()
+                .and_then(|id| id.header_value().to_str().ok())
+                .unwrap_or("-");
+            tracing::info_span!("request", method = %request.method(), route, request_id)
+        })
+        .on_response(error::log_response);
 
-    // The page's files want no key (the page asks for one for its API calls).
-    api.layer(api_keys)
-        .merge(crate::web::router())
+    // The page's files want no key (the page asks for one for its API calls). The span
+    // names the matched route, so it is made after routing, on each route.
+    let routes = api.layer(api_keys).merge(crate::web::router()).layer(trace);
+    // The rest wraps the router once: a layer added with `Router::layer` wraps every route
+    // in a service of its own, boxed, cloned and called for each request (with ten of them
+    // the API served half the requests per second it serves with one).
+    let edge = tower::ServiceBuilder::new()
+        .layer(CatchPanicLayer::custom(error::panic_response))
+        .layer(SetRequestIdLayer::x_request_id(ProcessRequestIds::new()))
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(axum::middleware::from_fn(error::json_errors))
+        .layer(security_headers())
+        .layer(axum::middleware::from_fn(limits::refuse_oversized_heads))
+        .layer(tower::util::option_layer(cors))
+        .layer(axum::middleware::from_fn(encoding::compress_small_bodies))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             config.request_timeout,
         ))
-        .layer(axum::middleware::from_fn(encoding::compress_small_bodies))
-        .layer(tower::util::option_layer(cors))
-        .layer(axum::middleware::from_fn(limits::refuse_oversized_heads))
-        .layer(security_headers())
-        .layer(axum::middleware::from_fn(error::json_errors))
-        .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(trace)
-        .layer(SetRequestIdLayer::x_request_id(ProcessRequestIds::new()))
-        .layer(CatchPanicLayer::custom(error::panic_response))
+        .service(routes);
+    Router::new().fallback_service(edge)
 }
 
 /// One header set on every response that does not have it.

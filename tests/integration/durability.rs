@@ -195,6 +195,55 @@ async fn an_accepted_upload_survives_kill_9() {
     again.kill();
 }
 
+/// The cause of a failure on the server's side is logged once, in the request's span
+/// (its id and route), now that the layers around the routes wrap the router once and the
+/// span is made on each route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_is_logged_with_its_cause_in_the_request_span() {
+    let Some(disk) = crate::helpers::SmallDisk::mount("1m") else {
+        eprintln!(
+            "SKIPPED a_failure_is_logged_with_its_cause_in_the_request_span: cannot mount a tmpfs here"
+        );
+        return;
+    };
+    let sessions = tempfile::tempdir().unwrap();
+    let server = Process::start(disk.path(), sessions.path()).await;
+    // A 2 MB session cannot fit on a 1 MB disk: 507, its cause logged.
+    let big = format!(
+        r#"{{"type":"user","uuid":"big","parentUuid":null,"sessionId":"s","message":{{"role":"user","content":"{}"}}}}"#,
+        "x".repeat(2 << 20)
+    );
+    let response = server
+        .client
+        .post(format!(
+            "{}/api/upload?framework=claudecode&filename=big.jsonl",
+            server.url
+        ))
+        .header("x-request-id", "full-disk-1")
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::INSUFFICIENT_STORAGE);
+    assert_eq!(response.headers()["x-request-id"], "full-disk-1");
+    let in_span = |l: &Value| l["span"]["request_id"] == "full-disk-1" && l["span"]["route"] == "/api/upload";
+    for _ in 0..250 {
+        if server.log_lines_with("request failed").iter().any(in_span) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let failed = server.log_lines_with("request failed");
+    assert_eq!(failed.iter().filter(|l| in_span(l)).count(), 1, "{failed:?}");
+    assert!(
+        failed.iter().any(|l| l["fields"]["cause"]
+            .as_str()
+            .is_some_and(|c| c.contains("No space left on device"))),
+        "{failed:?}"
+    );
+    server.kill();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_killed_before_its_answer_leaves_nothing_half_visible() {
     let data = tempfile::tempdir().unwrap();
