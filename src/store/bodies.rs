@@ -88,6 +88,21 @@ impl BodyCache {
     }
 }
 
+/// Kept bodies up to this size are held as one buffer ([`joined_when_small`]).
+const JOINED_BELOW: usize = 1 << 20;
+
+/// `body` as one buffer when it is at most [`JOINED_BELOW`] long, else as it is. A body
+/// refers to the input's long texts between chunks of its own, and a connection copies
+/// runs of short chunks into one frame to send them with one write: for a kept body
+/// served many times, that copy is made once here instead of once per request (at most
+/// a mebibyte more held per body).
+fn joined_when_small(body: Body) -> Body {
+    if body.len() > JOINED_BELOW || body.chunks().len() <= 1 {
+        return body;
+    }
+    Body::from(body.to_bytes())
+}
+
 /// A body to send, and the part of the render budget it holds until it is sent (dropped).
 #[derive(Debug)]
 pub struct Served {
@@ -144,7 +159,7 @@ impl Loaded {
                             branch,
                             graph,
                         };
-                        Cached::Body(views::render(&me.session, view, options))
+                        Cached::Body(joined_when_small(views::render(&me.session, view, options)))
                     }
                 })
                 .await?;
@@ -374,5 +389,38 @@ async fn on_cpu_pool<T: Send + 'static>(
         Ok(Ok(rendered)) => Ok(rendered),
         Ok(Err(_)) => Err(StoreError::Task("a render panicked".into())),
         Err(_) => Err(StoreError::Task("a render was dropped".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::views::ChunkWriter;
+    use bytes::Bytes;
+
+    fn body_of(pieces: usize, piece_len: usize) -> Body {
+        let mut out = ChunkWriter::new();
+        for i in 0..pieces {
+            out.append(Body::from(Bytes::from(vec![b'a' + (i % 26) as u8; piece_len])));
+        }
+        out.finish()
+    }
+
+    /// A small kept body is one buffer, byte for byte the body it was; a large one stays
+    /// in its chunks (it shares the input's long texts).
+    #[test]
+    fn small_kept_bodies_are_joined_into_one_buffer() {
+        let small = body_of(40, 1000);
+        assert_eq!(small.chunks().len(), 40);
+        let joined = joined_when_small(small.clone());
+        assert_eq!(joined.chunks().len(), 1);
+        assert_eq!(joined.to_bytes(), small.to_bytes());
+
+        let large = body_of(300, 4000);
+        assert!(large.len() > JOINED_BELOW);
+        assert_eq!(
+            joined_when_small(large.clone()).chunks().len(),
+            large.chunks().len()
+        );
     }
 }
