@@ -1,12 +1,10 @@
 //! Content negotiation: which coding of a body a request gets.
 //!
 //! View routes choose the coding themselves and send kept compressed variants
-//! ([`crate::store::bodies`]); [`compress_small_bodies`] handles the small bodies of the
+//! ([`crate::store::bodies`]); [`compress_small_body`] handles the small bodies of the
 //! other routes, inline, which is cheap.
 
-use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, Response};
-use axum::middleware::Next;
 use http_body::Body as _;
 use http_body_util::BodyExt;
 
@@ -14,27 +12,28 @@ use super::error::ApiError;
 use crate::core::views::Body;
 use crate::store::compress::{compress, Effort, Encoding, MIN_COMPRESSED_BYTES};
 
-/// Marks a response whose coding its route chose: [`compress_small_bodies`] leaves it alone.
+/// Marks a response whose coding its route chose: [`compress_small_body`] leaves it alone.
 #[derive(Debug, Clone, Copy)]
 pub struct Negotiated;
 
-/// Largest body [`compress_small_bodies`] compresses (inline, on an async worker: a
+/// Largest body [`compress_small_body`] compresses (inline, on an async worker: a
 /// millisecond at most). Larger bodies of routes other than the views are sent as they
 /// are.
 pub const INLINE_COMPRESSION_MAX_BYTES: u64 = 64 * 1024;
 
-/// Compresses the response's body in the coding the request accepts best, when it is
-/// worth it: a body of known size from [`MIN_COMPRESSED_BYTES`] (as view bodies) to
+/// Compresses the response's body in `encoding`, the coding the request accepts best
+/// ([`negotiate`]), when it is worth it: a body of known size from [`MIN_COMPRESSED_BYTES`] (as view bodies) to
 /// [`INLINE_COMPRESSION_MAX_BYTES`], not coded yet,
 /// not [`Negotiated`], not an image (but SVG) or an event stream. Such a response says
 /// `Vary: Accept-Encoding` whether it is compressed or not.
 ///
 /// In place of tower-http's compression layer, whose response body (5.8 KB, every
 /// encoder's state inline) was moved and boxed for every response: a quarter of the cost
-/// of serving a 255-byte `info` body.
-pub async fn compress_small_bodies(request: Request, next: Next) -> axum::response::Response {
-    let encoding = negotiate(request.headers());
-    let response = next.run(request).await;
+/// of serving a 255-byte `info` body. Part of [`super::every_response`].
+pub async fn compress_small_body(
+    encoding: Encoding,
+    response: axum::response::Response,
+) -> axum::response::Response {
     if !is_compressible(&response) {
         return response;
     }
@@ -76,7 +75,7 @@ pub async fn compress_small_bodies(request: Request, next: Next) -> axum::respon
     }
 }
 
-/// Whether [`compress_small_bodies`] may code `response`.
+/// Whether [`compress_small_body`] may code `response`.
 fn is_compressible(response: &axum::response::Response) -> bool {
     let headers = response.headers();
     let content_type = headers

@@ -4,9 +4,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::Request;
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::middleware::Next;
+use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
@@ -310,13 +308,10 @@ pub fn log_response<B>(
     );
 }
 
-/// Middleware: every error leaves as the JSON error body (the 404 of an unknown route, the
-/// 405 of a wrong method, the 408 of the timeout and the 413 of the body limit included).
-pub async fn json_errors(request: Request, next: Next) -> Response {
-    let method = request.method().clone();
-    // A clone shares the URI's bytes: no copy unless an error names the path.
-    let uri = request.uri().clone();
-    let mut response = next.run(request).await;
+/// `response` to a `method` request for `uri`, with an error as the JSON error body (the
+/// 404 of an unknown route, the 405 of a wrong method, the 408 of the timeout and the 413
+/// of the body limit included). Part of [`super::every_response`].
+pub fn as_json_error(method: &Method, uri: &Uri, mut response: Response) -> Response {
     if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
         // The rest of the body is never read, so the connection cannot carry another
         // request: say so, or a client may send its next request on it and lose it.

@@ -7,7 +7,6 @@
 
 use axum::extract::Request;
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::Response;
 
 use super::error::error_response;
@@ -34,15 +33,16 @@ pub const MAX_URI_BYTES: usize = 8 * 1024;
 /// The largest header block accepted (names and values), in bytes.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
-/// Middleware: refuses a request whose target or headers are over the limits above.
-pub async fn refuse_oversized_heads(request: Request, next: Next) -> Response {
+/// The refusal of a request whose target or headers are over the limits above; `None`
+/// for a request within them. Part of [`super::every_response`].
+pub fn refusal(request: &Request) -> Option<Response> {
     let uri_bytes = written_len(request.uri());
     if uri_bytes > MAX_URI_BYTES {
-        return error_response(
+        return Some(error_response(
             StatusCode::URI_TOO_LONG,
             &format!("The request target is {uri_bytes} bytes long; at most {MAX_URI_BYTES} are accepted"),
             None,
-        );
+        ));
     }
     let header_bytes: usize = request
         .headers()
@@ -50,13 +50,13 @@ pub async fn refuse_oversized_heads(request: Request, next: Next) -> Response {
         .map(|(name, value)| name.as_str().len() + value.len() + 4)
         .sum();
     if header_bytes > MAX_HEADER_BYTES {
-        return error_response(
+        return Some(error_response(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             &format!("The request headers are {header_bytes} bytes; at most {MAX_HEADER_BYTES} are accepted"),
             None,
-        );
+        ));
     }
-    next.run(request).await
+    None
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
 //! The HTTP API: CommuGraph's routes (CONTRACT 2) plus ours, thin handlers over the store.
 //!
 //! Middleware, outermost first: catch panics (a generic JSON 500), request ids
-//! (`x-request-id`, generated when absent and echoed back), JSON error bodies for whatever
-//! the inner layers reject, security headers, head limits (414, 431: [`limits`]), CORS (an
-//! allowlist), compression (gzip, br) of small bodies (view bodies come compressed from the
-//! store, see [`encoding`]), a request timeout (408); then, on each route, tracing (one
+//! (`x-request-id`, generated when absent and echoed back), security headers, then in one
+//! layer JSON error bodies for whatever the inner layers reject, head limits (414, 431:
+//! [`limits`]) and compression (gzip, br) of small bodies (view bodies come compressed
+//! from the store, see [`encoding`]); CORS (an allowlist), a request timeout (408); then,
+//! on each route, tracing (one
 //! span per request, named after the matched route, with the request id; a failure's
 //! cause is logged in it), the API key, and on the upload route a body limit (413,
 //! without reading past the limit).
@@ -39,6 +40,8 @@ use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
 use axum::routing::{delete, get, post, put};
 use axum::Router;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -215,17 +218,33 @@ pub fn router(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(SetRequestIdLayer::x_request_id(ProcessRequestIds::new()))
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(axum::middleware::from_fn(error::json_errors))
         .layer(security_headers())
-        .layer(axum::middleware::from_fn(limits::refuse_oversized_heads))
+        .layer(axum::middleware::from_fn(every_response))
         .layer(tower::util::option_layer(cors))
-        .layer(axum::middleware::from_fn(encoding::compress_small_bodies))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             config.request_timeout,
         ))
         .service(routes);
     Router::new().fallback_service(edge)
+}
+
+/// Middleware: what every request and response goes through, in one layer (each `from_fn`
+/// layer costs a boxed future per request): head limits ([`limits::refusal`]), then
+/// compression of small bodies ([`encoding::compress_small_body`]), then errors as JSON
+/// bodies ([`error::as_json_error`]).
+async fn every_response(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    // A clone shares the URI's bytes: no copy unless an error names the path.
+    let uri = request.uri().clone();
+    let response = match limits::refusal(&request) {
+        Some(refusal) => refusal,
+        None => {
+            let encoding = encoding::negotiate(request.headers());
+            encoding::compress_small_body(encoding, next.run(request).await).await
+        }
+    };
+    error::as_json_error(&method, &uri, response)
 }
 
 /// One header set on every response that does not have it.
