@@ -772,6 +772,7 @@ mod tests {
     /// one allocation, and ids that differ stay apart.
     #[test]
     fn repeated_ids_are_held_once() {
+        use crate::core::records::Id;
         let data = concat!(
             r#"{"type":"user","uuid":"a","sessionId":"s","message":{"role":"user","content":"hi"}}"#,
             "\n",
@@ -782,7 +783,6 @@ mod tests {
             r#"{"type":"user","uuid":"d","parentUuid":"a","sessionId":"t","message":{"role":"user","content":"again"}}"#,
         );
         let r = parse_file(0, data.as_bytes()).records;
-        use crate::core::records::Id;
         let same = |a: &Option<Id>, b: &Option<Id>| match (a, b) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),
             _ => false,

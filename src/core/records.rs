@@ -6,7 +6,8 @@
 //!
 //! Text (message content, tool output, file contents) is kept as the JSON it was read as,
 //! sharing the file's buffer ([`JsonStr`]); tool inputs and compaction metadata are passed
-//! through to the views untouched ([`RawJson`]). Ids and names are short and are copied.
+//! through to the views untouched ([`RawJson`]). Ids and names are short and are copied, once
+//! for all the records that repeat them ([`Id`]).
 
 mod wire;
 
