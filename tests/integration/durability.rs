@@ -105,6 +105,16 @@ impl Process {
     }
 }
 
+/// A test that fails before it kills its server leaves no server running.
+impl Drop for Process {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 fn upload_form(files: &[(String, Vec<u8>)]) -> reqwest::multipart::Form {
     let mut form = reqwest::multipart::Form::new().text("framework", "claudecode");
     for (name, bytes) in files {
