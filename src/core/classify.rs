@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 
 use super::json_text::Needle;
 use super::literals::Text;
+use super::members::object_members;
 use super::records::{Block, Content, JsonStr, Record, ToolUse};
 use super::text::prefix_utf16;
 
@@ -101,8 +102,9 @@ pub fn tool_result_failed(r: &Record) -> bool {
         || r.tool_use_result().is_some_and(|t| t.reports_failure())
 }
 
-/// Maximum length, in UTF-16 units, of the text taken from an array content.
-pub const ARRAY_TEXT_LIMIT: usize = 10_000;
+/// Maximum length, in UTF-16 units, of the text taken from an array content (where a
+/// long literal's cut falls is known from reading it: [`super::json_text::CUT_UNITS`]).
+pub const ARRAY_TEXT_LIMIT: usize = super::json_text::CUT_UNITS;
 
 /// The text of a user record as the workflow and chat log show it: a string content as is;
 /// for an array, the text blocks, the tool results' text, then the tool's stdout, stderr
@@ -251,15 +253,17 @@ pub fn tool_description(tool: &ToolUse) -> String {
         return describe(tool, |_| None, || "undefined".to_owned());
     };
     // The input's members as written, their values unread (a file's content is skipped, not
-    // built); a repeated key keeps its last value, as in JavaScript. An input that is no
+    // read); a repeated key keeps its last value, as in JavaScript. An input that is no
     // object, or has a key with an escape, is read whole.
-    type Members<'a> = foldhash::HashMap<&'a str, &'a serde_json::value::RawValue>;
-    match serde_json::from_str::<Members<'_>>(input.get()) {
-        Ok(members) => {
-            let field = |k: &str| serde_json::from_str(members.get(k)?.get()).ok();
+    match object_members(input.get()) {
+        Some(members) => {
+            let field = |k: &str| {
+                let (_, value) = members.iter().rev().find(|(key, _)| *key == k)?;
+                serde_json::from_str(value).ok()
+            };
             describe(tool, field, || input.value().to_string())
         }
-        Err(_) => {
+        None => {
             let value = input.value();
             describe(tool, |k| value.get(k).cloned(), || value.to_string())
         }

@@ -29,6 +29,7 @@ pub mod jsnum;
 pub mod json_text;
 pub mod lenient;
 pub mod literals;
+pub mod members;
 pub mod memory_bound;
 pub mod order;
 pub mod parse;
