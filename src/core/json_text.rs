@@ -149,6 +149,94 @@ pub(crate) fn bytes_before_backslash(word: u64) -> usize {
     (zero.trailing_zeros() / 8) as usize
 }
 
+/// The length of the longest prefix of `escaped` (the inside of a literal) whose text is
+/// at most `units` UTF-16 code units long (a surrogate pair is never split), and those
+/// units.
+///
+/// Counts eight bytes at a time up to the next backslash (a character's units are counted
+/// at its first byte, so a word may end inside a character), and decodes only the escapes
+/// and the last characters before the cut one at a time: code and file listings, with an
+/// escaped line break and often a wide character on every line, are the texts long enough
+/// to be cut.
+pub(crate) fn escaped_prefix(escaped: &str, units: usize) -> (usize, usize) {
+    let bytes = escaped.as_bytes();
+    let (mut at, mut used) = (0, 0);
+    while let Some(word) = word_at(bytes, at) {
+        let plain = bytes_before_backslash(word);
+        let plain_units = units_in(word, plain);
+        if used + plain_units > units {
+            break;
+        }
+        used += plain_units;
+        at += plain;
+        if plain == 8 {
+            continue;
+        }
+        let (len, escape_units) = escape_at(&escaped[at..]);
+        if used + escape_units > units {
+            return (at, used);
+        }
+        used += escape_units;
+        at += len;
+    }
+    // The rest of a character whose first byte was counted is part of it.
+    while bytes.get(at).is_some_and(|&b| (b as i8) < -0x40) {
+        at += 1;
+    }
+    while at < bytes.len() {
+        let (len, char_units) = match bytes[at] {
+            b'\\' => escape_at(&escaped[at..]),
+            b if b < 0x80 => (1, 1),
+            b if b >= 0xF0 => (4, 2),
+            b if b >= 0xE0 => (3, 1),
+            _ => (2, 1),
+        };
+        if used + char_units > units {
+            break;
+        }
+        at += len;
+        used += char_units;
+    }
+    (at, used)
+}
+
+/// The length in bytes, and in UTF-16 units of its character, of the escape that starts
+/// `escaped`. Only a `\\u` escape needs decoding: the others are two bytes for one unit.
+fn escape_at(escaped: &str) -> (usize, usize) {
+    if escaped
+        .as_bytes()
+        .get(1)
+        .is_some_and(|&b| b.is_ascii() && b != b'u')
+    {
+        return (2, 1);
+    }
+    let mut one = EscapedChars::new(escaped);
+    let c = one.next().unwrap_or('\u{FFFD}');
+    (escaped.len() - one.rest().len(), c.len_utf16())
+}
+
+/// The UTF-16 units of the characters that start in the first `n` bytes of `word`: one
+/// per byte that is not a continuation byte, one more per first byte of a four-byte
+/// character.
+fn units_in(word: u64, n: usize) -> usize {
+    if word & HIGH == 0 {
+        // ASCII, as most of a log's text is: a unit per byte.
+        return n;
+    }
+    let kept = if n >= 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
+    // In each byte, bit 7 of `word << k` is the byte's bit 7 - k.
+    let continuations = high_bits(word & !(word << 1) & kept);
+    let four_byte_starts = high_bits(word & (word << 1) & (word << 2) & (word << 3) & kept);
+    n - continuations + four_byte_starts
+}
+
+/// How many bytes of `x` have their high bit set: the bits moved to each byte's lowest
+/// bit and summed by one multiplication (the baseline x86-64 has no popcount
+/// instruction).
+fn high_bits(x: u64) -> usize {
+    ((((x & HIGH) >> 7).wrapping_mul(ONES)) >> 56) as usize
+}
+
 /// A buffer of UTF-8 text that strings are kept as slices of: a part of an input file, or
 /// a copy made for one string.
 pub type TextBuffer = Arc<ByteString>;
@@ -235,34 +323,85 @@ const COPY_OVERHEAD: usize = 16 + std::mem::size_of::<ByteString>();
 pub struct JsonStr {
     literal: Span,
     flags: Flags,
+    /// Where a cut at [`CUT_UNITS`] falls, for a literal longer than that ([`KnownCut`]).
+    cut_end: u32,
+    cut_units: u16,
+}
+
+/// Texts are cut at this many UTF-16 units (the text of an array content, as CommuGraph
+/// cuts it). Where a long literal's cut falls is found once, when it is read and its bytes
+/// are in the cache, rather than by every body that writes it, when they no longer are.
+pub const CUT_UNITS: usize = 10_000;
+
+/// Where the cut at [`CUT_UNITS`] falls in a literal's inside: its bytes and UTF-16 units
+/// up to there (units are at most `CUT_UNITS`). A `JsonStr` holds it as two fields, which
+/// fit in the room its span and flags leave (a field of this type, padded to eight bytes,
+/// would make every string of a session eight bytes longer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct KnownCut {
+    end: u32,
+    units: u16,
+}
+
+impl KnownCut {
+    /// No cut known: the literal is no longer than [`CUT_UNITS`] bytes (which needs none)
+    /// or was not read from a log.
+    const NONE: KnownCut = KnownCut {
+        end: u32::MAX,
+        units: 0,
+    };
+
+    /// The cut of the literal whose inside is `escaped`.
+    fn of(escaped: &str) -> KnownCut {
+        if escaped.len() <= CUT_UNITS {
+            return KnownCut::NONE;
+        }
+        let (end, units) = escaped_prefix(escaped, CUT_UNITS);
+        match (u32::try_from(end), u16::try_from(units)) {
+            (Ok(end), Ok(units)) => KnownCut { end, units },
+            _ => KnownCut::NONE,
+        }
+    }
 }
 
 impl JsonStr {
+    /// The string of these parts.
+    fn of_parts(literal: Span, flags: Flags, cut: KnownCut) -> JsonStr {
+        JsonStr {
+            literal,
+            flags,
+            cut_end: cut.end,
+            cut_units: cut.units,
+        }
+    }
+
+    /// Where its cut at [`CUT_UNITS`] falls, if known.
+    fn cut(&self) -> KnownCut {
+        KnownCut {
+            end: self.cut_end,
+            units: self.cut_units,
+        }
+    }
+
     /// The string literal `literal` (quotes included), which lies inside `buffer`, as a
     /// slice of it (a copy when it does not). Fails when it holds a lone surrogate escape.
     pub fn in_buffer(buffer: &TextBuffer, literal: &str) -> Result<JsonStr, LoneSurrogate> {
         debug_assert!(literal.len() >= 2 && literal.starts_with('"') && literal.ends_with('"'));
         let form = form_of(&literal.as_bytes()[1..literal.len() - 1])?;
-        Ok(match Span::within(buffer, literal) {
-            Some(span) => JsonStr {
-                literal: span,
-                flags: Flags { form, shared: true },
-            },
-            None => JsonStr {
-                literal: Span::owned(literal.to_owned()),
-                flags: Flags { form, shared: false },
-            },
-        })
+        let cut = KnownCut::of(&literal[1..literal.len() - 1]);
+        let span = Span::within(buffer, literal);
+        let shared = span.is_some();
+        let span = span.unwrap_or_else(|| Span::owned(literal.to_owned()));
+        Ok(JsonStr::of_parts(span, Flags { form, shared }, cut))
     }
 
     /// A copy of the string literal `literal` (quotes included). Fails when it holds a lone
     /// surrogate escape.
     pub fn copy_of(literal: &str) -> Result<JsonStr, LoneSurrogate> {
         let form = form_of(&literal.as_bytes()[1..literal.len() - 1])?;
-        Ok(JsonStr {
-            literal: Span::owned(literal.to_owned()),
-            flags: Flags { form, shared: false },
-        })
+        let cut = KnownCut::of(&literal[1..literal.len() - 1]);
+        let flags = Flags { form, shared: false };
+        Ok(JsonStr::of_parts(Span::owned(literal.to_owned()), flags, cut))
     }
 
     /// `text`, encoded as a JSON string.
@@ -279,10 +418,9 @@ impl JsonStr {
         } else {
             Form::Canonical
         };
-        JsonStr {
-            literal: Span::owned(literal),
-            flags: Flags { form, shared: false },
-        }
+        let cut = KnownCut::of(&literal[1..literal.len() - 1]);
+        let flags = Flags { form, shared: false };
+        JsonStr::of_parts(Span::owned(literal), flags, cut)
     }
 
     /// The literal, quotes and escapes included.
@@ -308,6 +446,16 @@ impl JsonStr {
         self.literal
             .sub_str(1, end.min(self.escaped_len()))
             .unwrap_or_default()
+    }
+
+    /// The length in bytes of the longest prefix of the literal's inside whose text is at
+    /// most `units` UTF-16 units long, and those units (see [`escaped_prefix`]). Known
+    /// without reading the literal for a cut at [`CUT_UNITS`].
+    pub fn escaped_prefix(&self, units: usize) -> (usize, usize) {
+        if units == CUT_UNITS && self.cut() != KnownCut::NONE {
+            return (self.cut_end as usize, usize::from(self.cut_units));
+        }
+        escaped_prefix(self.escaped(), units)
     }
 
     /// The longest prefix of at most `max` bytes of the literal without its quotes that
@@ -430,6 +578,8 @@ impl Default for JsonStr {
                 form: Form::Plain,
                 shared: true,
             },
+            cut_end: KnownCut::NONE.end,
+            cut_units: KnownCut::NONE.units,
         }
     }
 }
@@ -731,6 +881,33 @@ mod tests {
             "a literal outside the buffer is copied"
         );
         assert_eq!(std::mem::size_of::<JsonStr>(), 24);
+    }
+
+    /// The cut a long literal knows from being read is the one counting gives, whether
+    /// it falls inside the text or past its end.
+    #[test]
+    fn a_long_literals_known_cut_is_the_counted_one() {
+        let line = r#"let x = \"é\";\tf(😀) \\ \u00e9\ud83d\ude00 done\n"#;
+        let texts = [
+            line.repeat(CUT_UNITS / 20),
+            "é".repeat(CUT_UNITS - 1),
+            "😀".repeat(CUT_UNITS / 2 + 1),
+            format!("{}😀", "a".repeat(CUT_UNITS - 1)),
+        ];
+        for inside in texts {
+            let literal = literal_of(&format!("\"{inside}\""));
+            assert!(inside.len() > CUT_UNITS);
+            assert_ne!(literal.cut(), KnownCut::NONE);
+            assert_eq!(
+                literal.escaped_prefix(CUT_UNITS),
+                escaped_prefix(&inside, CUT_UNITS)
+            );
+            assert_eq!(
+                literal.escaped_prefix(CUT_UNITS - 7),
+                escaped_prefix(&inside, CUT_UNITS - 7)
+            );
+        }
+        assert_eq!(literal_of("\"short\"").cut(), KnownCut::NONE);
     }
 
     /// Every string `serde_json` writes decodes back, is canonical, and is what

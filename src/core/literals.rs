@@ -21,9 +21,7 @@ use std::ops::Range;
 use bytes::Bytes;
 use serde::{Serialize, Serializer};
 
-use super::json_text::{
-    bytes_before_backslash, escape_into, serialize_raw, word_at, EscapedChars, JsonStr, HIGH, ONES,
-};
+use super::json_text::{escape_into, escaped_prefix, serialize_raw, EscapedChars, JsonStr};
 use super::text::{len_utf16, prefix_utf16};
 
 /// Pieces of the input shorter than this are copied into bodies: below it, what a
@@ -289,7 +287,11 @@ impl<'a> Text<'a> {
                     (kept.len(), len_utf16(kept), kept.len() == s.len())
                 }
                 TextPiece::Json(j, end) => {
-                    let (kept, used) = escaped_prefix(j.escaped_upto(*end), left);
+                    let (kept, used) = if *end == j.escaped_len() {
+                        j.escaped_prefix(left)
+                    } else {
+                        escaped_prefix(j.escaped_upto(*end), left)
+                    };
                     (kept, used, kept == *end)
                 }
             };
@@ -455,81 +457,6 @@ fn piece_len(piece: &TextPiece<'_>) -> usize {
         TextPiece::Str(s) => s.len() + 8,
         TextPiece::Json(_, end) => *end,
     }
-}
-
-/// The length of the longest prefix of `escaped` (the inside of a literal) whose text is
-/// at most `units` UTF-16 code units long (a surrogate pair is never split), and those
-/// units.
-///
-/// Counts eight bytes at a time up to the next backslash (a character's units are counted
-/// at its first byte, so a word may end inside a character), and decodes only the escapes
-/// and the last characters before the cut one at a time: code and file listings, with an
-/// escaped line break and often a wide character on every line, are the texts long enough
-/// to be cut.
-fn escaped_prefix(escaped: &str, units: usize) -> (usize, usize) {
-    let bytes = escaped.as_bytes();
-    let (mut at, mut used) = (0, 0);
-    while let Some(word) = word_at(bytes, at) {
-        let plain = bytes_before_backslash(word);
-        let plain_units = units_in(word, plain);
-        if used + plain_units > units {
-            break;
-        }
-        used += plain_units;
-        at += plain;
-        if plain == 8 {
-            continue;
-        }
-        // An escape.
-        let mut one = EscapedChars::new(&escaped[at..]);
-        let c = one.next().unwrap_or('\u{FFFD}');
-        if used + c.len_utf16() > units {
-            return (at, used);
-        }
-        used += c.len_utf16();
-        at = escaped.len() - one.rest().len();
-    }
-    // The rest of a character whose first byte was counted is part of it.
-    while bytes.get(at).is_some_and(|&b| (b as i8) < -0x40) {
-        at += 1;
-    }
-    while at < bytes.len() {
-        let (len, char_units) = match bytes[at] {
-            b'\\' => {
-                let mut one = EscapedChars::new(&escaped[at..]);
-                let c = one.next().unwrap_or('\u{FFFD}');
-                (escaped.len() - at - one.rest().len(), c.len_utf16())
-            }
-            b if b < 0x80 => (1, 1),
-            b if b >= 0xF0 => (4, 2),
-            b if b >= 0xE0 => (3, 1),
-            _ => (2, 1),
-        };
-        if used + char_units > units {
-            break;
-        }
-        at += len;
-        used += char_units;
-    }
-    (at, used)
-}
-
-/// The UTF-16 units of the characters that start in the first `n` bytes of `word`: one
-/// per byte that is not a continuation byte, one more per first byte of a four-byte
-/// character.
-fn units_in(word: u64, n: usize) -> usize {
-    let kept = if n >= 8 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
-    // In each byte, bit 7 of `word << k` is the byte's bit 7 - k.
-    let continuations = high_bits(word & !(word << 1) & kept);
-    let four_byte_starts = high_bits(word & (word << 1) & (word << 2) & (word << 3) & kept);
-    n - continuations + four_byte_starts
-}
-
-/// How many bytes of `x` have their high bit set: the bits moved to each byte's lowest
-/// bit and summed by one multiplication (the baseline x86-64 has no popcount
-/// instruction).
-fn high_bits(x: u64) -> usize {
-    ((((x & HIGH) >> 7).wrapping_mul(ONES)) >> 56) as usize
 }
 
 impl fmt::Debug for Text<'_> {
