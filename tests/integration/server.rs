@@ -164,8 +164,12 @@ impl TestServer {
         let task = tokio::spawn(sessiongraph::run(listener, state.clone(), async {
             let _ = rx.await;
         }));
+        // Idle connections are dropped well before the server closes them (its header read
+        // timeout, 30 s here): one reused just as the server closes it fails the request
+        // with a broken pipe, as a long test once saw.
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            .pool_idle_timeout(std::time::Duration::from_secs(5))
             .build()
             .unwrap();
         let server = TestServer {
