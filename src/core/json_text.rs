@@ -21,6 +21,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -319,67 +320,34 @@ const COPY_OVERHEAD: usize = 16 + std::mem::size_of::<ByteString>();
 
 /// A JSON string as it was read: its literal, quotes and escapes included, valid UTF-8 and
 /// free of lone surrogate escapes.
-#[derive(Clone)]
 pub struct JsonStr {
     literal: Span,
     flags: Flags,
-    /// Where a cut at [`CUT_UNITS`] falls, for a literal longer than that ([`KnownCut`]).
-    cut_end: u32,
-    cut_units: u16,
+    /// Where the cut at [`CUT_UNITS`] falls in the literal's inside, once a body needed it:
+    /// its end in bytes (`u32::MAX` until then) and its UTF-16 units. Two fields rather
+    /// than a struct, so that they fit in the room the span and flags leave: they take no
+    /// memory.
+    cut_end: AtomicU32,
+    cut_units: AtomicU16,
 }
 
 /// Texts are cut at this many UTF-16 units (the text of an array content, as CommuGraph
-/// cuts it). Where a long literal's cut falls is found once, when it is read and its bytes
-/// are in the cache, rather than by every body that writes it, when they no longer are.
+/// cuts it). Every view that shows a tool result cuts it there, reading the first 10 KB or
+/// so of a text long out of the cache: a long literal remembers where its cut falls, so
+/// that the bodies after the first do not count again.
 pub const CUT_UNITS: usize = 10_000;
 
-/// Where the cut at [`CUT_UNITS`] falls in a literal's inside: its bytes and UTF-16 units
-/// up to there (units are at most `CUT_UNITS`). A `JsonStr` holds it as two fields, which
-/// fit in the room its span and flags leave (a field of this type, padded to eight bytes,
-/// would make every string of a session eight bytes longer).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct KnownCut {
-    end: u32,
-    units: u16,
-}
-
-impl KnownCut {
-    /// No cut known: the literal is no longer than [`CUT_UNITS`] bytes (which needs none)
-    /// or was not read from a log.
-    const NONE: KnownCut = KnownCut {
-        end: u32::MAX,
-        units: 0,
-    };
-
-    /// The cut of the literal whose inside is `escaped`.
-    fn of(escaped: &str) -> KnownCut {
-        if escaped.len() <= CUT_UNITS {
-            return KnownCut::NONE;
-        }
-        let (end, units) = escaped_prefix(escaped, CUT_UNITS);
-        match (u32::try_from(end), u16::try_from(units)) {
-            (Ok(end), Ok(units)) => KnownCut { end, units },
-            _ => KnownCut::NONE,
-        }
-    }
-}
+/// `cut_end` before the cut is known.
+const CUT_UNKNOWN: u32 = u32::MAX;
 
 impl JsonStr {
     /// The string of these parts.
-    fn of_parts(literal: Span, flags: Flags, cut: KnownCut) -> JsonStr {
+    fn of_parts(literal: Span, flags: Flags) -> JsonStr {
         JsonStr {
             literal,
             flags,
-            cut_end: cut.end,
-            cut_units: cut.units,
-        }
-    }
-
-    /// Where its cut at [`CUT_UNITS`] falls, if known.
-    fn cut(&self) -> KnownCut {
-        KnownCut {
-            end: self.cut_end,
-            units: self.cut_units,
+            cut_end: AtomicU32::new(CUT_UNKNOWN),
+            cut_units: AtomicU16::new(0),
         }
     }
 
@@ -388,20 +356,18 @@ impl JsonStr {
     pub fn in_buffer(buffer: &TextBuffer, literal: &str) -> Result<JsonStr, LoneSurrogate> {
         debug_assert!(literal.len() >= 2 && literal.starts_with('"') && literal.ends_with('"'));
         let form = form_of(&literal.as_bytes()[1..literal.len() - 1])?;
-        let cut = KnownCut::of(&literal[1..literal.len() - 1]);
         let span = Span::within(buffer, literal);
         let shared = span.is_some();
         let span = span.unwrap_or_else(|| Span::owned(literal.to_owned()));
-        Ok(JsonStr::of_parts(span, Flags { form, shared }, cut))
+        Ok(JsonStr::of_parts(span, Flags { form, shared }))
     }
 
     /// A copy of the string literal `literal` (quotes included). Fails when it holds a lone
     /// surrogate escape.
     pub fn copy_of(literal: &str) -> Result<JsonStr, LoneSurrogate> {
         let form = form_of(&literal.as_bytes()[1..literal.len() - 1])?;
-        let cut = KnownCut::of(&literal[1..literal.len() - 1]);
         let flags = Flags { form, shared: false };
-        Ok(JsonStr::of_parts(Span::owned(literal.to_owned()), flags, cut))
+        Ok(JsonStr::of_parts(Span::owned(literal.to_owned()), flags))
     }
 
     /// `text`, encoded as a JSON string.
@@ -418,9 +384,8 @@ impl JsonStr {
         } else {
             Form::Canonical
         };
-        let cut = KnownCut::of(&literal[1..literal.len() - 1]);
         let flags = Flags { form, shared: false };
-        JsonStr::of_parts(Span::owned(literal), flags, cut)
+        JsonStr::of_parts(Span::owned(literal), flags)
     }
 
     /// The literal, quotes and escapes included.
@@ -449,13 +414,31 @@ impl JsonStr {
     }
 
     /// The length in bytes of the longest prefix of the literal's inside whose text is at
-    /// most `units` UTF-16 units long, and those units (see [`escaped_prefix`]). Known
-    /// without reading the literal for a cut at [`CUT_UNITS`].
+    /// most `units` UTF-16 units long, and those units (see [`escaped_prefix`]). A cut at
+    /// [`CUT_UNITS`] of a literal longer than that is counted once and remembered.
     pub fn escaped_prefix(&self, units: usize) -> (usize, usize) {
-        if units == CUT_UNITS && self.cut() != KnownCut::NONE {
-            return (self.cut_end as usize, usize::from(self.cut_units));
+        if units != CUT_UNITS || self.escaped_len() <= CUT_UNITS {
+            return escaped_prefix(self.escaped(), units);
         }
-        escaped_prefix(self.escaped(), units)
+        if let Some(known) = self.known_cut() {
+            return known;
+        }
+        let (end, used) = escaped_prefix(self.escaped(), CUT_UNITS);
+        if let (Ok(end), Ok(used)) = (u32::try_from(end), u16::try_from(used)) {
+            if end != CUT_UNKNOWN {
+                // Units first: a reader that sees the end sees them too. Threads that count
+                // at once store the same pair.
+                self.cut_units.store(used, Ordering::Relaxed);
+                self.cut_end.store(end, Ordering::Release);
+            }
+        }
+        (end, used)
+    }
+
+    /// Where the cut at [`CUT_UNITS`] falls, when a body counted it already.
+    fn known_cut(&self) -> Option<(usize, usize)> {
+        let end = self.cut_end.load(Ordering::Acquire);
+        (end != CUT_UNKNOWN).then(|| (end as usize, usize::from(self.cut_units.load(Ordering::Relaxed))))
     }
 
     /// The longest prefix of at most `max` bytes of the literal without its quotes that
@@ -566,6 +549,18 @@ pub fn is_literal_safe(needle: &str) -> bool {
         && needle.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
 }
 
+impl Clone for JsonStr {
+    fn clone(&self) -> Self {
+        let (end, units) = self.known_cut().unwrap_or((CUT_UNKNOWN as usize, 0));
+        JsonStr {
+            literal: self.literal.clone(),
+            flags: self.flags,
+            cut_end: AtomicU32::new(end as u32),
+            cut_units: AtomicU16::new(units as u16),
+        }
+    }
+}
+
 impl Default for JsonStr {
     fn default() -> Self {
         JsonStr {
@@ -578,8 +573,8 @@ impl Default for JsonStr {
                 form: Form::Plain,
                 shared: true,
             },
-            cut_end: KnownCut::NONE.end,
-            cut_units: KnownCut::NONE.units,
+            cut_end: AtomicU32::new(CUT_UNKNOWN),
+            cut_units: AtomicU16::new(0),
         }
     }
 }
@@ -883,10 +878,10 @@ mod tests {
         assert_eq!(std::mem::size_of::<JsonStr>(), 24);
     }
 
-    /// The cut a long literal knows from being read is the one counting gives, whether
-    /// it falls inside the text or past its end.
+    /// The cut a long literal remembers is the one counting gives, whether it falls inside
+    /// the text or past its end, and its clones remember it too.
     #[test]
-    fn a_long_literals_known_cut_is_the_counted_one() {
+    fn a_long_literal_remembers_where_its_cut_falls() {
         let line = r#"let x = \"é\";\tf(😀) \\ \u00e9\ud83d\ude00 done\n"#;
         let texts = [
             line.repeat(CUT_UNITS / 20),
@@ -897,17 +892,24 @@ mod tests {
         for inside in texts {
             let literal = literal_of(&format!("\"{inside}\""));
             assert!(inside.len() > CUT_UNITS);
-            assert_ne!(literal.cut(), KnownCut::NONE);
-            assert_eq!(
-                literal.escaped_prefix(CUT_UNITS),
-                escaped_prefix(&inside, CUT_UNITS)
-            );
+            let counted = escaped_prefix(&inside, CUT_UNITS);
+            assert_eq!(literal.known_cut(), None);
+            assert_eq!(literal.escaped_prefix(CUT_UNITS), counted);
+            assert_eq!(literal.known_cut(), Some(counted));
+            assert_eq!(literal.escaped_prefix(CUT_UNITS), counted);
+            assert_eq!(literal.clone().known_cut(), Some(counted));
             assert_eq!(
                 literal.escaped_prefix(CUT_UNITS - 7),
                 escaped_prefix(&inside, CUT_UNITS - 7)
             );
         }
-        assert_eq!(literal_of("\"short\"").cut(), KnownCut::NONE);
+        let short = literal_of(&format!("\"{}\"", "a".repeat(CUT_UNITS)));
+        assert_eq!(short.escaped_prefix(CUT_UNITS), (CUT_UNITS, CUT_UNITS));
+        assert_eq!(
+            short.known_cut(),
+            None,
+            "a literal no longer than the cut needs none"
+        );
     }
 
     /// Every string `serde_json` writes decodes back, is canonical, and is what
