@@ -380,18 +380,15 @@ impl Session {
         let dedup = dedup_records(&records, participates);
         timings.mark("dedup");
         let kept = |i: usize| participates(i) && dedup.is_kept(i);
-        let tool_uses = index_tool_uses(&records, kept);
-        let (turns, turn_of) = group_turns(&records, kept);
+        // Three independent passes over the kept records.
+        let ((tool_uses, (turns, turn_of)), uuid_index) = rayon::join(
+            || rayon::join(|| index_tool_uses(&records, kept), || group_turns(&records, kept)),
+            || uuid_index(&records, kept),
+        );
         timings.mark("group");
         let mut agents = linking.agents.clone();
         let (lanes, record_lane) = assign_lanes(&records, &mut agents, sources.len());
 
-        let mut uuid_index: HashMap<&str, usize> = HashMap::new();
-        for (i, r) in records.iter().enumerate() {
-            if let (true, Some(u)) = (kept(i), r.uuid.as_deref()) {
-                uuid_index.entry(u).or_insert(i);
-            }
-        }
         let summaries = compaction_summaries(&records, kept, &dedup, &uuid_index);
 
         // The spawning call of each sub-agent log, for the log's roots.
@@ -499,16 +496,22 @@ impl Session {
             .collect();
         drop(units.order);
 
-        let workflow = build_workflow(&WorkflowInput {
-            records: &records,
-            turns: &turns,
-            items: &items,
-            include: None,
-            agents: &agents,
-            lanes: &lanes,
-            record_sequence: &record_sequence,
-            record_parent: &record_parent,
-        });
+        // The tree needs the units alone: it is analysed beside the workflow.
+        let (workflow, tree) = rayon::join(
+            || {
+                build_workflow(&WorkflowInput {
+                    records: &records,
+                    turns: &turns,
+                    items: &items,
+                    include: None,
+                    agents: &agents,
+                    lanes: &lanes,
+                    record_sequence: &record_sequence,
+                    record_parent: &record_parent,
+                })
+            },
+            || Tree::of(&records, &session_units, &ordering.sequence),
+        );
         let lane_order = order_lanes(&lanes, &agents, &workflow);
         timings.mark("workflow");
 
@@ -541,12 +544,10 @@ impl Session {
             tool_uses,
             workflow,
             diagnostics,
-            tree: Tree::default(),
+            tree,
             timings: Vec::new(),
             autogen,
         };
-        session.tree = Tree::of(&session);
-        timings.mark("tree");
         session.timings = timings.stages;
         Ok(session)
     }
@@ -618,6 +619,17 @@ struct FileStats {
     records: usize,
     types: TypeCounts,
     identity: FileIdentity,
+}
+
+/// Each uuid of a kept record -> the first kept record with it.
+fn uuid_index(records: &[Record], kept: impl Fn(usize) -> bool) -> HashMap<&str, usize> {
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for (i, r) in records.iter().enumerate() {
+        if let (true, Some(u)) = (kept(i), r.uuid.as_deref()) {
+            index.entry(u).or_insert(i);
+        }
+    }
+    index
 }
 
 /// What reading the files gives: the records, each file's counts, and a pi session's header.

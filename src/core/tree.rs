@@ -17,8 +17,8 @@ use serde::Serialize;
 
 use super::classify::{self, prompt_text};
 use super::literals::Text;
-use super::records::{Block, RecordKind};
-use super::session::Session;
+use super::records::{Block, Record, RecordKind};
+use super::session::{Session, Unit};
 
 /// The tree analysis of a session.
 #[derive(Debug, Clone, Default)]
@@ -56,27 +56,28 @@ pub struct ForkChild {
 }
 
 impl Tree {
-    /// Analyses `session`'s units.
-    pub fn of(session: &Session) -> Tree {
-        let n = session.units.len();
+    /// Analyses a session's units: `units`, made of `records`, in their order `sequence`
+    /// (parents before children). Takes the parts rather than the session so that it can
+    /// be built beside the workflow.
+    pub fn of(records: &[Record], units: &[Unit], sequence: &[usize]) -> Tree {
+        let n = units.len();
         let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
-        for &u in &session.unit_sequence {
-            if let Some(p) = session.units[u].parent {
+        for &u in sequence {
+            if let Some(p) = units[u].parent {
                 children[p].push(u);
             }
         }
-        let first_pos = |u: usize| session.records[session.units[u].records[0]].pos;
+        let first_pos = |u: usize| records[units[u].records[0]].pos;
 
         // The current leaf: the last record of the main log (pi: the last entry).
-        let leaf = session
-            .units
+        let leaf = units
             .iter()
             .enumerate()
             .filter(|(_, unit)| {
-                let r = &session.records[unit.records[0]];
+                let r = &records[unit.records[0]];
                 r.pos.file == 0 && r.is_sidechain != Some(true)
             })
-            .max_by_key(|(_, unit)| unit.records.iter().map(|&r| session.records[r].pos).max())
+            .max_by_key(|(_, unit)| unit.records.iter().map(|&r| records[r].pos).max())
             .map(|(u, _)| u);
         let mut active_path = Vec::new();
         let mut on_path = vec![false; n];
@@ -87,16 +88,16 @@ impl Tree {
             }
             on_path[u] = true;
             active_path.push(u);
-            at = session.units[u].parent;
+            at = units[u].parent;
         }
         active_path.reverse();
 
         // Subtree sizes and latest leaves, children before parents.
         let mut size = vec![0usize; n];
         let mut latest = (0..n).collect::<Vec<_>>();
-        for &u in session.unit_sequence.iter().rev() {
-            size[u] += session.units[u].records.len();
-            if let Some(p) = session.units[u].parent {
+        for &u in sequence.iter().rev() {
+            size[u] += units[u].records.len();
+            if let Some(p) = units[u].parent {
                 size[p] += size[u];
                 let candidate = latest[u];
                 if latest[p] == p || first_pos(candidate) > first_pos(latest[p]) {
@@ -107,11 +108,11 @@ impl Tree {
 
         let mut forks = Vec::new();
         let mut inactive_start = vec![false; n];
-        for &u in &session.unit_sequence {
+        for &u in sequence {
             let alternatives: Vec<usize> = children[u]
                 .iter()
                 .copied()
-                .filter(|&c| is_alternative(session, c))
+                .filter(|&c| is_alternative(records, units, c))
                 .collect();
             if alternatives.len() < 2 {
                 continue;
@@ -124,7 +125,7 @@ impl Tree {
                     alternatives
                         .iter()
                         .copied()
-                        .find(|&c| session.records[session.units[c].records[0]].is_active == Some(true))
+                        .find(|&c| records[units[c].records[0]].is_active == Some(true))
                 })
                 .or_else(|| alternatives.iter().copied().max_by_key(|&c| first_pos(c)));
             for &c in &alternatives {
@@ -144,8 +145,8 @@ impl Tree {
             });
         }
         let mut abandoned = vec![false; n];
-        for &u in &session.unit_sequence {
-            let parent_abandoned = session.units[u].parent.is_some_and(|p| abandoned[p]);
+        for &u in sequence {
+            let parent_abandoned = units[u].parent.is_some_and(|p| abandoned[p]);
             abandoned[u] = parent_abandoned || inactive_start[u];
         }
         Tree {
@@ -159,12 +160,12 @@ impl Tree {
 
 /// True when unit `c` continues the conversation in its own way (it is not a tool result,
 /// a spawned sub-agent, or a compaction summary, which belong to their parent).
-fn is_alternative(session: &Session, c: usize) -> bool {
-    let unit = &session.units[c];
+fn is_alternative(records: &[Record], units: &[Unit], c: usize) -> bool {
+    let unit = &units[c];
     if unit.parent_is_spawn {
         return false;
     }
-    let r = &session.records[unit.records[0]];
+    let r = &records[unit.records[0]];
     !(r.kind == RecordKind::User && (r.has_tool_result() || r.is_compact_summary))
 }
 
