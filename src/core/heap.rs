@@ -278,7 +278,7 @@ impl HeapSize for PiHeader {
 
 impl HeapSize for Node {
     fn heap_size(&self) -> usize {
-        self.id.heap_size()
+        self.id.heap_size() + self.description.get().map_or(0, |d| d.len())
     }
 }
 

@@ -593,7 +593,7 @@ impl Session {
     }
 
     /// The text a workflow node shows (see [`crate::core::workflow::node_content`]).
-    pub fn node_content(&self, node: &Node) -> super::literals::Text<'_> {
+    pub fn node_content<'a>(&'a self, node: &'a Node) -> super::literals::Text<'a> {
         super::workflow::node_content(&self.records, &self.turns, &self.items, node)
     }
 

@@ -17,6 +17,7 @@
 //! graph is acyclic, has no self-loops and has unique ids.
 
 use std::hash::BuildHasher;
+use std::sync::OnceLock;
 
 use foldhash::{HashMap, HashSet, HashSetExt};
 
@@ -87,6 +88,10 @@ pub struct Node {
     /// For tool calls: (record, block) of the `tool_use`, its index among the turn's calls
     /// and the number of calls in the turn.
     pub tool: Option<ToolCallRef>,
+    /// A tool call's one-line description (its content), made by the first body that shows
+    /// it: the workflow, the chat log and the graph all show it, and making it reads the
+    /// call's input, often a whole file's text, long out of the cache.
+    pub description: OnceLock<Box<str>>,
 }
 
 /// Where a tool call node's `tool_use` is.
@@ -266,6 +271,7 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
             time_record: record,
             time: records[record].time,
             tool: None,
+            description: OnceLock::new(),
         };
         match item.kind {
             ItemKind::Turn(t) => {
@@ -592,13 +598,21 @@ pub fn compact_text(records: &[Record], boundary: usize, summary: Option<usize>)
 /// lines) and text (`[Response]` ...); a tool call the one-line description of the call; a
 /// prompt or result the record's user text; a notice its notice text; a compaction its
 /// summary.
-pub fn node_content<'a>(records: &'a [Record], turns: &[Turn], items: &[Item], node: &Node) -> Text<'a> {
+pub fn node_content<'a>(records: &'a [Record], turns: &[Turn], items: &[Item], node: &'a Node) -> Text<'a> {
     match (node.node_type, items[node.item].kind) {
         (NodeType::AgentReasoning, ItemKind::Turn(t)) => reasoning_content(records, &turns[t]),
-        (NodeType::ToolCall, _) => node
-            .tool
-            .and_then(|t| super::subagents::tool_use_at(records, (t.record, t.block)))
-            .map_or(Text::default(), |tool| tool_description(tool).into()),
+        (NodeType::ToolCall, _) => {
+            let Some(tool) = node
+                .tool
+                .and_then(|t| super::subagents::tool_use_at(records, (t.record, t.block)))
+            else {
+                return Text::default();
+            };
+            let description = node
+                .description
+                .get_or_init(|| tool_description(tool).into_boxed_str());
+            Text::from(&**description)
+        }
         (_, ItemKind::Compact { boundary, summary }) => compact_text(records, boundary, summary),
         (NodeType::SystemNotice, _) => classify::notice_text(&records[node.record]),
         _ => classify::user_text(&records[node.record]),

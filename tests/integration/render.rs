@@ -461,3 +461,34 @@ fn d1_bodies_that_keep_input_texts_by_reference_are_the_bodies_written_out() {
         }
     }
 }
+
+/// A tool call's description is made by the first body that shows it and kept on its node
+/// (the workflow, the chat log and the graph all show it): every body is the same whichever
+/// view made it, and the kept description is the node's content.
+#[test]
+fn a_tool_calls_description_is_made_once_and_every_view_shows_the_same() {
+    let dir = fixture("commugraph-sample");
+    let fresh = |view: View| views::render(&load_path(&dir), view, ViewOptions::default()).to_bytes();
+    let views = [View::Chatlog, View::Graph, View::Workflow];
+    let alone: Vec<_> = views.iter().map(|&v| fresh(v)).collect();
+
+    let session = load_path(&dir);
+    let calls: Vec<_> = session
+        .workflow
+        .nodes
+        .iter()
+        .filter(|n| n.tool.is_some())
+        .collect();
+    assert!(calls.len() > 10, "the sample has tool calls");
+    assert!(calls.iter().all(|n| n.description.get().is_none()));
+    // The workflow first: the graph and the chat log then show what it kept.
+    for &view in views.iter().rev() {
+        let body = views::render(&session, view, ViewOptions::default()).to_bytes();
+        let i = views.iter().position(|&v| v == view).unwrap();
+        assert_eq!(body, alone[i], "{view} after other views");
+    }
+    for node in calls {
+        let kept = node.description.get().expect("made by a body");
+        assert_eq!(session.node_content(node).to_text(), **kept);
+    }
+}
