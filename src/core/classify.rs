@@ -102,8 +102,8 @@ pub fn tool_result_failed(r: &Record) -> bool {
         || r.tool_use_result().is_some_and(|t| t.reports_failure())
 }
 
-/// Maximum length, in UTF-16 units, of the text taken from an array content (where a
-/// long literal's cut falls is known from reading it: [`super::json_text::CUT_UNITS`]).
+/// Maximum length, in UTF-16 units, of the text taken from an array content (a long
+/// literal remembers where this cut falls: [`super::json_text::CUT_UNITS`]).
 pub const ARRAY_TEXT_LIMIT: usize = super::json_text::CUT_UNITS;
 
 /// The text of a user record as the workflow and chat log show it: a string content as is;
