@@ -79,6 +79,13 @@ impl Turn {
             .collect()
     }
 
+    /// How many tool calls the turn holds ([`Turn::tool_uses`], without listing them).
+    pub fn tool_use_count(&self, records: &[Record]) -> usize {
+        self.blocks(records)
+            .filter(|(_, b)| matches!(b, Block::ToolUse(_)))
+            .count()
+    }
+
     /// True when the turn holds something to show: thinking, text or a tool call.
     pub fn has_content(&self, records: &[Record]) -> bool {
         self.blocks(records).any(|(_, b)| match b {

@@ -233,7 +233,11 @@ impl NodeIds {
 /// Builds the DAG.
 pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
     let records = input.records;
-    let mut w = Workflow::default();
+    let planned = node_capacity(input);
+    let mut w = Workflow {
+        nodes: Vec::with_capacity(planned),
+        ..Workflow::default()
+    };
     let mut record_node: Vec<Option<usize>> = vec![None; records.len()];
     let mut used_ids = NodeIds::default();
     // For each item: its nodes (first, last) and, for turns, the reasoning node.
@@ -553,11 +557,28 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
     edges.sort_by_key(|e| (e.target, e.source));
     w.incoming = Adjacency::build(w.nodes.len(), edges.len(), |e| edges[e].target);
     w.outgoing = Adjacency::build(w.nodes.len(), edges.len(), |e| edges[e].source);
-    // Held for the session's life: give back what growing left spare.
+    debug_assert!(w.nodes.len() <= planned, "node_capacity is a bound");
+    // Held for the session's life: give back what the bound left spare.
     w.nodes.shrink_to_fit();
     edges.shrink_to_fit();
     w.edges = edges;
     w
+}
+
+/// At least the number of nodes `input` gives (a turn: a reasoning node and one per call;
+/// any other item: one), so that the nodes are allocated once: grown by doubling, the
+/// vector and its copy were both alive at the build's peak.
+fn node_capacity(input: &WorkflowInput<'_>) -> usize {
+    input
+        .items
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| input.include.is_none_or(|include| include[i]))
+        .map(|(_, item)| match item.kind {
+            ItemKind::Turn(t) => 1 + input.turns[t].tool_use_count(input.records),
+            _ => 1,
+        })
+        .sum()
 }
 
 /// The `tool_use_id`s a result record answers, in block order.
