@@ -383,7 +383,7 @@ impl Session {
         // Three independent passes over the kept records.
         let ((tool_uses, (turns, turn_of)), uuid_index) = rayon::join(
             || rayon::join(|| index_tool_uses(&records, kept), || group_turns(&records, kept)),
-            || uuid_index(&records, kept),
+            || kept_uuid_index(&records, kept),
         );
         timings.mark("group");
         let mut agents = linking.agents.clone();
@@ -622,7 +622,7 @@ struct FileStats {
 }
 
 /// Each uuid of a kept record -> the first kept record with it.
-fn uuid_index(records: &[Record], kept: impl Fn(usize) -> bool) -> HashMap<&str, usize> {
+fn kept_uuid_index(records: &[Record], kept: impl Fn(usize) -> bool) -> HashMap<&str, usize> {
     let mut index: HashMap<&str, usize> = HashMap::new();
     for (i, r) in records.iter().enumerate() {
         if let (true, Some(u)) = (kept(i), r.uuid.as_deref()) {
