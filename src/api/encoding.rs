@@ -29,7 +29,7 @@ pub const INLINE_COMPRESSION_MAX_BYTES: u64 = 64 * 1024;
 ///
 /// In place of tower-http's compression layer, whose response body (5.8 KB, every
 /// encoder's state inline) was moved and boxed for every response: a quarter of the cost
-/// of serving a 255-byte `info` body. Part of [`super::every_response`].
+/// of serving a 255-byte `info` body. Part of [`super::edge`].
 pub async fn compress_small_body(
     encoding: Encoding,
     response: axum::response::Response,

@@ -88,7 +88,7 @@ const STORAGE_FULL: &str =
     "The upload was not stored: the server's storage is full (no space left on its disk, \
      or its quota is used up). Nothing of it was kept; try again once space has been freed.";
 
-/// The cause of a 500, kept in the response's extensions for [`log_response`] to log inside
+/// The cause of a 500, kept in the response's extensions for [`super::edge`] to log inside
 /// the request's span (logging in `into_response` would be a side effect outside it).
 #[derive(Debug, Clone)]
 pub struct InternalCause(pub Arc<String>);
@@ -289,28 +289,9 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The request span's end ([`TraceLayer`](tower_http::trace::TraceLayer)'s `on_response`):
-/// the cause of a failure on the server's side (500, 507, a refused session file) is
-/// logged inside the span, with the request's id and route; then the layer's own event.
-pub fn log_response<B>(
-    response: &axum::http::Response<B>,
-    latency: std::time::Duration,
-    span: &tracing::Span,
-) {
-    if let Some(InternalCause(cause)) = response.extensions().get::<InternalCause>() {
-        tracing::error!(%cause, "request failed");
-    }
-    tower_http::trace::OnResponse::on_response(
-        tower_http::trace::DefaultOnResponse::default(),
-        response,
-        latency,
-        span,
-    );
-}
-
 /// `response` to a `method` request for `uri`, with an error as the JSON error body (the
 /// 404 of an unknown route, the 405 of a wrong method, the 408 of the timeout and the 413
-/// of the body limit included). Part of [`super::every_response`].
+/// of the body limit included). Part of [`super::edge`].
 pub fn as_json_error(method: &Method, uri: &Uri, mut response: Response) -> Response {
     if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
         // The rest of the body is never read, so the connection cannot carry another
@@ -353,7 +334,7 @@ pub fn as_json_error(method: &Method, uri: &Uri, mut response: Response) -> Resp
     out
 }
 
-/// The body of a panic caught by `CatchPanicLayer`: the generic 500, nothing of the panic.
+/// The body of a panic caught by [`super::edge`]: the generic 500, nothing of the panic.
 pub fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
     tracing::error!("a request handler panicked");
     error_response(

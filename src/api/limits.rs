@@ -34,7 +34,7 @@ pub const MAX_URI_BYTES: usize = 8 * 1024;
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
 /// The refusal of a request whose target or headers are over the limits above; `None`
-/// for a request within them. Part of [`super::every_response`].
+/// for a request within them. Part of [`super::edge`].
 pub fn refusal(request: &Request) -> Option<Response> {
     let uri_bytes = written_len(request.uri());
     if uri_bytes > MAX_URI_BYTES {

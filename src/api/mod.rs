@@ -1,13 +1,13 @@
 //! The HTTP API: CommuGraph's routes (CONTRACT 2) plus ours, thin handlers over the store.
 //!
-//! Middleware, outermost first: catch panics (a generic JSON 500), request ids
-//! (`x-request-id`, generated when absent and echoed back), security headers, then in one
-//! layer JSON error bodies for whatever the inner layers reject, head limits (414, 431:
-//! [`limits`]) and compression (gzip, br) of small bodies (view bodies come compressed
-//! from the store, see [`encoding`]); CORS (an allowlist), a request timeout (408); then,
-//! on each route, tracing (one span per request, named after the matched route, with the
-//! request id; a failure's cause is logged in it), the API key, and on the upload route a
-//! body limit (413, without reading past the limit).
+//! Middleware: around each route and the fallbacks, one [`edge`] layer (the request's span,
+//! named after the matched route, with its id, `x-request-id`, taken from the request or
+//! made up, and echoed back; head limits, 414 and 431: [`limits`]; a request timeout, 408;
+//! panics caught as a generic JSON 500; compression, gzip or br, of small bodies, view
+//! bodies coming compressed from the store, see [`encoding`]; errors as JSON bodies; the
+//! security headers), then CORS (an allowlist, when origins are configured); on the API's
+//! routes the API key (when keys are configured), and on the upload route a body limit
+//! (413, without reading past the limit).
 //!
 //! The labeling page's routes ([`crate::web`]) are merged after the API key layer: they
 //! want no key, and set their own Content-Security-Policy.
@@ -21,6 +21,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod edge;
 pub mod encoding;
 pub mod error;
 pub mod etag;
@@ -33,23 +34,15 @@ pub mod sessions;
 pub mod upload;
 pub mod views;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
-use axum::response::Response;
 use axum::routing::{delete, get, post, put};
 use axum::Router;
-use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
-use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
-use tower_http::set_header::SetResponseHeaderLayer;
-use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
 
 use crate::labels::{Codebook, LabelStore};
 use crate::store::Store;
@@ -185,113 +178,20 @@ pub fn router(state: AppState) -> Router {
             ])
             .expose_headers([axum::http::header::ETAG, axum::http::header::RETRY_AFTER])
     });
-    let trace = TraceLayer::new_for_http()
-        .make_span_with(|request: &Request| {
-            let route = request
-                .extensions()
-                .get::<MatchedPath>()
-                .map_or(request.uri().path(), MatchedPath::as_str);
-            let request_id = request
-                .extensions()
-                .get::<RequestId>()
-                .and_then(|id| id.header_value().to_str().ok())
-                .unwrap_or("-");
-            tracing::info_span!("request", method = %request.method(), route, request_id)
-        })
-        .on_response(error::log_response);
-
     // The page's files want no key (the page asks for one for its API calls). Without
     // keys configured the check would pass every request: it is left out, as it costs
-    // every request a layer. The span names the matched route, so it is made after
-    // routing, on each route.
+    // every request a layer.
     let api = if config.api_keys.is_empty() {
         api
     } else {
         api.layer(api_keys)
     };
-    let routes = api.merge(crate::web::router()).layer(trace);
-    // The rest wraps the router once: a layer added with `Router::layer` wraps every route
-    // in a service of its own, boxed, cloned and called for each request (with ten such
-    // layers a 255-byte body was served at a third of a bare router's rate).
+    // Added with `Router::layer`, the edge wraps each route and the fallbacks (404, 405),
+    // after routing: its span names the matched route.
     let edge = tower::ServiceBuilder::new()
-        .layer(CatchPanicLayer::custom(error::panic_response))
-        .layer(SetRequestIdLayer::x_request_id(ProcessRequestIds::new()))
-        .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(security_headers())
-        .layer(axum::middleware::from_fn(every_response))
-        .layer(tower::util::option_layer(cors))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            config.request_timeout,
-        ))
-        .service(routes);
-    Router::new().fallback_service(edge)
-}
-
-/// Middleware: what every request and response goes through, in one layer (each `from_fn`
-/// layer costs a boxed future per request): head limits ([`limits::refusal`]), then
-/// compression of small bodies ([`encoding::compress_small_body`]), then errors as JSON
-/// bodies ([`error::as_json_error`]).
-async fn every_response(request: Request, next: Next) -> Response {
-    let method = request.method().clone();
-    // A clone shares the URI's bytes: no copy unless an error names the path.
-    let uri = request.uri().clone();
-    let response = match limits::refusal(&request) {
-        Some(refusal) => refusal,
-        None => {
-            let encoding = encoding::negotiate(request.headers());
-            encoding::compress_small_body(encoding, next.run(request).await).await
-        }
-    };
-    error::as_json_error(&method, &uri, response)
-}
-
-/// One header set on every response that does not have it.
-type DefaultHeader = SetResponseHeaderLayer<HeaderValue>;
-
-/// Headers every response carries unless a route set them: the bodies are data, never
-/// to be sniffed, framed, or shown as a page with active content.
-fn security_headers() -> (DefaultHeader, DefaultHeader, DefaultHeader, DefaultHeader) {
-    use axum::http::header;
-    let set = |name, value| SetResponseHeaderLayer::if_not_present(name, HeaderValue::from_static(value));
-    (
-        set(header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        set(header::X_FRAME_OPTIONS, "DENY"),
-        set(header::REFERRER_POLICY, "no-referrer"),
-        set(
-            header::CONTENT_SECURITY_POLICY,
-            "default-src 'none'; frame-ancestors 'none'",
-        ),
-    )
-}
-
-/// Request ids unique within the process and across restarts: a random prefix drawn at
-/// startup, then a counter (`3f9a1c2e5b7d4e01-42`). Cheaper than a random UUID per
-/// request, which costs a system call.
-#[derive(Debug, Clone)]
-struct ProcessRequestIds {
-    prefix: u64,
-    next: Arc<AtomicU64>,
-}
-
-impl ProcessRequestIds {
-    fn new() -> Self {
-        // A fresh `RandomState` is seeded from the OS's randomness.
-        let prefix = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0u8);
-        ProcessRequestIds {
-            prefix,
-            next: Arc::new(AtomicU64::new(1)),
-        }
-    }
-}
-
-impl MakeRequestId for ProcessRequestIds {
-    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        HeaderValue::from_str(&format!("{:016x}-{n}", self.prefix))
-            .ok()
-            .map(RequestId::new)
-    }
+        .layer(edge::EdgeLayer::new(config.request_timeout))
+        .layer(tower::util::option_layer(cors));
+    api.merge(crate::web::router()).layer(edge)
 }
 
 #[cfg(test)]
