@@ -12,7 +12,8 @@
 //! - [`bodies`]: the view bodies of a parsed session, kept or rendered per request;
 //! - [`budget`]: the memory budget of renders not served from the cache;
 //! - [`compress`]: gzip and brotli variants of bodies, made off the async workers;
-//! - [`units`]: a session's annotation units as labeling needs them.
+//! - [`units`]: a session's annotation units as labeling needs them;
+//! - [`watch`]: change notices for the files of sessions on disk in memory.
 
 pub mod bodies;
 pub mod budget;
@@ -26,5 +27,6 @@ pub mod registry;
 pub mod scan;
 pub mod units;
 pub mod uploads;
+pub mod watch;
 
 pub use registry::{Framework, Loaded, MainFile, Slot, Store, StoreConfig, StoreError};

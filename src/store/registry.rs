@@ -25,6 +25,7 @@ use super::disk::{self, DiskError};
 use super::scan::{scan_dir, FoundSession};
 use super::units::UnitIndex;
 use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
+use super::watch::{FileWatch, Watcher};
 use crate::core::heap::HeapSize;
 use crate::core::input::Format;
 use crate::core::memory_bound::MemoryBound;
@@ -252,6 +253,9 @@ pub struct Loaded {
     /// Changes whenever the session's content does (the ETag's base).
     pub version: String,
     stamps: Vec<FileStamp>,
+    /// Change notices for its files, when they can be watched: while none comes, the
+    /// session is fresh without a look at the files.
+    watch: Option<FileWatch>,
     session_bytes: usize,
     /// When the last freshness check started, and what it found.
     last_check: tokio::sync::Mutex<Option<(Instant, bool)>>,
@@ -290,7 +294,7 @@ impl FileStamp {
 }
 
 impl Loaded {
-    fn new(session: Session, version: String, stamps: Vec<FileStamp>) -> Loaded {
+    fn new(session: Session, version: String, stamps: Vec<FileStamp>, watch: Option<FileWatch>) -> Loaded {
         let session_bytes = std::mem::size_of::<Session>() + session.heap_size();
         let input_bytes = session.files.iter().map(|f| f.bytes).sum();
         Loaded {
@@ -298,6 +302,7 @@ impl Loaded {
             session,
             version,
             stamps,
+            watch,
             session_bytes,
             last_check: tokio::sync::Mutex::new(None),
             input_bytes,
@@ -329,10 +334,27 @@ impl Loaded {
         self.stamps.iter().all(|s| FileStamp::of(&s.path) == *s)
     }
 
-    /// True when none of the files it was read from changed since the request asked.
-    /// Requests arriving together share a check: one that started after a request arrived
-    /// answers it, so a burst of requests stats the files a few times, not once each.
+    /// True when none of the files it was read from changed since the request asked: no
+    /// change notice about them since the last check, or else none changed by their stamps.
     async fn still_fresh(self: &Arc<Self>) -> Result<bool, StoreError> {
+        let Some(watch) = &self.watch else {
+            return self.stamps_unchanged().await;
+        };
+        let Some(notices) = watch.unconfirmed_notices() else {
+            return Ok(true);
+        };
+        let fresh = self.stamps_unchanged().await?;
+        if fresh {
+            watch.confirm(notices);
+        }
+        Ok(fresh)
+    }
+
+    /// True when none of the files it was read from changed by their stamps since the
+    /// request asked. Requests arriving together share a check: one that started after a
+    /// request arrived answers it, so a burst of requests stats the files a few times, not
+    /// once each.
+    async fn stamps_unchanged(self: &Arc<Self>) -> Result<bool, StoreError> {
         let asked = Instant::now();
         let mut last = self.last_check.lock().await;
         if let Some((started, fresh)) = *last {
@@ -401,6 +423,8 @@ pub struct Store {
     ready: AtomicBool,
     parses: Arc<AtomicUsize>,
     budget: RenderBudget,
+    /// Change notices for sessions on disk (none without sessions directories).
+    watcher: Option<Arc<Watcher>>,
 }
 
 /// One entry of the session list.
@@ -426,6 +450,11 @@ impl Store {
             }
             None => None,
         };
+        let watcher = if config.sessions_dirs.is_empty() {
+            None
+        } else {
+            Watcher::new()
+        };
         Ok(Store {
             slots: DashMap::new(),
             accepting: DashMap::new(),
@@ -438,6 +467,7 @@ impl Store {
             config,
             ready: AtomicBool::new(false),
             parses: Arc::new(AtomicUsize::new(0)),
+            watcher,
         })
     }
 
@@ -582,9 +612,10 @@ impl Store {
                 let uploads = self.uploads.clone();
                 let parses = self.parses.clone();
                 let bound = self.config.memory_bound;
+                let watcher = self.watcher.clone();
                 async move {
                     parses.fetch_add(1, Ordering::Relaxed);
-                    blocking(move || load(&source, &framework, uploads.as_ref(), bound))
+                    blocking(move || load(&source, &framework, uploads.as_ref(), bound, watcher.as_ref()))
                         .await
                         .map(Arc::new)
                         .map_err(|e| slot.vanished_as_not_found(e))
@@ -680,6 +711,8 @@ impl Store {
                 &slot.framework,
                 self.uploads.as_ref(),
                 self.config.memory_bound,
+                // Counted, then dropped: nothing to watch.
+                None,
             ) {
                 Ok(loaded) => {
                     match self.keep_counts(&slot, &loaded) {
@@ -783,7 +816,7 @@ impl Store {
         let (manifest, loaded) = blocking(move || {
             let session = build(&input, fw, options)?;
             session.require_conversation(input.files.first().map_or("", |f| f.name.as_str()))?;
-            let loaded = Loaded::new(session, upload_id.clone(), Vec::new());
+            let loaded = Loaded::new(session, upload_id.clone(), Vec::new(), None);
             let manifest = Manifest {
                 id: upload_id,
                 framework: fw.name().to_owned(),
@@ -903,12 +936,25 @@ impl Store {
     }
 }
 
-/// Parses a session from its source (blocking), under `bound`.
+/// Watches the files of `stamps`; a file that changed between its stamp and the watch (no
+/// notice came for that change) counts as a notice, so that the first request checks.
+fn watch_stamped(watcher: &Arc<Watcher>, stamps: &[FileStamp]) -> Option<FileWatch> {
+    let paths: Vec<&Path> = stamps.iter().map(|s| s.path.as_path()).collect();
+    let watch = watcher.watch(&paths)?;
+    if !stamps.iter().all(|s| FileStamp::of(&s.path) == *s) {
+        watch.note_change();
+    }
+    Some(watch)
+}
+
+/// Parses a session from its source (blocking), under `bound`; a session on disk is
+/// watched by `watcher` for changes, if given.
 fn load(
     source: &Source,
     framework: &Framework,
     uploads: Option<&UploadDir>,
     bound: Option<MemoryBound>,
+    watcher: Option<&Arc<Watcher>>,
 ) -> Result<Loaded, StoreError> {
     let options = LoadOptions {
         memory_bound: bound,
@@ -919,7 +965,7 @@ fn load(
             let dir = uploads.ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
             let input = dir.read(manifest)?;
             let session = build(&input, *framework, options)?;
-            Ok(Loaded::new(session, manifest.id.clone(), Vec::new()))
+            Ok(Loaded::new(session, manifest.id.clone(), Vec::new(), None))
         }
         Source::Disk(found) => {
             let read = disk::read_main(&found.root, found.relative_main())
@@ -938,12 +984,13 @@ fn load(
                 })
                 .collect();
             stamps.extend(read.skipped.iter().map(|s| FileStamp::of(&s.path)));
+            let watch = watcher.and_then(|w| watch_stamped(w, &stamps));
             let mut session = build(&read.input, *framework, options)?;
             session
                 .diagnostics
                 .ignored_files
                 .extend(read.skipped.iter().map(disk::SkippedFile::issue));
-            Ok(Loaded::new(session, version_of(&stamps), stamps))
+            Ok(Loaded::new(session, version_of(&stamps), stamps, watch))
         }
     }
 }
