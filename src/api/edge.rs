@@ -10,6 +10,7 @@
 //! 255-byte body, these layers took a third of the time; this one boxes one future.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -140,21 +141,39 @@ where
             let encoding = encoding::negotiate(request.headers());
             let answer = std::panic::catch_unwind(AssertUnwindSafe(|| inner.call(request)));
             let answered = match answer {
-                Ok(future) => {
-                    tokio::time::timeout_at(deadline, AssertUnwindSafe(future).catch_unwind()).await
-                }
-                Err(panic) => Ok(Err(panic)),
+                Ok(future) => within(deadline, AssertUnwindSafe(future).catch_unwind()).await,
+                Err(panic) => Some(Err(panic)),
             };
             let response = match answered {
-                Ok(Ok(Ok(response))) => response,
-                Ok(Ok(Err(never))) => match never {},
-                Ok(Err(panic)) => error::panic_response(panic),
-                Err(_elapsed) => StatusCode::REQUEST_TIMEOUT.into_response(),
+                Some(Ok(Ok(response))) => response,
+                Some(Ok(Err(never))) => match never {},
+                Some(Err(panic)) => error::panic_response(panic),
+                None => StatusCode::REQUEST_TIMEOUT.into_response(),
             };
             encoding::compress_small_body(encoding, response).await
         }
     };
     error::as_json_error(&method, &uri, response)
+}
+
+/// `future`'s output, or `None` once `deadline` has passed. The timer is made only when
+/// the future is not ready at its first poll: most answers are, and need none.
+async fn within<F: Future>(deadline: tokio::time::Instant, future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut timer = std::pin::pin!(None::<tokio::time::Sleep>);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = future.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        if timer.is_none() {
+            timer.set(Some(tokio::time::sleep_until(deadline)));
+        }
+        match timer.as_mut().as_pin_mut() {
+            Some(sleep) => sleep.poll(cx).map(|()| None),
+            None => Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// The span every event of a request is logged in: its method, matched route (the path

@@ -106,7 +106,7 @@ pub fn negotiate(headers: &HeaderMap) -> Encoding {
         let Ok(value) = value.to_str() else { continue };
         for coding in value.split(',') {
             let mut parts = coding.split(';');
-            let name = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let name = parts.next().unwrap_or("").trim();
             let q = parts
                 .filter_map(|p| {
                     p.trim()
@@ -116,11 +116,13 @@ pub fn negotiate(headers: &HeaderMap) -> Encoding {
                 .find_map(|q| q.trim().parse::<f32>().ok())
                 .unwrap_or(1.0)
                 .clamp(0.0, 1.0);
-            match name.as_str() {
-                "br" => named[0] = Some(q),
-                "gzip" | "x-gzip" => named[1] = Some(q),
-                "*" => any = Some(q),
-                _ => {}
+            let is = |token: &str| name.eq_ignore_ascii_case(token);
+            if is("br") {
+                named[0] = Some(q);
+            } else if is("gzip") || is("x-gzip") {
+                named[1] = Some(q);
+            } else if name == "*" {
+                any = Some(q);
             }
         }
     }

@@ -36,7 +36,13 @@ pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 /// The refusal of a request whose target or headers are over the limits above; `None`
 /// for a request within them. Part of [`super::edge`].
 pub fn refusal(request: &Request) -> Option<Response> {
-    let uri_bytes = written_len(request.uri());
+    let uri = request.uri();
+    // A request target in origin form (`/path?query`, all but proxies' requests) is its
+    // path and query as received.
+    let uri_bytes = match (uri.scheme(), uri.authority(), uri.path_and_query()) {
+        (None, None, Some(origin_form)) => origin_form.as_str().len(),
+        _ => written_len(uri),
+    };
     if uri_bytes > MAX_URI_BYTES {
         return Some(error_response(
             StatusCode::URI_TOO_LONG,
@@ -62,12 +68,37 @@ pub fn refusal(request: &Request) -> Option<Response> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Body;
 
     #[test]
     fn a_uri_is_measured_as_written() {
         for uri in ["/", "/api/graph/x/info?step=3", "http://example.com:8080/a?b=c"] {
             let parsed: axum::http::Uri = uri.parse().unwrap();
             assert_eq!(written_len(&parsed), parsed.to_string().len(), "{uri}");
+        }
+    }
+
+    #[test]
+    fn the_limit_holds_for_targets_in_origin_and_absolute_form() {
+        let at_limit = format!("/{}", "a".repeat(MAX_URI_BYTES - 1));
+        let over = format!("{at_limit}a");
+        let absolute_over = format!("http://example.com{}", &over[18..]);
+        assert_eq!(absolute_over.len(), over.len());
+        for (target, refused) in [
+            ("/", false),
+            ("*", false),
+            ("/api/graph/x/info?step=5&branch=active", false),
+            (at_limit.as_str(), false),
+            (over.as_str(), true),
+            (absolute_over.as_str(), true),
+        ] {
+            let request = Request::builder().uri(target).body(Body::empty()).unwrap();
+            assert_eq!(
+                refusal(&request).map(|r| r.status()),
+                refused.then_some(StatusCode::URI_TOO_LONG),
+                "{}",
+                &target[..target.len().min(40)]
+            );
         }
     }
 }
