@@ -37,6 +37,17 @@ pub fn app(state: AppState) -> Router {
     api::router(state)
 }
 
+/// Turns Nagle's algorithm off on a connection, as nginx does on kept-alive ones: a body
+/// written in several pieces (the socket's buffer fills, hyper writes again when it
+/// drains) otherwise ends with a short segment held back until the client acknowledges
+/// the previous one, which a client delays by up to 40 ms. Serving the 364 KB annotations
+/// body to 64 connections: 10k -> 17-18k requests/s, p99 46 -> 7 ms.
+fn send_without_delay(stream: &tokio::net::TcpStream) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "TCP_NODELAY stays off");
+    }
+}
+
 /// Serves `app(state)` on `listener` until `shutdown` completes, then lets requests in
 /// flight finish. The store is restored in the background first (stored uploads, then the
 /// sessions directories); `/readyz` answers 503 until that is done.
@@ -81,7 +92,10 @@ pub async fn run(
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, _)) => {
+                    send_without_delay(&stream);
+                    stream
+                }
                 Err(e) => {
                     // Out of file descriptors and the like: wait instead of spinning.
                     tracing::warn!(error = %e, "accepting a connection failed");
@@ -107,4 +121,22 @@ pub async fn run(
         tracing::warn!("connections still open after the request timeout: closing them");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn accepted_connections_send_without_delay() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap());
+        let ((server, _), _client) = tokio::try_join!(listener.accept(), client).unwrap();
+        assert!(
+            !server.nodelay().unwrap(),
+            "off by default: the test would prove nothing"
+        );
+        send_without_delay(&server);
+        assert!(server.nodelay().unwrap());
+    }
 }
