@@ -27,6 +27,11 @@ pub struct Watcher {
     #[cfg(target_os = "linux")]
     queue: std::os::fd::OwnedFd,
     state: Mutex<State>,
+    /// Drains asked for so far: each caller of `drain` takes the next number.
+    asked: AtomicU64,
+    /// Every drain asked for up to this number is answered: a read of the queue that
+    /// began after it was asked for found the queue empty, and counted what it read.
+    answered: AtomicU64,
 }
 
 /// The watched directories, by watch descriptor.
@@ -169,6 +174,8 @@ mod linux {
                 Ok(queue) => Some(Arc::new(Watcher {
                     queue,
                     state: Mutex::new(State::default()),
+                    asked: AtomicU64::new(0),
+                    answered: AtomicU64::new(0),
                 })),
                 Err(e) => {
                     tracing::warn!(error = %e, "no file change notices: sessions on disk are checked by stat");
@@ -220,11 +227,45 @@ mod linux {
             })
         }
 
-        /// Reads every notice queued so far and counts it for the sessions it concerns.
-        /// Under the lock: a request that finds the queue empty knows that every notice
-        /// queued before it read is counted.
+        /// Counts every notice queued before this call for the sessions it concerns:
+        /// reads the queue, or waits for a read that began after this call to end.
+        ///
+        /// The reads take turns (a read that found the queue empty must know that no
+        /// other read is still counting what it took), but callers do not sleep on a lock
+        /// for it: requests on two threads did, a third of the drain's cost. One that
+        /// finds another reading spins, and returns as soon as a read that began after it
+        /// asked has ended, so that the reads of requests arriving together are shared.
         pub(super) fn drain(&self) {
-            let mut state = super::lock(&self.state);
+            let ticket = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
+            let mut spins = 0u32;
+            loop {
+                if self.answered.load(Ordering::Acquire) >= ticket {
+                    return;
+                }
+                let state = match self.state.try_lock() {
+                    Ok(state) => Some(state),
+                    Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+                    Err(std::sync::TryLockError::WouldBlock) => None,
+                };
+                if let Some(mut state) = state {
+                    // Every drain asked for until now is answered by this read.
+                    let covered = self.asked.load(Ordering::SeqCst);
+                    self.read_queue(&mut state);
+                    self.answered.fetch_max(covered, Ordering::Release);
+                    return;
+                }
+                spins += 1;
+                if spins.is_multiple_of(64) {
+                    // The reader may have been preempted: let it run.
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+
+        /// Reads the queue until it is empty, counting each notice.
+        fn read_queue(&self, state: &mut State) {
             // Room for at least one notice with the longest name (16 + 256 bytes).
             let mut buffer = [MaybeUninit::<u8>::uninit(); 4096];
             let mut reader = inotify::Reader::new(&self.queue, &mut buffer);
