@@ -429,6 +429,41 @@ mod tests {
         assert!(watch.unconfirmed_notices().is_some_and(|n| n > seen));
     }
 
+    /// Drains on several threads at once (sharing reads, spinning for one another) each
+    /// count a write that ended before they began.
+    #[test]
+    fn racing_drains_all_see_a_write_made_before_them() {
+        let Some(dir) = local_dir() else { return };
+        let file = dir.path().join("s.jsonl");
+        std::fs::write(&file, "").unwrap();
+        let watcher = Watcher::new().unwrap();
+        let watch = watcher.watch(&[&file]).unwrap();
+        let (threads, rounds) = (4, 200);
+        let start = std::sync::Barrier::new(threads + 1);
+        let done = std::sync::Barrier::new(threads + 1);
+        let before = AtomicU64::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    for round in 0..rounds {
+                        start.wait();
+                        let seen = watch.unconfirmed_notices().unwrap_or(0);
+                        assert!(seen > before.load(Ordering::SeqCst), "round {round}: {seen}");
+                        done.wait();
+                    }
+                });
+            }
+            for _ in 0..rounds {
+                before.store(watch.notices.count.load(Ordering::SeqCst), Ordering::SeqCst);
+                let mut out = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+                std::io::Write::write_all(&mut out, b"{}\n").unwrap();
+                drop(out);
+                start.wait();
+                done.wait();
+            }
+        });
+    }
+
     #[test]
     fn a_vanished_directory_leaves_the_watch_blind() {
         let Some(dir) = local_dir() else { return };
