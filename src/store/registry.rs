@@ -331,7 +331,7 @@ impl Loaded {
 
     /// True when none of the files it was read from changed since.
     fn is_fresh(&self) -> bool {
-        self.stamps.iter().all(|s| FileStamp::of(&s.path) == *s)
+        stamps_hold(&self.stamps)
     }
 
     /// True when none of the files it was read from changed since the request asked: no
@@ -941,10 +941,15 @@ impl Store {
 fn watch_stamped(watcher: &Arc<Watcher>, stamps: &[FileStamp]) -> Option<FileWatch> {
     let paths: Vec<&Path> = stamps.iter().map(|s| s.path.as_path()).collect();
     let watch = watcher.watch(&paths)?;
-    if !stamps.iter().all(|s| FileStamp::of(&s.path) == *s) {
+    if !stamps_hold(stamps) {
         watch.note_change();
     }
     Some(watch)
+}
+
+/// True when every file of `stamps` still has its stamp's size and modification time.
+fn stamps_hold(stamps: &[FileStamp]) -> bool {
+    stamps.iter().all(|s| FileStamp::of(&s.path) == *s)
 }
 
 /// Parses a session from its source (blocking), under `bound`; a session on disk is
