@@ -595,13 +595,14 @@ impl Store {
     pub async fn get(&self, id: &str) -> Result<(Arc<Slot>, Arc<Loaded>), StoreError> {
         let slot = self.slot(id)?;
         slot.touch();
-        if let (Source::Disk(_), Some(loaded)) = (&slot.source, slot.loaded()) {
+        let mut cell = slot.cell();
+        if let (Source::Disk(_), Some(loaded)) = (&slot.source, cell.get()) {
             if !loaded.still_fresh().await? {
                 tracing::info!(id, "session files changed; reloading");
                 slot.unload();
+                cell = slot.cell();
             }
         }
-        let cell = slot.cell();
         let mut loaded_now = false;
         let loaded = cell
             .get_or_try_init(|| {
