@@ -30,7 +30,7 @@ const BYTES_PER_TURN: usize = 64 * 1024;
 /// A connection task writes for as long as its socket takes data and its body has more: on
 /// loopback or a fast network that is megabytes per turn, and with many large bodies in
 /// flight every other request (a `/healthz` probe) waits behind all of them. So the body
-/// hands over at most [`BYTES_PER_TURN`] per turn, then yields (`Pending`, woken at once)
+/// hands over at most `BYTES_PER_TURN` per turn, then yields (`Pending`, woken at once)
 /// and its task goes to the back of the run queue.
 #[derive(Debug)]
 pub struct ChunkedBody {

@@ -1,6 +1,6 @@
 //! `GET /api/graph/{id}/export?format=jsonl|pi-v3`: a session's main log for download.
 //!
-//! `jsonl` streams the stored file from an open handle in [`CHUNK`]-sized reads: the
+//! `jsonl` streams the stored file from an open handle in `CHUNK`-sized reads: the
 //! server holds one chunk per request, whatever the file's size, and no thread waits on a
 //! slow client. `pi-v3` migrates a pi session in memory ([`migrate_to_v3`]) and so reserves
 //! its estimated peak in the render budget first, like every render not served from the

@@ -414,7 +414,7 @@ impl JsonStr {
     }
 
     /// The length in bytes of the longest prefix of the literal's inside whose text is at
-    /// most `units` UTF-16 units long, and those units (see [`escaped_prefix`]). A cut at
+    /// most `units` UTF-16 units long, and those units (see `escaped_prefix`). A cut at
     /// [`CUT_UNITS`] of a literal longer than that is counted once and remembered.
     pub fn escaped_prefix(&self, units: usize) -> (usize, usize) {
         if units != CUT_UNITS || self.escaped_len() <= CUT_UNITS {

@@ -414,7 +414,7 @@ const SEGMENT_BYTES: usize = 128 * 1024;
 /// Reads every line of `data`, which is file number `file` of its session (a copy of it is
 /// what the records keep slices of; [`parse_file_within`] shares the caller's buffer).
 ///
-/// The file is cut at line ends into segments of about [`SEGMENT_BYTES`], which are
+/// The file is cut at line ends into segments of about `SEGMENT_BYTES`, which are
 /// parsed in parallel and joined in file order: the result is the same as a sequential
 /// read.
 pub fn parse_file(file: u32, data: &[u8]) -> ParsedFile {

@@ -79,7 +79,7 @@ impl RecordKind {
 
 /// An id or name that records repeat from the records before them (the session's id, the
 /// parent's uuid, the API message's id and model): one allocation that all of them share
-/// ([`RepeatedIds`]), 16 bytes in the record like a `Box<str>`.
+/// (`RepeatedIds`), 16 bytes in the record like a `Box<str>`.
 pub type Id = Arc<str>;
 
 /// One parsed record.

@@ -350,7 +350,7 @@ impl<W: io::Write> BodyWriter for StreamWriter<W> {
         Ok(())
     }
 
-    /// A window of [`SEGMENTS_PER_THREAD`] segments per thread of the pool: what the writer
+    /// A window of `SEGMENTS_PER_THREAD` segments per thread of the pool: what the writer
     /// holds in memory at once.
     fn segments_at_once(&self) -> usize {
         SEGMENTS_PER_THREAD * rayon::current_num_threads().max(1)

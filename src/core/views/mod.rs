@@ -112,7 +112,7 @@ pub struct ViewOptions {
     pub graph: graph::GraphMode,
 }
 
-/// Renders `view` of `session` as compact JSON: the bytes [`write`] gives, with the
+/// Renders `view` of `session` as compact JSON: the bytes `write` gives, with the
 /// workflow's nodes and the chat log's messages rendered in parallel.
 pub fn render(session: &Session, view: View, options: ViewOptions) -> Body {
     let mut out = ChunkWriter::new();
