@@ -26,6 +26,7 @@ use tracing::Instrument;
 
 use super::error::{self, InternalCause};
 use super::{encoding, limits};
+use crate::store::compress::Encoding;
 
 /// The header carrying a request's id, taken from the request or made up, and echoed in
 /// the response.
@@ -86,7 +87,7 @@ pub struct Edge<S> {
 
 impl<S> tower::Service<Request> for Edge<S>
 where
-    S: tower::Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Send + 'static,
     S::Future: Send + 'static,
 {
     type Response = Response;
@@ -99,18 +100,21 @@ where
 
     fn call(&mut self, request: Request) -> Self::Future {
         let started = tokio::time::Instant::now();
-        // The service polled ready is the one to call; its clone stays for the next request.
-        let fresh = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, fresh);
         let request_id = match request.headers().get(&REQUEST_ID) {
             Some(id) => id.clone(),
             None => self.ids.next(),
         };
         let span = request_span(&request, &request_id);
+        let method = request.method().clone();
+        // A clone shares the URI's bytes: no copy unless an error names the path.
+        let uri = request.uri().clone();
+        // The service polled ready is called now (cloning it for a later call would cost
+        // an allocation per request); its answer is awaited below.
+        let answer = span.in_scope(|| self.answer(request));
         let deadline = started + self.timeout;
         let served = async move {
-            tracing::debug!("started processing request");
-            let mut response = respond(inner, request, deadline).await;
+            let response = answer.response(deadline).await;
+            let mut response = error::as_json_error(&method, &uri, response);
             log_outcome(&response, started.elapsed());
             let headers = response.headers_mut();
             for (name, value) in &DEFAULT_HEADERS {
@@ -125,35 +129,55 @@ where
     }
 }
 
-/// The response to `request`: a refusal of its head, or `inner`'s answer (408 past
-/// `deadline`, the generic 500 if it panics) with its small body compressed as the request
-/// accepts; an error status as the JSON error body.
-async fn respond<S>(mut inner: S, request: Request, deadline: tokio::time::Instant) -> Response
+impl<S> Edge<S>
 where
     S: tower::Service<Request, Response = Response, Error = Infallible>,
 {
-    let method = request.method().clone();
-    // A clone shares the URI's bytes: no copy unless an error names the path.
-    let uri = request.uri().clone();
-    let response = match limits::refusal(&request) {
-        Some(refusal) => refusal,
-        None => {
-            let encoding = encoding::negotiate(request.headers());
-            let answer = std::panic::catch_unwind(AssertUnwindSafe(|| inner.call(request)));
-            let answered = match answer {
-                Ok(future) => within(deadline, AssertUnwindSafe(future).catch_unwind()).await,
-                Err(panic) => Some(Err(panic)),
-            };
-            let response = match answered {
-                Some(Ok(Ok(response))) => response,
-                Some(Ok(Err(never))) => match never {},
-                Some(Err(panic)) => error::panic_response(panic),
-                None => StatusCode::REQUEST_TIMEOUT.into_response(),
-            };
-            encoding::compress_small_body(encoding, response).await
+    /// What becomes of `request` before anything is awaited: refused for its head, or
+    /// handed to the inner service (whose call may panic).
+    fn answer(&mut self, request: Request) -> Answer<S::Future> {
+        tracing::debug!("started processing request");
+        if let Some(refusal) = limits::refusal(&request) {
+            return Answer::Refused(refusal);
         }
-    };
-    error::as_json_error(&method, &uri, response)
+        let encoding = encoding::negotiate(request.headers());
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.inner.call(request))) {
+            Ok(future) => Answer::Called { encoding, future },
+            Err(panic) => Answer::Panicked(panic),
+        }
+    }
+}
+
+/// A request as the edge left it in [`Edge::call`].
+enum Answer<F> {
+    /// Refused for its head ([`limits::refusal`]).
+    Refused(Response),
+    /// The inner service's answer, to await, and the coding the request accepts best.
+    Called { encoding: Encoding, future: F },
+    /// The inner service panicked when called.
+    Panicked(Box<dyn std::any::Any + Send + 'static>),
+}
+
+impl<F> Answer<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    /// The response: the refusal, or the inner answer (408 past `deadline`, the generic
+    /// 500 if it panics) with its small body compressed as the request accepts.
+    async fn response(self, deadline: tokio::time::Instant) -> Response {
+        let (encoding, future) = match self {
+            Answer::Refused(refusal) => return refusal,
+            Answer::Panicked(panic) => return error::panic_response(panic),
+            Answer::Called { encoding, future } => (encoding, future),
+        };
+        let response = match within(deadline, AssertUnwindSafe(future).catch_unwind()).await {
+            Some(Ok(Ok(response))) => response,
+            Some(Ok(Err(never))) => match never {},
+            Some(Err(panic)) => error::panic_response(panic),
+            None => StatusCode::REQUEST_TIMEOUT.into_response(),
+        };
+        encoding::compress_small_body(encoding, response).await
+    }
 }
 
 /// `future`'s output, or `None` once `deadline` has passed. The timer is made only when
