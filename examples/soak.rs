@@ -207,28 +207,36 @@ async fn main() -> anyhow::Result<()> {
                         }
                     }
                 }
-                let mut reads: Vec<String> = mine.last().into_iter().cloned().collect();
-                reads.extend(shared.get(round % shared.len().max(1)).cloned());
+                // (id, whether it has a workflow view: Claude Code sessions only; the
+                // others answer 400, as CommuGraph does).
+                let mut reads: Vec<(String, bool)> =
+                    mine.last().map(|id| (id.clone(), true)).into_iter().collect();
+                reads.extend(
+                    shared
+                        .get(round % shared.len().max(1))
+                        .map(|id| (id.clone(), true)),
+                );
                 let listing = client
                     .timed("list", client.http.get(format!("{}/api/sessions", client.url)))
                     .await;
                 // A session from the sessions directory, read by every client in turn.
-                let on_disk: Vec<String> = listing
+                let on_disk: Vec<(String, bool)> = listing
                     .as_ref()
                     .and_then(|l| l["sessions"].as_array())
                     .into_iter()
                     .flatten()
                     .filter(|s| s["source"] == "directory")
-                    .filter_map(|s| s["id"].as_str().map(str::to_owned))
+                    .filter_map(|s| Some((s["id"].as_str()?.to_owned(), s["framework"] == "claudecode")))
                     .collect();
                 reads.extend(on_disk.get(round % on_disk.len().max(1)).cloned());
-                for id in reads {
-                    for view in [
+                for (id, has_workflow) in reads {
+                    let views = [
                         "annotations",
                         "workflow",
                         "chatlog?include_subagents=true",
                         "info",
-                    ] {
+                    ];
+                    for view in views.into_iter().filter(|v| has_workflow || *v != "workflow") {
                         client
                             .timed(
                                 "read",

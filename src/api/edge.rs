@@ -212,12 +212,15 @@ fn request_span(request: &Request, request_id: &HeaderValue) -> tracing::Span {
 }
 
 /// Logs how a request ended, in its span: a failure on the server's side as an error with
-/// its cause when the response carries one ([`InternalCause`]), every response at debug
-/// level with its status and latency.
+/// its cause when the response carries one ([`InternalCause`]), a 503 (busy, or starting)
+/// as a warning, every response at debug level with its status and latency.
 fn log_outcome(response: &Response, latency: Duration) {
     let status = response.status().as_u16();
     if let Some(InternalCause(cause)) = response.extensions().get::<InternalCause>() {
         tracing::error!(%cause, status, "request failed");
+    } else if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+        // Busy (the render budget is spent) or starting: the client is told when to retry.
+        tracing::warn!(status, "request refused for now");
     } else if response.status().is_server_error() {
         tracing::error!(status, "request failed");
     }
