@@ -75,18 +75,7 @@ pub async fn info(State(state): State<AppState>, Path(id): Path<String>) -> Resu
         .get(&id)
         .await
         .map_err(|e| ApiError::from_store(e, session_not_found))?;
-    // Written into a buffer of its usual size at once (`Json` starts at 128 bytes).
-    let mut body = Vec::with_capacity(384);
-    serde_json::to_writer(&mut body, &SessionInfo::of(&slot, slot.counts()))
-        .map_err(|e| ApiError::Internal(format!("writing a session's info: {e}")))?;
-    Ok((
-        [(
-            axum::http::header::CONTENT_TYPE,
-            axum::http::HeaderValue::from_static("application/json"),
-        )],
-        body,
-    )
-        .into_response())
+    Ok(Json(SessionInfo::of(&slot, slot.counts())).into_response())
 }
 
 /// `DELETE /api/session/{id}`: forgets an upload and removes it from disk.
