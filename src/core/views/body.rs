@@ -285,7 +285,7 @@ impl io::Write for ChunkWriter {
 
 /// Where a body is written in parallel parts: memory ([`ChunkWriter`], whose parts are
 /// kept as they are, all rendered in one pass) or a stream ([`StreamWriter`], which has a
-/// window of parts rendered at a time, writes them and lets them go).
+/// window of parts rendered while it writes the window before, and lets them go).
 pub trait BodyWriter: io::Write {
     /// Bytes written so far.
     fn written(&self) -> usize;
@@ -312,7 +312,8 @@ impl BodyWriter for ChunkWriter {
 }
 
 /// A [`BodyWriter`] that passes everything on to `inner` (a file, standard output): a body
-/// rendered in parallel through it holds only the parts of one window in memory.
+/// rendered in parallel through it holds only the parts of two windows in memory: the one
+/// being written and the next, being rendered.
 #[derive(Debug)]
 pub struct StreamWriter<W> {
     inner: W,
@@ -350,8 +351,8 @@ impl<W: io::Write> BodyWriter for StreamWriter<W> {
         Ok(())
     }
 
-    /// A window of `SEGMENTS_PER_THREAD` segments per thread of the pool: what the writer
-    /// holds in memory at once.
+    /// A window of `SEGMENTS_PER_THREAD` segments per thread of the pool: the writer holds
+    /// two at once.
     fn segments_at_once(&self) -> usize {
         SEGMENTS_PER_THREAD * rayon::current_num_threads().max(1)
     }
@@ -360,8 +361,8 @@ impl<W: io::Write> BodyWriter for StreamWriter<W> {
 /// Items rendered per parallel task by [`write_elements`].
 const ITEMS_PER_SEGMENT: usize = 512;
 
-/// Segments a [`StreamWriter`] has rendered at once, per thread of the pool: the parts of
-/// one window are what it holds in memory.
+/// Segments of a [`StreamWriter`]'s window, per thread of the pool: the parts of two windows
+/// are what it holds in memory.
 const SEGMENTS_PER_THREAD: usize = 4;
 
 /// Writes the elements of a JSON array (without its brackets): `item(i)` for `i` in
@@ -379,6 +380,10 @@ where
 /// [`write_elements`], returning where each written element ends in `out` (an offset from
 /// the start of `out`; the `None`s have no entry). An element starts right after the end of
 /// the one before and its comma.
+///
+/// A writer that takes windows of segments ([`StreamWriter`]) gets them pipelined: the
+/// pool renders the next window while this thread writes the one before, so that neither
+/// the writing nor the rendering waits for the other.
 pub fn write_elements_indexed<T, F>(
     out: &mut impl BodyWriter,
     count: usize,
@@ -388,26 +393,58 @@ where
     T: serde::Serialize,
     F: Fn(usize) -> Option<T> + Sync,
 {
-    use rayon::prelude::*;
-
     let segments = count.div_ceil(ITEMS_PER_SEGMENT);
     let window = out.segments_at_once().max(1);
+    let mut windows = (0..segments)
+        .step_by(window)
+        .map(|first| first..first.saturating_add(window).min(segments));
     let mut all_ends = Vec::new();
-    for first in (0..segments).step_by(window) {
-        let rendered: Vec<(Body, Vec<usize>)> = (first..first.saturating_add(window).min(segments))
-            .into_par_iter()
-            .map(|s| render_segment(s, count, &item))
-            .collect();
-        for (segment, ends) in rendered.into_iter().filter(|(s, _)| !s.is_empty()) {
-            if !all_ends.is_empty() {
-                out.write_all(b",")?;
+    let mut rendered = windows.next().map(|w| render_window(w, count, &item));
+    while let Some(parts) = rendered.take() {
+        let next = windows.next();
+        let mut written = Ok(());
+        rayon::in_place_scope(|scope| {
+            if let Some(next) = next {
+                let (item, slot) = (&item, &mut rendered);
+                scope.spawn(move |_| *slot = Some(render_window(next, count, item)));
             }
-            let base = out.written();
-            out.append_part(segment)?;
-            all_ends.extend(ends.into_iter().map(|e| base + e));
-        }
+            written = append_segments(out, parts, &mut all_ends);
+        });
+        written?;
     }
     Ok(all_ends)
+}
+
+/// The segments of `window`, rendered in parallel, in order.
+fn render_window<T, F>(window: std::ops::Range<usize>, count: usize, item: &F) -> Vec<(Body, Vec<usize>)>
+where
+    T: serde::Serialize,
+    F: Fn(usize) -> Option<T> + Sync,
+{
+    use rayon::prelude::*;
+
+    window
+        .into_par_iter()
+        .map(|s| render_segment(s, count, item))
+        .collect()
+}
+
+/// Appends rendered segments to `out`, separated by commas, and adds where each of their
+/// elements ends in `out` to `all_ends`.
+fn append_segments(
+    out: &mut impl BodyWriter,
+    segments: Vec<(Body, Vec<usize>)>,
+    all_ends: &mut Vec<usize>,
+) -> io::Result<()> {
+    for (segment, ends) in segments.into_iter().filter(|(s, _)| !s.is_empty()) {
+        if !all_ends.is_empty() {
+            out.write_all(b",")?;
+        }
+        let base = out.written();
+        out.append_part(segment)?;
+        all_ends.extend(ends.into_iter().map(|e| base + e));
+    }
+    Ok(())
 }
 
 /// Segment `s` of the elements: its bytes and where each element ends in them.
@@ -539,6 +576,51 @@ mod tests {
         assert_eq!(cut.len(), b - a + 2);
         let shared = cut.chunks()[1].as_ptr();
         assert!(body.chunks().iter().any(|c| c.as_ptr_range().contains(&shared)));
+    }
+
+    #[test]
+    fn a_stream_gets_windows_in_order_with_their_element_ends() {
+        let window = SEGMENTS_PER_THREAD * rayon::current_num_threads().max(1);
+        let count = 3 * window * ITEMS_PER_SEGMENT + 11;
+        let keep = |i: usize| (i % 7 != 3).then(|| format!("item {i}"));
+        let mut streamed = Vec::new();
+        let mut out = StreamWriter::new(&mut streamed);
+        out.write_all(b"[").unwrap();
+        let ends = write_elements_indexed(&mut out, count, keep).unwrap();
+        out.write_all(b"]").unwrap();
+        let expected: Vec<String> = (0..count).filter_map(keep).collect();
+        assert_eq!(streamed, serde_json::to_vec(&expected).unwrap());
+        let mut start = 1;
+        for (end, value) in ends.iter().zip(&expected) {
+            assert_eq!(&streamed[start..*end], serde_json::to_vec(value).unwrap());
+            start = end + 1;
+        }
+        assert_eq!(ends.len(), expected.len());
+    }
+
+    /// A stream that fails partway: the error comes back once the window being rendered
+    /// beside the write is done, and nothing after it is written.
+    #[test]
+    fn a_failing_stream_stops_the_windows_with_its_error() {
+        struct FailsAfter(usize);
+        impl Write for FailsAfter {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                if buf.len() > self.0 {
+                    return Err(io::Error::other("disk full"));
+                }
+                self.0 -= buf.len();
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let count = 4 * SEGMENTS_PER_THREAD * rayon::current_num_threads().max(1) * ITEMS_PER_SEGMENT;
+        let mut sink = FailsAfter(10_000);
+        let mut out = StreamWriter::new(&mut sink);
+        let error = write_elements_indexed(&mut out, count, Some).unwrap_err();
+        assert_eq!(error.to_string(), "disk full");
+        assert!(out.written() <= 10_000);
     }
 
     #[test]

@@ -124,7 +124,8 @@ pub fn render(session: &Session, view: View, options: ViewOptions) -> Body {
 
 /// Writes `view` of `session` as compact JSON to `out`, without building the whole body in
 /// memory first: the workflow's nodes and the chat log's messages are rendered in parallel,
-/// a window of them at a time, and written in order (the bytes of [`render`]).
+/// a window of them at a time while the window before is written, and written in order
+/// (the bytes of [`render`]).
 pub fn write(
     session: &Session,
     view: View,
