@@ -268,7 +268,8 @@ fn read_nested(gathered: &mut Gathered<'_>, stem: &str) {
 /// `sessionId`. An agent that cannot be read is reported only when the session names it
 /// (otherwise it may well be another session's).
 fn read_flat(gathered: &mut Gathered<'_>, main_bytes: &[u8]) -> Result<(), DiskError> {
-    let named = named_agent_ids(main_bytes);
+    // The scan of the whole main log waits for an agent whose head does not say it.
+    let mut named: Option<Vec<String>> = None;
     let session_id = first_string_field(main_bytes, b"sessionId");
     for entry in gathered.root.list(gathered.folder)? {
         let name = entry.name.to_string_lossy().into_owned();
@@ -280,11 +281,13 @@ fn read_flat(gathered: &mut Gathered<'_>, main_bytes: &[u8]) -> Result<(), DiskE
         }
         let file = gathered.folder.join(&entry.name);
         let id = crate::core::input::agent_id_from_name(&name).unwrap_or_default();
-        let belongs = named.iter().any(|n| n == id)
-            || session_id.is_some() && {
-                let head = gathered.root.read_head(&file, 64 * 1024).unwrap_or_default();
-                first_string_field(&head, b"sessionId") == session_id
-            };
+        let belongs = session_id.is_some() && {
+            let head = gathered.root.read_head(&file, 64 * 1024).unwrap_or_default();
+            first_string_field(&head, b"sessionId") == session_id
+        } || named
+            .get_or_insert_with(|| named_agent_ids(main_bytes))
+            .iter()
+            .any(|n| n == id);
         if belongs {
             gathered.read(&file, name);
         }
@@ -368,12 +371,15 @@ mod tests {
         let d = dir.path();
         fs::write(
             d.join("s1.jsonl"),
-            r#"{"sessionId":"S1","toolUseResult":{"agentId":"a1"}}"#,
+            "{\"sessionId\":\"S1\",\"toolUseResult\":{\"agentId\":\"a1\"}}\n\
+             {\"sessionId\":\"S1\",\"toolUseResult\":{\"agentId\":\"a4\"}}\n",
         )
         .unwrap();
         fs::write(d.join("agent-a1.jsonl"), r#"{"sessionId":"S1"}"#).unwrap();
         fs::write(d.join("agent-a2.jsonl"), r#"{"sessionId":"S1"}"#).unwrap();
         fs::write(d.join("agent-a3.jsonl"), r#"{"sessionId":"OTHER"}"#).unwrap();
+        // Named by the main log, though its head does not carry the session's id.
+        fs::write(d.join("agent-a4.jsonl"), r#"{"type":"user"}"#).unwrap();
         fs::create_dir_all(d.join("s1/subagents")).unwrap();
         fs::write(d.join("s1/subagents/agent-n1.jsonl"), "{}").unwrap();
         fs::write(d.join("s1/subagents/agent-n1.meta.json"), "{}").unwrap();
@@ -387,7 +393,8 @@ mod tests {
                 "s1/subagents/agent-n1.jsonl",
                 "s1/subagents/agent-n1.meta.json",
                 "agent-a1.jsonl",
-                "agent-a2.jsonl"
+                "agent-a2.jsonl",
+                "agent-a4.jsonl"
             ]
         );
     }
