@@ -83,8 +83,11 @@ pub enum ExportError {
     Leaf(#[from] ContextError),
 }
 
-/// Runs `export`, writing the body and a newline to `out`.
-pub fn export(args: &ExportArgs, out: &mut impl Write) -> Result<(), ExportError> {
+/// Runs `export`, writing the body and a newline to `out`. Returns the session built, for
+/// the caller to drop or, when the process ends next, to leave to the operating system:
+/// freeing a large session allocation by allocation takes longer than building some of
+/// it did.
+pub fn export(args: &ExportArgs, out: &mut impl Write) -> Result<Session, ExportError> {
     let input = disk::read_session(&args.paths)?;
     let options = LoadOptions {
         strict: args.strict,
@@ -129,7 +132,7 @@ pub fn export(args: &ExportArgs, out: &mut impl Write) -> Result<(), ExportError
     }
     out.write_all(b"\n")?;
     out.flush()?;
-    Ok(())
+    Ok(session)
 }
 
 /// Arguments of `sessiongraph healthcheck`.
