@@ -86,12 +86,7 @@ fn main() -> ExitCode {
             // the time of each stage, on standard error.
             init_logging(LogFormat::Text, "sessiongraph=warn");
             hold_export_memory_down();
-            // The process ends next: the system takes the session's memory back at once,
-            // where dropping it would free it allocation by allocation (30-40 ms for the
-            // 273 MiB x100 sample, a twentieth of its export).
-            cli::export(&args, &mut std::io::stdout().lock())
-                .map(std::mem::forget)
-                .map_err(Into::into)
+            export_to_stdout(&args)
         }
         Some(Command::Serve(args)) => serve(args),
         Some(Command::Healthcheck(args)) => cli::healthcheck(&args).map_err(Into::into),
@@ -125,6 +120,27 @@ fn error_chain(e: &anyhow::Error) -> String {
         out.push_str(&text);
     }
     out
+}
+
+/// `export` onto standard output.
+///
+/// Written to the descriptor itself: the standard library's `Stdout` is line-buffered, so
+/// it searched every write for its last newline, the whole body (a 192 MB workflow holds
+/// none: JSON escapes them) once more.
+fn export_to_stdout(args: &ExportArgs) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    let mut out = {
+        use std::os::fd::AsFd;
+        let stdout = std::io::stdout().as_fd().try_clone_to_owned();
+        std::fs::File::from(stdout.context("failed to open standard output")?)
+    };
+    #[cfg(not(unix))]
+    let mut out = std::io::stdout().lock();
+    // The process ends next: the system takes the session's memory back at once, where
+    // dropping it would free it allocation by allocation (30-40 ms for the 273 MiB x100
+    // sample, a twentieth of its export).
+    cli::export(args, &mut out).map(std::mem::forget)?;
+    Ok(())
 }
 
 /// `labels export` on a runtime of its own.

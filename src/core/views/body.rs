@@ -344,9 +344,21 @@ impl<W: io::Write> BodyWriter for StreamWriter<W> {
         self.written
     }
 
+    /// Hands the part's chunks to `inner` in vectored writes: a buffered writer passes a
+    /// part larger than its buffer straight on instead of copying it through the buffer.
     fn append_part(&mut self, part: Body) -> io::Result<()> {
-        for chunk in part.chunks() {
-            io::Write::write_all(self, chunk)?;
+        let mut slices: Vec<io::IoSlice<'_>> = part.chunks().iter().map(|c| io::IoSlice::new(c)).collect();
+        let mut rest = &mut slices[..];
+        while !rest.is_empty() {
+            match self.inner.write_vectored(rest) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.written += n;
+                    io::IoSlice::advance_slices(&mut rest, n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     }
@@ -596,6 +608,48 @@ mod tests {
             start = end + 1;
         }
         assert_eq!(ends.len(), expected.len());
+    }
+
+    /// A stream that takes a few bytes per write and is interrupted now and then still
+    /// gets every byte of the parts, in order.
+    #[test]
+    fn a_stream_taking_a_few_bytes_at_a_time_gets_every_part_whole() {
+        struct Trickle {
+            got: Vec<u8>,
+            calls: usize,
+        }
+        impl Write for Trickle {
+            fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+                self.calls += 1;
+                if self.calls.is_multiple_of(3) {
+                    return Err(io::ErrorKind::Interrupted.into());
+                }
+                let n = buf.len().min(7);
+                self.got.extend_from_slice(&buf[..n]);
+                Ok(n)
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut part = ChunkWriter::new();
+        let mut expected = Vec::new();
+        for i in 0..5_000u32 {
+            let piece = format!("{i};");
+            part.write_all(piece.as_bytes()).unwrap();
+            expected.extend_from_slice(piece.as_bytes());
+        }
+        let part = part.finish();
+        let mut sink = Trickle {
+            got: Vec::new(),
+            calls: 0,
+        };
+        let mut out = StreamWriter::new(&mut sink);
+        out.append_part(part.clone()).unwrap();
+        out.append_part(part).unwrap();
+        assert_eq!(out.written(), 2 * expected.len());
+        expected.extend_from_within(..);
+        assert_eq!(sink.got, expected);
     }
 
     /// A stream that fails partway: the error comes back once the window being rendered
