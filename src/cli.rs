@@ -93,6 +93,7 @@ pub fn export(args: &ExportArgs, out: &mut impl Write) -> Result<Session, Export
         strict: args.strict,
         format: None,
         memory_bound: Some(args.memory.bound()),
+        without_workflow: !args.view.reads_workflow(),
     };
     let session = Session::build(&input, options).map_err(|e| match e {
         SessionError::TooManyRecords { .. } => ExportError::TooManyRecords(e),

@@ -30,6 +30,11 @@ pub struct LoadOptions {
     /// Refuse the session when its records' fixed costs would take it past this bound
     /// ([`SessionError::TooManyRecords`]); `None` loads whatever it costs.
     pub memory_bound: Option<MemoryBound>,
+    /// Leave the workflow DAG out, for a caller that shows only views that do not read it
+    /// ([`View::reads_workflow`](crate::core::views::View::reads_workflow)): building it is
+    /// the build's longest serial stage. The session's `workflow` is then empty and its
+    /// `workflow_built` false.
+    pub without_workflow: bool,
 }
 
 /// Why a session could not be loaded.
@@ -251,6 +256,9 @@ pub struct Session {
     pub tool_uses: ToolUseIndex,
     /// The workflow DAG, from which the chat log and the communication graph derive too.
     pub workflow: Workflow,
+    /// False when the session was loaded [`LoadOptions::without_workflow`]: `workflow` is
+    /// empty then, and the views that read it refuse to render.
+    pub workflow_built: bool,
     /// What loading found and did.
     pub diagnostics: Diagnostics,
     /// Branch points, the active path and abandoned branches.
@@ -497,21 +505,28 @@ impl Session {
         drop(units.order);
 
         // The tree needs the units alone: it is analysed beside the workflow.
-        let (workflow, tree) = rayon::join(
-            || {
-                build_workflow(&WorkflowInput {
-                    records: &records,
-                    turns: &turns,
-                    items: &items,
-                    include: None,
-                    agents: &agents,
-                    lanes: &lanes,
-                    record_sequence: &record_sequence,
-                    record_parent: &record_parent,
-                })
-            },
-            || Tree::of(&records, &session_units, &ordering.sequence),
-        );
+        let (workflow, tree) = if options.without_workflow {
+            (
+                Workflow::default(),
+                Tree::of(&records, &session_units, &ordering.sequence),
+            )
+        } else {
+            rayon::join(
+                || {
+                    build_workflow(&WorkflowInput {
+                        records: &records,
+                        turns: &turns,
+                        items: &items,
+                        include: None,
+                        agents: &agents,
+                        lanes: &lanes,
+                        record_sequence: &record_sequence,
+                        record_parent: &record_parent,
+                    })
+                },
+                || Tree::of(&records, &session_units, &ordering.sequence),
+            )
+        };
         let lane_order = order_lanes(&lanes, &agents, &workflow);
         timings.mark("workflow");
 
@@ -543,6 +558,7 @@ impl Session {
             items,
             tool_uses,
             workflow,
+            workflow_built: !options.without_workflow,
             diagnostics,
             tree,
             timings: Vec::new(),

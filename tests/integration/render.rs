@@ -492,3 +492,58 @@ fn a_tool_calls_description_is_made_once_and_every_view_shows_the_same() {
         assert_eq!(session.node_content(node).to_text(), **kept);
     }
 }
+
+/// `sessiongraph export` of a view that does not read the workflow loads the session
+/// without it: the annotations, the branches and the context are the bodies of a whole
+/// session, for every option, and a view that reads the workflow refuses to render
+/// instead of giving an empty DAG's body.
+#[test]
+fn a_session_loaded_without_its_workflow_gives_the_same_bodies_of_the_views_that_do_not_read_it() {
+    use sessiongraph::core::session::{LoadOptions, Session};
+
+    let dirs = [
+        "commugraph-sample",
+        "synthetic/subagents",
+        "synthetic/edge_cases",
+        "pi/before-compaction.jsonl",
+        "autogen/chat_messages/fsm_chat_messages.json",
+    ];
+    for dir in dirs {
+        let input = sessiongraph::store::disk::read_session(&[fixture(dir)]).expect("fixture is readable");
+        let whole = Session::build(&input, LoadOptions::default()).expect("fixture loads");
+        let without = LoadOptions {
+            without_workflow: true,
+            ..LoadOptions::default()
+        };
+        let lean = Session::build(&input, without).expect("fixture loads");
+        assert!(whole.workflow_built && !lean.workflow_built);
+        for view in View::ALL {
+            for include_subagents in [false, true] {
+                for branch in [Branch::All, Branch::Active] {
+                    let options = ViewOptions {
+                        include_subagents,
+                        branch,
+                        ..ViewOptions::default()
+                    };
+                    let mut expected = Vec::new();
+                    views::write(&whole, view, options, &mut expected).unwrap();
+                    let mut written = Vec::new();
+                    let result = views::write(&lean, view, options, &mut written);
+                    if view.reads_workflow() {
+                        let error = result.expect_err("a view that reads the workflow refuses");
+                        assert_eq!(
+                            error.to_string(),
+                            format!(
+                                "the {view} view reads the workflow, which this session was loaded without"
+                            )
+                        );
+                        assert!(written.is_empty(), "{dir} {view}: nothing written");
+                    } else {
+                        result.unwrap();
+                        assert!(written == expected, "{dir} {view} {options:?}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -67,6 +67,14 @@ impl View {
         "context",
     ];
 
+    /// True when the view reads the session's workflow DAG (the chat log, the graph and
+    /// its metrics derive from it, and the diagnostics count it): a session loaded
+    /// [`without_workflow`](crate::core::session::LoadOptions::without_workflow) cannot
+    /// render it.
+    pub fn reads_workflow(self) -> bool {
+        !matches!(self, View::Annotations | View::Branches | View::Context)
+    }
+
     /// The view's name (`annotations`, ...).
     pub fn name(self) -> &'static str {
         match self {
@@ -115,6 +123,11 @@ pub struct ViewOptions {
 /// Renders `view` of `session` as compact JSON: the bytes `write` gives, with the
 /// workflow's nodes and the chat log's messages rendered in parallel.
 pub fn render(session: &Session, view: View, options: ViewOptions) -> Body {
+    debug_assert!(
+        session.workflow_built || !view.reads_workflow(),
+        "{}",
+        WorkflowLeftOut(view)
+    );
     let mut out = ChunkWriter::new();
     // Writing into memory cannot fail, and serialising these types cannot fail either:
     // every map key is a string and every value is representable in JSON.
@@ -135,6 +148,11 @@ pub fn write(
     write_into(session, view, options, &mut StreamWriter::new(out))
 }
 
+/// A view that reads the workflow was asked of a session loaded without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the {0} view reads the workflow, which this session was loaded without")]
+pub struct WorkflowLeftOut(pub View);
+
 /// Writes `view` of `session` to `out`: the workflow's nodes and the chat log's messages in
 /// parallel parts (most of a session's bytes), every other body in one serde pass.
 fn write_into(
@@ -143,6 +161,9 @@ fn write_into(
     options: ViewOptions,
     out: &mut impl BodyWriter,
 ) -> std::io::Result<()> {
+    if view.reads_workflow() && !session.workflow_built {
+        return Err(std::io::Error::other(WorkflowLeftOut(view)));
+    }
     let written = match (view, &session.autogen) {
         (View::Annotations, _) => serde_json::to_writer(
             out,
