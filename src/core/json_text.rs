@@ -177,12 +177,149 @@ pub(crate) fn bytes_before_backslash(word: u64) -> usize {
 /// at most `units` UTF-16 code units long (a surrogate pair is never split), and those
 /// units.
 ///
-/// Counts eight bytes at a time up to the next backslash (a character's units are counted
-/// at its first byte, so a word may end inside a character), and decodes only the escapes
-/// and the last characters before the cut one at a time: code and file listings, with an
-/// escaped line break and often a wide character on every line, are the texts long enough
-/// to be cut.
+/// Whole blocks of 64 bytes are counted at once ([`counted_blocks`]), and the rest from
+/// the last block boundary that splits nothing by [`escaped_prefix_by_words`].
 pub(crate) fn escaped_prefix(escaped: &str, units: usize) -> (usize, usize) {
+    let (at, used) = counted_blocks(escaped.as_bytes(), units);
+    match escaped.get(at..) {
+        Some(rest) => {
+            let (len, more) = escaped_prefix_by_words(rest, units - used);
+            (at + len, used + more)
+        }
+        // Not reached: the blocks stop where a character starts.
+        None => escaped_prefix_by_words(escaped, units),
+    }
+}
+
+/// Each byte's bit 1, then 3, 5, ...: the odd positions of a 64-byte block.
+const ODD_BITS: u64 = 0xAAAA_AAAA_AAAA_AAAA;
+
+/// The bytes of a 64-byte block that matter to its UTF-16 units, one bit per byte (the
+/// block's first byte lowest).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct BlockMasks {
+    /// `\`.
+    backslash: u64,
+    /// `u`.
+    u: u64,
+    /// UTF-8 continuation bytes (`10xxxxxx`).
+    continuation: u64,
+    /// First bytes of four-byte characters (two units each).
+    four_byte_start: u64,
+}
+
+/// The masks of `block`, sixteen bytes at a time with SSE2 (part of every x86-64).
+#[cfg(target_arch = "x86_64")]
+fn block_masks(block: &[u8; 64]) -> BlockMasks {
+    use std::arch::x86_64::{
+        __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8,
+        _mm_set1_epi8,
+    };
+    let mut masks = BlockMasks::default();
+    for (k, sixteen) in block.chunks_exact(16).enumerate() {
+        // SAFETY: SSE2 is part of the x86-64 baseline, so every x86-64 processor runs these
+        // instructions; `sixteen` holds the 16 bytes `_mm_loadu_si128` reads, at any
+        // alignment.
+        unsafe {
+            let v = _mm_loadu_si128(sixteen.as_ptr().cast::<__m128i>());
+            let bits = |m: __m128i| u64::from(_mm_movemask_epi8(m) as u16) << (16 * k);
+            masks.backslash |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8)));
+            masks.u |= bits(_mm_cmpeq_epi8(v, _mm_set1_epi8(b'u' as i8)));
+            let top_two = _mm_and_si128(v, _mm_set1_epi8(0xC0_u8 as i8));
+            masks.continuation |= bits(_mm_cmpeq_epi8(top_two, _mm_set1_epi8(0x80_u8 as i8)));
+            let at_least_f0 = _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0xF0_u8 as i8)), v);
+            masks.four_byte_start |= bits(at_least_f0);
+        }
+    }
+    masks
+}
+
+/// The masks of `block` (targets without SSE2).
+#[cfg(not(target_arch = "x86_64"))]
+fn block_masks(block: &[u8; 64]) -> BlockMasks {
+    block_masks_bytewise(block)
+}
+
+/// The masks of `block`, a byte at a time.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+fn block_masks_bytewise(block: &[u8; 64]) -> BlockMasks {
+    let mut masks = BlockMasks::default();
+    for (i, &b) in block.iter().enumerate() {
+        let bit = 1u64 << i;
+        masks.backslash |= u64::from(b == b'\\') * bit;
+        masks.u |= u64::from(b == b'u') * bit;
+        masks.continuation |= u64::from(b & 0xC0 == 0x80) * bit;
+        masks.four_byte_start |= u64::from(b >= 0xF0) * bit;
+    }
+    masks
+}
+
+/// What a block's escapes carry into the next block.
+#[derive(Debug, Default, Clone, Copy)]
+struct EscapeCarry {
+    /// The next block's first byte is escaped (this block ends with an escaping backslash).
+    first_escaped: u64,
+    /// The next block's first bytes that are hex digits of a `\u` escape of this block.
+    hex_digits: u64,
+}
+
+/// The bytes of a block that take no unit of their own: the escaped character of every
+/// escape (`n` of `\n`, the second `\` of `\\`), the `u` and four digits of `\uXXXX`, and
+/// continuation bytes. Every escape counts one unit at its backslash (a surrogate pair is
+/// two escapes), every character one at its first byte. Also returns the `u`s of `\u`
+/// escapes.
+///
+/// Which backslashes escape is simdjson's computation (`json_escape_scanner`): in a run
+/// of backslashes every other one escapes the next byte, counting from the run's start.
+fn silent_bytes(masks: &BlockMasks, carry: &mut EscapeCarry) -> (u64, u64) {
+    let potential = masks.backslash & !carry.first_escaped;
+    let maybe_escaped_and_odd = (potential << 1) | ODD_BITS;
+    let escape_and_terminal = maybe_escaped_and_odd.wrapping_sub(potential) ^ ODD_BITS;
+    let escaped = escape_and_terminal ^ (masks.backslash | carry.first_escaped);
+    let escaping = escape_and_terminal & masks.backslash;
+    let u_escapes = escaped & masks.u;
+    let wide = u128::from(u_escapes);
+    let digits = (wide << 1) | (wide << 2) | (wide << 3) | (wide << 4);
+    let silent = escaped | digits as u64 | carry.hex_digits | masks.continuation;
+    *carry = EscapeCarry {
+        first_escaped: escaping >> 63,
+        hex_digits: (digits >> 64) as u64,
+    };
+    (silent, u_escapes)
+}
+
+/// Counts whole 64-byte blocks of `bytes` (the inside of a literal) while their units fit
+/// in `units`; returns the last block boundary reached where the rest can be counted on
+/// its own, and the units before it. Such a boundary splits no character, no escape and
+/// no `\u` escape from one just before it (which may be half of a pair).
+fn counted_blocks(bytes: &[u8], units: usize) -> (usize, usize) {
+    let (mut at, mut used) = (0, 0);
+    let mut boundary = (0, 0);
+    let mut carry = EscapeCarry::default();
+    while let Some(block) = bytes.get(at..at + 64) {
+        let masks = block_masks(block.try_into().expect("64 bytes"));
+        let (silent, u_escapes) = silent_bytes(&masks, &mut carry);
+        let block_units = 64 - silent.count_ones() as usize + masks.four_byte_start.count_ones() as usize;
+        if used + block_units > units {
+            break;
+        }
+        used += block_units;
+        at += 64;
+        let splits = carry.first_escaped != 0
+            || carry.hex_digits != 0
+            || u_escapes >> 52 != 0
+            || bytes.get(at).is_some_and(|&b| b & 0xC0 == 0x80);
+        if !splits {
+            boundary = (at, used);
+        }
+    }
+    boundary
+}
+
+/// [`escaped_prefix`], eight bytes at a time up to the next backslash (a character's units
+/// are counted at its first byte, so a word may end inside a character), decoding only the
+/// escapes and the last characters before the cut one at a time.
+fn escaped_prefix_by_words(escaped: &str, units: usize) -> (usize, usize) {
     let bytes = escaped.as_bytes();
     let (mut at, mut used) = (0, 0);
     while let Some(word) = word_at(bytes, at) {
@@ -898,6 +1035,69 @@ mod tests {
         ) {
             let inside = pieces.concat();
             proptest::prop_assert_eq!(form_of(inside.as_bytes()), form_by_escapes(inside.as_bytes(), 0), "{}", inside);
+        }
+    }
+
+    /// A character, an escape or a surrogate pair of escapes across a block boundary,
+    /// wherever it falls, with every number of units around it: the blocks stop before it
+    /// and the words count it.
+    #[test]
+    fn prefixes_counted_by_blocks_do_not_split_what_straddles_a_block() {
+        for straddler in [
+            "😀",
+            "é",
+            "✓",
+            r"\ud83d\ude00",
+            r"\u0041",
+            r"\n",
+            r"\\",
+            r"\\\\\n",
+        ] {
+            for start in 40..80 {
+                let escaped = format!("{}{straddler}{}", "a".repeat(start), "b".repeat(70));
+                let (_, total) = escaped_prefix_by_words(&escaped, usize::MAX);
+                for units in 0..=total + 1 {
+                    assert_eq!(
+                        escaped_prefix(&escaped, units),
+                        escaped_prefix_by_words(&escaped, units),
+                        "{straddler} at {start}, {units} units"
+                    );
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Counting whole 64-byte blocks first cuts every text where counting it word by
+        /// word does: texts of several blocks with escapes of every kind (runs of escaped
+        /// backslashes, `\u` escapes and pairs) and wide characters falling across block
+        /// boundaries, cut at any number of units.
+        #[test]
+        fn prefixes_counted_by_blocks_are_those_counted_by_words(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "a", "ab", "abcdefgh", "u", "é", "✓", "😀", r"\n", r#"\""#, r"\\", r"\\u", r"\\\\",
+                    r"\/", r"\u0041", r"\u00e9", r"\ud83d\ude00", r"\u001f",
+                ]),
+                0..160,
+            ),
+            units in 0usize..700,
+        ) {
+            let escaped = pieces.concat();
+            proptest::prop_assert_eq!(
+                escaped_prefix(&escaped, units),
+                escaped_prefix_by_words(&escaped, units),
+                "{}", escaped
+            );
+        }
+
+        /// The block masks read with SSE2 are those read a byte at a time.
+        #[test]
+        fn block_masks_are_those_read_a_byte_at_a_time(block in proptest::array::uniform32(proptest::num::u8::ANY), other in proptest::array::uniform32(proptest::num::u8::ANY)) {
+            let mut bytes = [0u8; 64];
+            bytes[..32].copy_from_slice(&block);
+            bytes[32..].copy_from_slice(&other);
+            proptest::prop_assert_eq!(block_masks(&bytes), block_masks_bytewise(&bytes));
         }
     }
 
