@@ -79,7 +79,7 @@ pub fn form_of(inside: &[u8]) -> Result<Form, LoneSurrogate> {
     // Every escape but `\u....` and `\/` is canonical (`\n`, `\"`, ...): a literal in which
     // no backslash comes before a `u` or a `/` holds no other. Two vectorised searches
     // settle most texts, where stopping at each escape (a line break on every line of
-    // code) took a sixth of the parse.
+    // code) took 13% of a one-thread parse's samples.
     let rest = &inside[first..];
     if ESCAPED_U.find(rest).is_none() && ESCAPED_SLASH.find(rest).is_none() {
         return Ok(Form::Canonical);
@@ -296,8 +296,8 @@ fn counted_blocks(bytes: &[u8], units: usize) -> (usize, usize) {
     let (mut at, mut used) = (0, 0);
     let mut boundary = (0, 0);
     let mut carry = EscapeCarry::default();
-    while let Some(block) = bytes.get(at..at + 64) {
-        let masks = block_masks(block.try_into().expect("64 bytes"));
+    while let Some(block) = bytes.get(at..).and_then(<[u8]>::first_chunk::<64>) {
+        let masks = block_masks(block);
         let (silent, u_escapes) = silent_bytes(&masks, &mut carry);
         let block_units = 64 - silent.count_ones() as usize + masks.four_byte_start.count_ones() as usize;
         if used + block_units > units {
