@@ -11,6 +11,22 @@ use sessiongraph::core::views::{self, View, ViewOptions};
 use crate::helpers::{fixture, load_path};
 use crate::server::{Options, TestServer};
 
+/// Every view, with and without sub-agents, for the whole session and its active branch.
+fn every_view_and_option() -> impl Iterator<Item = (View, ViewOptions)> {
+    View::ALL.into_iter().flat_map(|view| {
+        [false, true].into_iter().flat_map(move |include_subagents| {
+            [Branch::All, Branch::Active].into_iter().map(move |branch| {
+                let options = ViewOptions {
+                    include_subagents,
+                    branch,
+                    ..ViewOptions::default()
+                };
+                (view, options)
+            })
+        })
+    })
+}
+
 /// Steps worth checking in a workflow of `len` nodes: the first ones, a spread, the last
 /// ones and past the end.
 fn steps_to_check(len: usize, spread: usize) -> Vec<u64> {
@@ -419,26 +435,17 @@ fn d1_bodies_that_keep_input_texts_by_reference_are_the_bodies_written_out() {
     for path in sessions {
         let session = load_path(&fixture(path));
         let mut shared_bytes = 0;
-        for view in View::ALL {
-            for include_subagents in [false, true] {
-                for branch in [Branch::All, Branch::Active] {
-                    let options = ViewOptions {
-                        include_subagents,
-                        branch,
-                        ..ViewOptions::default()
-                    };
-                    let kept = views::render(&session, view, options);
-                    let mut streamed = Vec::new();
-                    // A view the session cannot show (a context without a leaf) writes
-                    // nothing either way.
-                    let _ = views::write(&session, view, options, &mut streamed);
-                    assert!(
-                        kept.to_bytes() == streamed,
-                        "{path} {view} {options:?}: the bodies differ"
-                    );
-                    shared_bytes += kept.shared_len();
-                }
-            }
+        for (view, options) in every_view_and_option() {
+            let kept = views::render(&session, view, options);
+            let mut streamed = Vec::new();
+            // A view the session cannot show (a context without a leaf) writes nothing
+            // either way.
+            let _ = views::write(&session, view, options, &mut streamed);
+            assert!(
+                kept.to_bytes() == streamed,
+                "{path} {view} {options:?}: the bodies differ"
+            );
+            shared_bytes += kept.shared_len();
         }
         if path == "commugraph-sample" {
             assert!(shared_bytes > 100_000, "{shared_bytes} bytes kept by reference");
@@ -517,32 +524,21 @@ fn a_session_loaded_without_its_workflow_gives_the_same_bodies_of_the_views_that
         };
         let lean = Session::build(&input, without).expect("fixture loads");
         assert!(whole.workflow_built && !lean.workflow_built);
-        for view in View::ALL {
-            for include_subagents in [false, true] {
-                for branch in [Branch::All, Branch::Active] {
-                    let options = ViewOptions {
-                        include_subagents,
-                        branch,
-                        ..ViewOptions::default()
-                    };
-                    let mut expected = Vec::new();
-                    views::write(&whole, view, options, &mut expected).unwrap();
-                    let mut written = Vec::new();
-                    let result = views::write(&lean, view, options, &mut written);
-                    if view.reads_workflow() {
-                        let error = result.expect_err("a view that reads the workflow refuses");
-                        assert_eq!(
-                            error.to_string(),
-                            format!(
-                                "the {view} view reads the workflow, which this session was loaded without"
-                            )
-                        );
-                        assert!(written.is_empty(), "{dir} {view}: nothing written");
-                    } else {
-                        result.unwrap();
-                        assert!(written == expected, "{dir} {view} {options:?}");
-                    }
-                }
+        for (view, options) in every_view_and_option() {
+            let mut expected = Vec::new();
+            views::write(&whole, view, options, &mut expected).unwrap();
+            let mut written = Vec::new();
+            let result = views::write(&lean, view, options, &mut written);
+            if view.reads_workflow() {
+                let error = result.expect_err("a view that reads the workflow refuses");
+                assert_eq!(
+                    error.to_string(),
+                    format!("the {view} view reads the workflow, which this session was loaded without")
+                );
+                assert!(written.is_empty(), "{dir} {view}: nothing written");
+            } else {
+                result.unwrap();
+                assert!(written == expected, "{dir} {view} {options:?}");
             }
         }
     }
