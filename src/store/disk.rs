@@ -281,18 +281,36 @@ fn read_flat(gathered: &mut Gathered<'_>, main_bytes: &[u8]) -> Result<(), DiskE
         }
         let file = gathered.folder.join(&entry.name);
         let id = crate::core::input::agent_id_from_name(&name).unwrap_or_default();
-        let belongs = session_id.is_some() && {
-            let head = gathered.root.read_head(&file, 64 * 1024).unwrap_or_default();
-            first_string_field(&head, b"sessionId") == session_id
-        } || named
-            .get_or_insert_with(|| named_agent_ids(main_bytes))
-            .iter()
-            .any(|n| n == id);
+        let belongs = session_id.is_some() && head_session_id(gathered.root, &file) == session_id
+            || named
+                .get_or_insert_with(|| named_agent_ids(main_bytes))
+                .iter()
+                .any(|n| n == id);
         if belongs {
             gathered.read(&file, name);
         }
     }
     Ok(())
+}
+
+/// How far into an agent log its session id is looked for: a first record without one (a
+/// long summary) can push it past the first few kilobytes.
+const HEAD_BYTES: [u64; 2] = [4 * 1024, 64 * 1024];
+
+/// The first `sessionId` in the head of the log `file` (relative to the root): read from its
+/// first 4 KiB, and from its first 64 KiB only when those do not hold the whole value. A
+/// project folder holds the agent logs of all its sessions, and each is read this far.
+fn head_session_id(root: &SessionsRoot, file: &Path) -> Option<String> {
+    for limit in HEAD_BYTES {
+        let head = root.read_head(file, limit).unwrap_or_default();
+        if let Some(id) = first_string_field(&head, b"sessionId") {
+            return Some(id);
+        }
+        if (head.len() as u64) < limit {
+            return None;
+        }
+    }
+    None
 }
 
 /// `file` (relative to the root) as the session's files are named: relative to the main
@@ -363,6 +381,35 @@ mod tests {
             Some("S1")
         );
         assert_eq!(first_string_field(br#"{"sessionId":5}"#, b"sessionId"), None);
+    }
+
+    /// The id past the first 4 KiB, or cut by them, is found in the first 64 KiB, as it was
+    /// when 64 KiB were read at once; past those it is not looked for.
+    #[test]
+    fn an_agents_session_id_is_read_from_its_head_however_far_into_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SessionsRoot::new(dir.path());
+        let id_at = |offset: usize| {
+            let pad = "x".repeat(offset);
+            format!("{{\"summary\":\"{pad}\"}}\n{{\"sessionId\":\"S1\"}}\n")
+        };
+        for (offset, expected) in [
+            (10, Some("S1")),
+            (4 * 1024 - 30, Some("S1")),
+            (4 * 1024 - 16, Some("S1")),
+            (20 * 1024, Some("S1")),
+            (64 * 1024, None),
+        ] {
+            fs::write(dir.path().join("agent-a.jsonl"), id_at(offset)).unwrap();
+            assert_eq!(
+                head_session_id(&root, Path::new("agent-a.jsonl")).as_deref(),
+                expected,
+                "id after {offset} bytes"
+            );
+        }
+        fs::write(dir.path().join("agent-b.jsonl"), r#"{"type":"user"}"#).unwrap();
+        assert_eq!(head_session_id(&root, Path::new("agent-b.jsonl")), None);
+        assert_eq!(head_session_id(&root, Path::new("missing.jsonl")), None);
     }
 
     #[test]
