@@ -82,11 +82,9 @@ pub async fn run(
     let shutdown_grace = state.config.request_timeout;
     let app = app(state);
     let mut builder = hyper::server::conn::http1::Builder::new();
-    if std::env::var("EXP_NOHRT").is_err() {
-        builder
-            .timer(TokioTimer::new())
-            .header_read_timeout(header_read_timeout);
-    }
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
