@@ -70,6 +70,12 @@ impl Notices {
     fn add(&self) {
         self.count.fetch_add(1, Ordering::AcqRel);
     }
+
+    /// Its files are checked on every request from now on (and once more now).
+    fn go_blind(&self) {
+        self.blind.store(true, Ordering::Release);
+        self.add();
+    }
 }
 
 /// The watch on one session's files, for as long as the session is held.
@@ -311,8 +317,7 @@ mod linux {
             ) {
                 tracing::debug!(dir = %dir.path.display(), "a watched directory went away");
                 for follower in &dir.followers {
-                    follower.notices.blind.store(true, Ordering::Release);
-                    follower.notices.add();
+                    follower.notices.go_blind();
                 }
                 if events.contains(ReadFlags::IGNORED) {
                     self.dirs.remove(&descriptor);
@@ -330,8 +335,7 @@ mod linux {
         /// Makes every session's files checked by stat from now on.
         fn blind_all(&mut self) {
             for follower in self.dirs.values().flat_map(|d| &d.followers) {
-                follower.notices.blind.store(true, Ordering::Release);
-                follower.notices.add();
+                follower.notices.go_blind();
             }
         }
 
