@@ -60,7 +60,7 @@ impl LineBuffer<'_> {
                 if !self.shared || literal.literal().len() < MIN_SHARED_TEXT {
                     return Ok(literal);
                 }
-                match memchr::memmem::find(self.line.as_bytes(), literal.literal().as_bytes()) {
+                match find_whole(self.line.as_bytes(), literal.literal().as_bytes()) {
                     Some(at) => self.literal(&self.line[at..at + literal.literal().len()]),
                     None => Ok(literal),
                 }
@@ -81,6 +81,27 @@ impl LineBuffer<'_> {
             RawJson::copy_of(raw.get())
         }
     }
+}
+
+/// Bytes of a needle that [`find_whole`] searches for: enough to make a false candidate
+/// rare, few enough that the searcher is cheap to build.
+const NEEDLE_HEAD: usize = 64;
+
+/// Where `needle` first occurs in `haystack`. Candidates are where its first
+/// [`NEEDLE_HEAD`] bytes occur, each then compared whole: `memmem::find` of a long needle
+/// builds a two-way searcher over all of it first: 5% of a one-thread parse of the x100
+/// sample (330 -> 314 ms), where every user message with a line break is searched for.
+fn find_whole(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    let finder = memchr::memmem::Finder::new(&needle[..needle.len().min(NEEDLE_HEAD)]);
+    let mut from = 0;
+    while let Some(at) = haystack.get(from..).and_then(|rest| finder.find(rest)) {
+        let candidate = from + at;
+        if haystack[candidate..].starts_with(needle) {
+            return Some(candidate);
+        }
+        from = candidate + 1;
+    }
+    None
 }
 
 /// The literal around `inside`, the inside of a string without escapes that the reader
@@ -522,5 +543,20 @@ mod tests {
         assert_eq!(literal_around(buffer, &buffer[6..11]), Some(r#""plain""#));
         assert_eq!(literal_around(buffer, &buffer[7..11]), None, "no quote before it");
         assert_eq!(literal_around(buffer, "elsewhere"), None);
+    }
+
+    /// A needle is found where it starts, also when its head occurs earlier, overlapping
+    /// the occurrence (a run of the same character), and not where only its head is.
+    #[test]
+    fn a_long_needle_is_found_whole_past_earlier_heads() {
+        let needle = format!("{}b", "a".repeat(NEEDLE_HEAD + 6));
+        let haystack = format!("x{}b{}", "a".repeat(NEEDLE_HEAD + 9), "a".repeat(NEEDLE_HEAD));
+        assert_eq!(find_whole(haystack.as_bytes(), needle.as_bytes()), Some(4));
+        assert_eq!(
+            find_whole(haystack.as_bytes(), format!("{needle}c").as_bytes()),
+            None
+        );
+        assert_eq!(find_whole(b"ab", b"b"), Some(1));
+        assert_eq!(find_whole(b"", b"b"), None);
     }
 }
