@@ -87,21 +87,28 @@ impl LineBuffer<'_> {
 /// rare, few enough that the searcher is cheap to build.
 const NEEDLE_HEAD: usize = 64;
 
-/// Where `needle` first occurs in `haystack`. Candidates are where its first
+/// Candidates [`find_whole`] compares whole before it searches for the whole needle: each
+/// comparison may run the needle's length, so that the search stays linear.
+const NEEDLE_TRIES: usize = 4;
+
+/// Where `needle` first occurs in `haystack`. The first candidates are where its first
 /// [`NEEDLE_HEAD`] bytes occur, each then compared whole: `memmem::find` of a long needle
-/// builds a two-way searcher over all of it first: 5% of a one-thread parse of the x100
+/// builds a two-way searcher over all of it first, 5% of a one-thread parse of the x100
 /// sample (330 -> 314 ms), where every user message with a line break is searched for.
+/// The needle is nearly always the first candidate. Past [`NEEDLE_TRIES`] failed ones
+/// (a line repeating the needle's head, such as a run of escaped quotes, would make every
+/// position a candidate compared at length) the rest is searched by `memmem::find`.
 fn find_whole(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     let finder = memchr::memmem::Finder::new(&needle[..needle.len().min(NEEDLE_HEAD)]);
     let mut from = 0;
-    while let Some(at) = haystack.get(from..).and_then(|rest| finder.find(rest)) {
-        let candidate = from + at;
+    for _ in 0..NEEDLE_TRIES {
+        let candidate = from + finder.find(haystack.get(from..)?)?;
         if haystack[candidate..].starts_with(needle) {
             return Some(candidate);
         }
         from = candidate + 1;
     }
-    None
+    memchr::memmem::find(haystack.get(from..)?, needle).map(|at| from + at)
 }
 
 /// The literal around `inside`, the inside of a string without escapes that the reader
@@ -558,5 +565,27 @@ mod tests {
         );
         assert_eq!(find_whole(b"ab", b"b"), Some(1));
         assert_eq!(find_whole(b"", b"b"), None);
+    }
+
+    /// Regression: a field before a message repeating an escaped quote made every quote of
+    /// it a candidate compared along the whole run, a search quadratic in the run's
+    /// length (here 10^12 byte comparisons). The message's text is still found, and as
+    /// a slice of the line.
+    #[test]
+    fn a_run_of_escaped_quotes_before_the_text_is_searched_in_linear_time() {
+        let quotes = "\\\"".repeat(1_000_000);
+        let line = format!(
+            r#"{{"decoy":"{quotes}","type":"user","uuid":"u","message":{{"role":"user","content":"{quotes}x"}}}}"#
+        );
+        let needle = format!(r#""{quotes}x""#);
+        let at = line.find(&needle).unwrap();
+        assert!(at > quotes.len(), "the decoy comes first");
+        assert_eq!(find_whole(line.as_bytes(), needle.as_bytes()), Some(at));
+        let records = crate::core::parse::parse_file(0, line.as_bytes()).records;
+        let Some(Content::Text(text)) = records[0].message.as_ref().map(|m| &m.content) else {
+            panic!("the message's content is its text");
+        };
+        assert_eq!(text.text().len(), 1_000_001);
+        assert_eq!(text.own_heap_size(), 0, "a slice of the line");
     }
 }
