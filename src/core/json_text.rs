@@ -889,7 +889,12 @@ fn decode_escape(b: &[u8]) -> (char, usize) {
         Some(b'u') => {
             let unit = hex4(&b[2.min(b.len())..]).unwrap_or(0xFFFD);
             if (0xD800..0xDC00).contains(&unit) {
+                // A second half cut off by a prefix reads as the first low surrogate.
                 let low = hex4(b.get(8..).unwrap_or_default()).unwrap_or(0xDC00);
+                if !(0xDC00..0xE000).contains(&low) {
+                    // Never in a literal the reader checked (`form_of`); a lone first half.
+                    return ('\u{FFFD}', 6);
+                }
                 let c = 0x10000 + ((u32::from(unit) - 0xD800) << 10) + (u32::from(low) - 0xDC00);
                 return (char::from_u32(c).unwrap_or('\u{FFFD}'), 12);
             }
@@ -989,6 +994,17 @@ mod tests {
             r#"["a\nb","xA/",{"k": [1, 2]}]"#
         );
         assert_eq!(serde_json::to_value(&s).unwrap(), serde_json::json!("a\nb"));
+    }
+
+    /// Found by fuzzing: a first half followed by an escape that is no second half took
+    /// 0xDC00 from it, overflowing (a panic in a debug build). It reads as a lone half,
+    /// and the escape after it as itself; a pair and a pair cut by a prefix read as before.
+    #[test]
+    fn a_first_half_before_another_escape_decodes_as_a_lone_half() {
+        assert_eq!(decode_escape(br"\ud83d\u0041"), ('\u{FFFD}', 6));
+        assert_eq!(decode_escape(br"\u0041"), ('A', 6));
+        assert_eq!(decode_escape(br"\ud83d\ude00"), ('\u{1F600}', 12));
+        assert_eq!(decode_escape(br"\ud83d\ude"), ('\u{1F400}', 12));
     }
 
     #[test]
