@@ -32,6 +32,22 @@ pub enum LineError {
     /// Any other JSON syntax or encoding error.
     #[error("invalid JSON: {0}")]
     Invalid(String),
+    /// The line is longer than [`MAX_LINE_BYTES`]; it is not read.
+    #[error("a line of {0} bytes, longer than the 4 GiB a record's text can be")]
+    TooLong(usize),
+}
+
+/// The longest line read. A record's texts are spans with 32-bit lengths: a text longer
+/// than 4 GiB, which only a longer line can hold, could not be kept.
+pub(crate) const MAX_LINE_BYTES: usize = u32::MAX as usize;
+
+/// [`LineError::TooLong`] for a line of `len` bytes past [`MAX_LINE_BYTES`].
+pub(crate) fn check_line_length(len: usize) -> Result<(), LineError> {
+    if len > MAX_LINE_BYTES {
+        Err(LineError::TooLong(len))
+    } else {
+        Ok(())
+    }
 }
 
 /// A record read from a line, with what the file's counts need to know of it.
@@ -533,16 +549,18 @@ fn parse_segment(file: u32, data: Bytes, starts_file: bool, budget: &RecordBudge
     let mut out = ParsedFile::default();
     for line in lines.by_ref() {
         out.lines += 1;
-        let read = match text.as_ref().and_then(|t| Some((t, sub_str(t, line.bytes)?))) {
-            Some((buffer, line_text)) => parse_line_in(buffer, line_text),
-            None => match ByteString::try_from(data.slice_ref(line.bytes)) {
-                Ok(buffer) => {
-                    let buffer = Arc::new(buffer);
-                    parse_line_in(&buffer, &buffer)
-                }
-                Err(_) => parse_invalid_utf8(line.bytes),
-            },
-        };
+        let read = check_line_length(line.bytes.len()).and_then(|()| {
+            match text.as_ref().and_then(|t| Some((t, sub_str(t, line.bytes)?))) {
+                Some((buffer, line_text)) => parse_line_in(buffer, line_text),
+                None => match ByteString::try_from(data.slice_ref(line.bytes)) {
+                    Ok(buffer) => {
+                        let buffer = Arc::new(buffer);
+                        parse_line_in(&buffer, &buffer)
+                    }
+                    Err(_) => parse_invalid_utf8(line.bytes),
+                },
+            }
+        });
         match read {
             Ok(LineRecords { records, repair }) => {
                 if let Some(repair) = repair {
@@ -593,6 +611,16 @@ mod tests {
         assert_eq!(kinds("null"), Err(LineError::NotAnObject("null")));
         assert_eq!(kinds(r#""x""#), Err(LineError::NotAnObject("a string")));
         assert_eq!(kinds("true"), Err(LineError::NotAnObject("a boolean")));
+    }
+
+    /// A line past 4 GiB is a bad line (its texts could not be held); one of exactly 4 GiB
+    /// is read. (The decision alone: a test cannot allocate such a line.)
+    #[test]
+    fn a_line_longer_than_4_gib_is_not_read() {
+        assert_eq!(check_line_length(MAX_LINE_BYTES), Ok(()));
+        let past = MAX_LINE_BYTES + 1;
+        assert_eq!(check_line_length(past), Err(LineError::TooLong(past)));
+        assert!(LineError::TooLong(past).to_string().contains("4294967296 bytes"));
     }
 
     #[test]

@@ -32,7 +32,7 @@ use serde_json::Value;
 use super::frame;
 use super::lenient::{self, ObjectOr};
 use super::memory_bound::{fixed_cost, RecordBudget};
-use super::parse::{BadLine, LineError, ParsedFile};
+use super::parse::{check_line_length, BadLine, LineError, ParsedFile};
 use super::records::{
     Block, Content, Id, Image, JsonStr, Message, Position, RawJson, Record, RecordKind, ToolResultBlock,
     ToolUse, Usage,
@@ -256,6 +256,17 @@ pub fn parse_pi_file(file: u32, data: &[u8]) -> PiFile {
     parse_pi_file_within(file, data, &RecordBudget::unbounded())
 }
 
+/// Why the line `bytes` did not read as an entry (`e`, the reader's error).
+fn entry_error(bytes: &[u8], e: &serde_json::Error) -> LineError {
+    if bytes.first() != Some(&b'{') {
+        LineError::Invalid("not a JSON object".to_owned())
+    } else if e.is_eof() {
+        LineError::Truncated
+    } else {
+        LineError::Invalid(e.to_string())
+    }
+}
+
 /// [`parse_pi_file`], charging the records kept to `budget` and stopping once it is
 /// exhausted (the result is then incomplete: the caller refuses the session).
 pub fn parse_pi_file_within(file: u32, data: &[u8], budget: &RecordBudget) -> PiFile {
@@ -272,16 +283,12 @@ pub fn parse_pi_file_within(file: u32, data: &[u8], budget: &RecordBudget) -> Pi
     for (this_index, line) in frame::lines(data).enumerate() {
         parsed.lines += 1;
         id_of_index.push(None);
-        let entry = match serde_json::from_slice::<WireEntry>(line.bytes) {
-            Ok(e) => e,
-            Err(e) => {
-                let error = if line.bytes.first() != Some(&b'{') {
-                    LineError::Invalid("not a JSON object".to_owned())
-                } else if e.is_eof() {
-                    LineError::Truncated
-                } else {
-                    LineError::Invalid(e.to_string())
-                };
+        let read = check_line_length(line.bytes.len()).and_then(|()| {
+            serde_json::from_slice::<WireEntry>(line.bytes).map_err(|e| entry_error(line.bytes, &e))
+        });
+        let entry = match read {
+            Ok(entry) => entry,
+            Err(error) => {
                 parsed.bad_lines.push(BadLine {
                     line: line.number,
                     error,
