@@ -32,7 +32,8 @@ pub enum LineError {
     /// Any other JSON syntax or encoding error.
     #[error("invalid JSON: {0}")]
     Invalid(String),
-    /// The line is longer than [`MAX_LINE_BYTES`]; it is not read.
+    /// The line is longer than 4 GiB; it is not read (a record's texts are spans of 32-bit
+    /// lengths).
     #[error("a line of {0} bytes, longer than the 4 GiB a record's text can be")]
     TooLong(usize),
 }
