@@ -8,7 +8,8 @@
 //! - `GET /api/labels/progress`: units labeled per session and annotator.
 //! - `GET /api/labels/export` (`?format=jsonl|label-studio|label-studio-config`): streamed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
@@ -46,9 +47,9 @@ pub async fn import(
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
     let format = query.first("format").unwrap_or("jsonl");
-    let records = match format {
-        "jsonl" => jsonl_records(&body)?,
-        "label-studio" | "labelstudio" => label_studio_records(&body)?,
+    let read: fn(&[u8]) -> Result<Records, ApiError> = match format {
+        "jsonl" => jsonl_records,
+        "label-studio" | "labelstudio" => label_studio_records,
         other => {
             return Err(ApiError::Invalid {
                 message: format!(
@@ -59,6 +60,10 @@ pub async fn import(
             })
         }
     };
+    // Up to 64 MiB of JSON: read on the blocking pool, not on a worker serving requests.
+    let records = tokio::task::spawn_blocking(move || read(&body))
+        .await
+        .map_err(|e| ApiError::Internal(format!("reading an import: {e}")))??;
     let prepared = with_unit_texts(&state, records).await?;
     let outcomes = state
         .labels
@@ -141,16 +146,8 @@ async fn with_unit_texts(
     state: &AppState,
     records: Records,
 ) -> Result<Vec<(usize, Result<Vec<Prepared>, Invalid>)>, ApiError> {
-    // The units each session is asked for, gathered in one pass over the records.
-    let mut wanted: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    for item in records.iter().filter_map(|(_, r)| r.as_ref().ok()).flatten() {
-        wanted
-            .entry(item.session_id.clone())
-            .or_default()
-            .push(item.event_id.clone());
-    }
-    let mut texts: HashMap<(String, String), String> = HashMap::new();
-    for (session_id, events) in wanted {
+    let mut texts: UnitTexts = HashMap::new();
+    for (session_id, events) in units_named(&records) {
         let Ok((_, loaded)) = state.store.get(&session_id).await else {
             continue;
         };
@@ -158,14 +155,35 @@ async fn with_unit_texts(
             let units = loaded.units();
             events
                 .into_iter()
-                .filter_map(|e| units.get(&e).map(|u| (e, u.text.clone())))
+                .filter_map(|e| units.get(&e).map(|u| (e, Arc::from(u.text.as_str()))))
                 .collect::<Vec<_>>()
         })
         .await
         .map_err(|e| ApiError::Internal(format!("finding units: {e}")))?;
         texts.extend(found.into_iter().map(|(e, t)| ((session_id.clone(), e), t)));
     }
-    Ok(records
+    Ok(with_texts(records, &texts))
+}
+
+/// The texts of the units an import names, by (session, unit).
+type UnitTexts = HashMap<(String, String), Arc<str>>;
+
+/// The units each session is asked for by `records`, each once.
+fn units_named(records: &Records) -> BTreeMap<String, BTreeSet<String>> {
+    let mut named: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for item in records.iter().filter_map(|(_, r)| r.as_ref().ok()).flatten() {
+        named
+            .entry(item.session_id.clone())
+            .or_default()
+            .insert(item.event_id.clone());
+    }
+    named
+}
+
+/// Each record with its unit's text, shared: a copy per record made an import of a
+/// thousand lines naming one 4 MB unit hold 4 GB at once.
+fn with_texts(records: Records, texts: &UnitTexts) -> Vec<(usize, Result<Vec<Prepared>, Invalid>)> {
+    records
         .into_iter()
         .map(|(line, items)| {
             let prepared = items.map(|items| {
@@ -181,7 +199,7 @@ async fn with_unit_texts(
             });
             (line, prepared)
         })
-        .collect())
+        .collect()
 }
 
 /// `POST /api/labels/queue/next` with `{"annotator", "session"?, "overlap"?}` (overlap 2 by
@@ -487,4 +505,43 @@ pub async fn agreement(
         .await
         .map_err(|e| ApiError::Internal(format!("agreement: {e}")))?;
     Ok(json_response(StatusCode::OK, &report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::model::ImportKind;
+
+    fn item(session: &str, event: &str) -> ImportItem {
+        ImportItem {
+            session_id: session.to_owned(),
+            event_id: event.to_owned(),
+            kind: ImportKind::Set(json!({})),
+        }
+    }
+
+    /// Regression: every record of an import got its own copy of its unit's text, all alive
+    /// at once (a thousand lines naming one 4 MB unit: 4.5 GB). Each unit is looked up
+    /// once, and its records share one text.
+    #[test]
+    fn records_naming_one_unit_share_its_text() {
+        let records: Records = vec![
+            (1, Ok(vec![item("s", "e1"), item("s", "e1")])),
+            (2, Ok(vec![item("s", "e1"), item("s", "e2"), item("t", "e1")])),
+        ];
+        let named = units_named(&records);
+        assert_eq!(named["s"].iter().collect::<Vec<_>>(), ["e1", "e2"]);
+        assert_eq!(named["t"].len(), 1);
+
+        let mut texts = UnitTexts::new();
+        texts.insert(("s".into(), "e1".into()), Arc::from("a long text"));
+        let prepared = with_texts(records, &texts);
+        let text = |line: usize, at: usize| prepared[line].1.as_ref().unwrap()[at].unit_text.clone();
+        let first = text(0, 0).unwrap();
+        for other in [text(0, 1), text(1, 0)] {
+            assert!(Arc::ptr_eq(&first, &other.unwrap()), "one text for the unit");
+        }
+        assert_eq!(text(1, 1), None, "an unknown unit");
+        assert_eq!(text(1, 2), None, "another session's unit");
+    }
 }
