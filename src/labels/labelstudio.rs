@@ -32,6 +32,7 @@
 //! export): a `-`, not a `:`, because annotator names allow only letters, digits, `.`, `_`,
 //! `-` and `@`.
 
+use foldhash::HashMap;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -404,25 +405,30 @@ struct Gathered {
     note: Option<Value>,
     /// The label records, as JSON objects, ids distinct.
     labels: Vec<Map<String, Value>>,
+    /// Where each id's record is in `labels`: a task of tens of thousands of choices made
+    /// finding them one by one quadratic.
+    by_id: HashMap<String, usize>,
 }
 
 impl Gathered {
     /// The record of label `id`, made when missing.
     fn label(&mut self, id: &str) -> &mut Map<String, Value> {
-        let at = match self
-            .labels
-            .iter()
-            .position(|l| l.get("id").and_then(Value::as_str) == Some(id))
-        {
-            Some(at) => at,
+        let at = match self.by_id.get(id) {
+            Some(&at) => at,
             None => {
                 let mut record = Map::new();
                 record.insert("id".into(), Value::from(id));
                 self.labels.push(record);
+                self.by_id.insert(id.to_owned(), self.labels.len() - 1);
                 self.labels.len() - 1
             }
         };
         &mut self.labels[at]
+    }
+
+    /// True when it has a record of label `id`.
+    fn has(&self, id: &str) -> bool {
+        self.by_id.contains_key(id)
     }
 }
 
@@ -615,12 +621,7 @@ fn gather_span(groups: &mut Vec<Gathered>, item: &Value) -> Result<(), String> {
         Some(other) => return Err(format!(".value.text must be a string, not {}", kind(other))),
     };
     for id in labels {
-        let has = |g: &Gathered| {
-            g.labels
-                .iter()
-                .any(|l| l.get("id").and_then(Value::as_str) == Some(id))
-        };
-        let at = match groups.iter().position(has) {
+        let at = match groups.iter().position(|g| g.has(id)) {
             Some(at) => at,
             None if groups.is_empty() => {
                 groups.push(Gathered::default());
@@ -967,6 +968,32 @@ mod tests {
             other,
             &json!({"annotator": "labelstudio-4", "labels": [], "status": "discarded"})
         );
+    }
+
+    /// Regression: each choice was looked for among the labels gathered before it, and each
+    /// span's labels among every group's: a task of 40,000 distinct choices took 7.6 s
+    /// (release) and a 64 MiB import hours. Every choice and span label is kept, once, in
+    /// order.
+    #[test]
+    fn a_task_of_many_choices_and_spans_is_gathered_in_linear_time() {
+        let many = 40_000;
+        let choices: Vec<String> = (0..many).map(|i| format!("L{i}")).collect();
+        let spans: Vec<Value> = (0..many)
+            .map(|i| json!({"type": "labels", "value": {"start": 0, "end": 1, "text": "x", "labels": [format!("L{i}")]}}))
+            .collect();
+        let mut result = vec![json!({"type": "choices", "value": {"choices": choices}})];
+        result.extend(spans);
+        result.push(json!({"type": "choices", "value": {"choices": ["L0", "NEW"]}}));
+        let groups = gather(&result, "annotator").unwrap();
+        assert_eq!(groups.len(), 1);
+        let ids: Vec<&str> = groups[0]
+            .labels
+            .iter()
+            .map(|l| l["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids.len(), many + 1);
+        assert_eq!((ids[0], ids[many - 1], ids[many]), ("L0", "L39999", "NEW"));
+        assert_eq!(groups[0].labels[7]["evidence"], json!({"quote": "x"}));
     }
 
     #[test]
