@@ -631,3 +631,57 @@ fn d1_tiny_records_past_the_bound_are_refused_before_they_cost_it() {
     );
     assert!(peak <= limit, "{peak} bytes at the peak");
 }
+
+/// Regression: the tool results of one record were made distinct through a list, each id
+/// looked for among those before it (a record answering 160,000 calls: 35 s in release).
+/// Every call of a turn of 40,000 gets its one result; the one marked an error fails.
+#[test]
+fn a_record_answering_many_calls_is_counted_in_linear_time() {
+    let n = 40_000;
+    let calls: Vec<String> = (0..n)
+        .map(|i| format!(r#"{{"type":"tool_use","id":"t{i}","name":"Bash","input":{{}}}}"#))
+        .collect();
+    let results: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"type":"tool_result","tool_use_id":"t{i}","content":"ok","is_error":{}}}"#,
+                i == 7
+            )
+        })
+        .collect();
+    let mut bytes = tiny_chain(1);
+    bytes.extend_from_slice(
+        format!(
+            "{}\n{}\n",
+            format_args!(
+                r#"{{"type":"assistant","uuid":"a1","parentUuid":"u0","timestamp":"2025-12-01T10:00:01.000Z","requestId":"r1","message":{{"id":"m1","role":"assistant","content":[{}]}}}}"#,
+                calls.join(",")
+            ),
+            format_args!(
+                r#"{{"type":"user","uuid":"r1","parentUuid":"a1","timestamp":"2025-12-01T10:00:02.000Z","message":{{"role":"user","content":[{}]}}}}"#,
+                results.join(",")
+            )
+        )
+        .as_bytes(),
+    );
+    let session = Session::build(&one_file(bytes), LoadOptions::default()).expect("loads");
+    let body = views::render(&session, View::Annotations, ViewOptions::default());
+    let json: serde_json::Value = serde_json::from_slice(&body.to_bytes()).expect("JSON");
+    let outcomes: Vec<&serde_json::Value> = json
+        .as_array()
+        .or_else(|| json["units"].as_array())
+        .or_else(|| json["annotations"].as_array())
+        .expect("a list of units")
+        .iter()
+        .filter_map(|u| u["tool_summary"]["tool_calls"].as_array())
+        .flatten()
+        .collect();
+    assert_eq!(outcomes.len(), n);
+    assert!(outcomes.iter().all(|o| o["result_count"] == 1));
+    let failed: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| o["is_error"] == true)
+        .map(|o| o["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["t7"]);
+}

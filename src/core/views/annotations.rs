@@ -342,14 +342,13 @@ pub fn annotations(session: &Session, include_sidechains: bool, branch: Branch) 
         if let ItemKind::ToolResult { record, .. } = item.kind {
             let r = &records[record];
             let reported = r.tool_use_result().is_some_and(|t| t.reports_failure());
-            let mut ids: Vec<(&str, bool)> = Vec::new();
+            // Each id once per record (a map: a record answering thousands of calls made a
+            // list's lookups quadratic).
+            let mut ids: HashMap<&str, bool> = HashMap::new();
             for b in r.blocks() {
                 if let Block::ToolResult(t) = b {
                     if let Some(id) = t.tool_use_id.as_deref() {
-                        match ids.iter_mut().find(|(i, _)| *i == id) {
-                            Some(entry) => entry.1 |= t.is_error,
-                            None => ids.push((id, t.is_error)),
-                        }
+                        *ids.entry(id).or_default() |= t.is_error;
                     }
                 }
             }
