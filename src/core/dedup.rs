@@ -301,6 +301,7 @@ fn remove_phantom_branches(
             }
         }
     }
+    let mut siblings_by_key: HashMap<&str, HashMap<u64, Vec<usize>>> = HashMap::new();
     let mut work = primary;
     while let Some((gone, twin)) = work.pop() {
         let (Some(gone_uuid), Some(twin_uuid)) =
@@ -314,13 +315,18 @@ fn remove_phantom_branches(
         let Some(orphaned) = children.get(gone_uuid) else {
             continue;
         };
-        let siblings = children.get(twin_uuid).map(Vec::as_slice).unwrap_or(&[]);
-        let mut by_key: HashMap<u64, Vec<usize>> = HashMap::new();
-        for &s in siblings {
-            if d.is_kept(s) {
-                by_key.entry(content_key(&records[s])).or_default().push(s);
+        // Once per twin: rebuilt for each copy of the same record, this was quadratic in the
+        // copies (20,000 signature copies of one assistant chunk, each with a child: 65 s).
+        // Siblings dropped since are skipped when looked up.
+        let by_key = siblings_by_key.entry(twin_uuid).or_insert_with(|| {
+            let mut by_key: HashMap<u64, Vec<usize>> = HashMap::new();
+            for &s in children.get(twin_uuid).map(Vec::as_slice).unwrap_or(&[]) {
+                if d.is_kept(s) {
+                    by_key.entry(content_key(&records[s])).or_default().push(s);
+                }
             }
-        }
+            by_key
+        });
         for &c in orphaned {
             if !d.is_kept(c) {
                 continue;
@@ -477,6 +483,38 @@ mod tests {
         assert_eq!(kept_uuids(&records, &d).len(), n);
         assert_eq!(d.dropped[n], Some(DropReason::UserPartialCopy));
         assert_eq!(d.twin[n], Some(7));
+    }
+
+    /// Regression: rule 4 indexed the kept twin's children again for each copy of it (10,000
+    /// signature copies of one assistant chunk, each with a child of its own, beside its
+    /// 10,000 children: 16 s in release). The copies go, their children stay, and a child
+    /// repeating one of the twin's goes.
+    #[test]
+    fn many_copies_of_one_chunk_with_children_are_deduplicated_in_linear_time() {
+        let n = 10_000;
+        let mut lines = vec![assistant("a0", "root", "t0", "SIG", "hm")];
+        lines.extend((0..n).map(|j| user(&format!("c{j}"), "a0", &format!("tc{j}"), &format!(r#""c{j}""#))));
+        for i in 0..n {
+            lines.push(assistant(&format!("a{}", i + 1), "root", "t0", "SIG", "hm"));
+            lines.push(user(
+                &format!("d{i}"),
+                &format!("a{}", i + 1),
+                "td",
+                &format!(r#""d{i}""#),
+            ));
+        }
+        lines.push(assistant("again", "root", "t0", "SIG", "hm"));
+        lines.push(user("repeat", "again", "tc3", r#""c3""#));
+        let records = load(&lines);
+        let d = dedup_records(&records, |_| true);
+        let dropped = |reason| d.dropped.iter().filter(|r| **r == Some(reason)).count();
+        assert_eq!(dropped(DropReason::AssistantSignature), n + 1);
+        assert_eq!(dropped(DropReason::PhantomBranch), 1);
+        let repeat = records
+            .iter()
+            .position(|r| r.uuid.as_deref() == Some("repeat"))
+            .unwrap();
+        assert_eq!(records[d.twin[repeat].unwrap()].uuid.as_deref(), Some("c3"));
     }
 
     #[test]
