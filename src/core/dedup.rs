@@ -462,8 +462,8 @@ mod tests {
     }
 
     /// Regression: 40,000 user records sharing a parent and a time, each with a block of
-    /// its own, were each compared with every record kept before them (27.6 s to export in release).
-    /// All are kept, in linear time; a record repeating one of them is dropped.
+    /// its own, were each compared with every record kept before them (27.6 s to export in
+    /// release). All are kept, in linear time; a record repeating one of them is dropped.
     #[test]
     fn a_large_group_of_distinct_user_records_is_deduplicated_in_linear_time() {
         let n = 40_000;
@@ -487,8 +487,8 @@ mod tests {
 
     /// Regression: rule 4 indexed the kept twin's children again for each copy of it (10,000
     /// signature copies of one assistant chunk, each with a child of its own, beside its
-    /// 10,000 children: 12.6 s to export in release). The copies go, their children stay, and a child
-    /// repeating one of the twin's goes.
+    /// 10,000 children: 12.6 s to export in release). The copies go, their children stay,
+    /// and a child repeating one of the twin's goes.
     #[test]
     fn many_copies_of_one_chunk_with_children_are_deduplicated_in_linear_time() {
         let n = 10_000;
