@@ -505,11 +505,9 @@ impl Session {
         drop(units.order);
 
         // The tree needs the units alone: it is analysed beside the workflow.
+        let tree = || Tree::of(&records, &session_units, &ordering.sequence);
         let (workflow, tree) = if options.without_workflow {
-            (
-                Workflow::default(),
-                Tree::of(&records, &session_units, &ordering.sequence),
-            )
+            (Workflow::default(), tree())
         } else {
             rayon::join(
                 || {
@@ -524,7 +522,7 @@ impl Session {
                         record_parent: &record_parent,
                     })
                 },
-                || Tree::of(&records, &session_units, &ordering.sequence),
+                tree,
             )
         };
         let lane_order = order_lanes(&lanes, &agents, &workflow);
