@@ -128,6 +128,10 @@ pub enum ConfigError {
         /// Why.
         source: std::io::Error,
     },
+    /// The API key file holds no key: starting would leave the API open to anyone, which
+    /// is not what naming a key file asks for.
+    #[error("--api-key-file {0} holds no key (only blank lines or comments): refusing to start an open server")]
+    EmptyApiKeyFile(PathBuf),
 }
 
 impl ServeArgs {
@@ -209,12 +213,16 @@ impl ServeArgs {
                 path: path.clone(),
                 source,
             })?;
-            keys.extend(
-                text.lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                    .map(str::to_owned),
-            );
+            let from_file: Vec<String> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_owned)
+                .collect();
+            if ApiKeys::new(&from_file).is_empty() {
+                return Err(ConfigError::EmptyApiKeyFile(path.clone()));
+            }
+            keys.extend(from_file);
         }
         Ok(ApiConfig {
             max_upload_bytes: self.max_upload_bytes,
@@ -278,6 +286,34 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (F14): an `--api-key-file` that yields no keys (an empty secret, a file of
+    /// comments) started the server open.
+    #[test]
+    fn f14_an_api_key_file_without_keys_refuses_to_start() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let args = |file: &std::path::Path| {
+            Cli::parse_from(["sessiongraph", "--api-key-file", file.to_str().unwrap()]).serve
+        };
+        for (name, text) in [("empty", ""), ("comments", "# keys go here\n\n   \n# none yet\n")] {
+            let file = dir.path().join(name);
+            std::fs::write(&file, text).unwrap();
+            match args(&file).api_config() {
+                Err(ConfigError::EmptyApiKeyFile(path)) => assert_eq!(path, file),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        let file = dir.path().join("one");
+        std::fs::write(&file, "# the team\nalice:k-alice\n").unwrap();
+        let config = args(&file).api_config().unwrap();
+        assert_eq!(config.api_keys.named(), ["alice"]);
+    }
 
     #[test]
     fn sizes_take_binary_suffixes() {

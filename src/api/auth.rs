@@ -29,6 +29,8 @@ use crate::labels::validate::check_annotator;
 pub struct ApiKeys {
     digests: Vec<[u8; 32]>,
     names: Vec<Option<String>>,
+    /// The distinct names, sorted.
+    named: Vec<String>,
 }
 
 /// The annotator a request is made as: the name of the API key it presents (inserted into
@@ -62,7 +64,15 @@ impl ApiKeys {
             all.digests.push(Sha256::digest(key.as_bytes()).into());
             all.names.push(name);
         }
+        all.named = all.names.iter().flatten().cloned().collect();
+        all.named.sort_unstable();
+        all.named.dedup();
         all
+    }
+
+    /// The annotators of the named keys, sorted, each once (empty: no key is named).
+    pub fn named(&self) -> &[String] {
+        &self.named
     }
 
     /// Number of keys configured.

@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 
 use super::auth::Identity;
 use super::error::{echo, session_not_found, ApiError};
-use super::labels::{api_error, json_response, known_session, writer};
+use super::labels::{api_error, caller, json_response, known_session};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::labels::export::{ExportScope, Format};
@@ -67,7 +67,7 @@ pub async fn import(
     let prepared = with_unit_texts(&state, records).await?;
     let outcomes = state
         .labels
-        .import(prepared, writer(&identity))
+        .import(prepared, caller(&state, &identity))
         .await
         .map_err(api_error)?;
     Ok(json_response(StatusCode::OK, &import_summary(&outcomes)))
@@ -321,7 +321,7 @@ fn queue_annotator(
     identity: &Option<Extension<Identity>>,
     ask: &Value,
 ) -> Result<String, ApiError> {
-    let me = writer(identity);
+    let me = caller(state, identity).named();
     let annotator = match (ask.get("annotator"), me) {
         (Some(Value::String(a)), _) => a.clone(),
         (None | Some(Value::Null), Some(me)) => me.to_owned(),
@@ -339,13 +339,9 @@ fn queue_annotator(
         }
     };
     check_annotator("annotator", &annotator).map_err(|e| api_error(e.into()))?;
-    if let Some(me) = me {
-        if me != annotator && !state.labels.is_reviewer(me) {
-            return Err(ApiError::Forbidden(format!(
-                "the API key is {me}'s: it may not take units for {annotator}"
-            )));
-        }
-    }
+    caller(state, identity)
+        .may_act_for(&annotator, &state.labels.policy().reviewers)
+        .map_err(ApiError::Forbidden)?;
     Ok(annotator)
 }
 

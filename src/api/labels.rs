@@ -8,8 +8,9 @@
 //! - `GET /api/graph/{id}/labels/{event_id}/history`: every change (`annotator`).
 //!
 //! Who asks: the named API key's annotator ([`Identity`]), else `?annotator=` (reads) or
-//! the body's `annotator` (writes). With a named key, writes for another annotator are 403
-//! unless the key's annotator is a reviewer. In blind mode reads show what
+//! the body's `annotator` (writes), within what [`Caller::may_act_for`] allows (a named key
+//! acts for itself unless it is a reviewer's; a plain key among named ones for no named
+//! key's annotator and no reviewer); 403 otherwise. In blind mode reads show what
 //! [`Viewer::visible`] allows.
 
 use axum::body::Bytes;
@@ -26,7 +27,7 @@ use super::query::QueryPairs;
 use super::AppState;
 use crate::labels::consensus::Viewer;
 use crate::labels::validate::check_annotator;
-use crate::labels::{LabelError, LabelSet, Precondition, SetFilter, SetKey, Status};
+use crate::labels::{Caller, LabelError, LabelSet, Precondition, SetFilter, SetKey, Status};
 
 /// `GET /api/codebook`: the labels with their families, definitions, rules, cues and output
 /// field types, with an ETag (`If-None-Match` gives 304).
@@ -60,7 +61,7 @@ pub async fn me(
     json_response(
         StatusCode::OK,
         &json!({
-            "annotator": writer(&identity),
+            "annotator": caller(&state, &identity).named(),
             "reviewer": viewer.reviewer,
             "read_only": state.config.read_only,
             "blind": state.labels.policy().blind,
@@ -85,7 +86,14 @@ pub async fn put_set(
     let precondition = precondition(&headers);
     let (set, created) = match state
         .labels
-        .put(&id, &event_id, &text, &body, &precondition, writer(&identity))
+        .put(
+            &id,
+            &event_id,
+            &text,
+            &body,
+            &precondition,
+            caller(&state, &identity),
+        )
         .await
     {
         Ok(stored) => stored,
@@ -115,20 +123,13 @@ pub async fn delete_set(
         details: json!({ "field": "annotator" }),
     })?;
     check_annotator("annotator", annotator).map_err(|e| api_error(e.into()))?;
-    if let Some(me) = writer(&identity) {
-        if me != annotator && !state.labels.is_reviewer(me) {
-            return Err(ApiError::Forbidden(format!(
-                "the API key is {me}'s: it may not remove {}'s labels",
-                echo(annotator)
-            )));
-        }
-    }
     let key = SetKey {
         session_id: &id,
         event_id: &event_id,
         annotator,
     };
-    match state.labels.delete(key, &precondition(&headers)).await {
+    let caller = caller(&state, &identity);
+    match state.labels.delete(key, &precondition(&headers), caller).await {
         Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
         Err(e) => Ok(failure(e)),
     }
@@ -207,13 +208,21 @@ pub(super) async fn orphaned_units(
 
 /// Who asks: the named key's annotator, else `?viewer=`, else `?annotator=`. (`?viewer=`
 /// lets a reviewer without a named key list everyone's sets in blind mode, where
-/// `?annotator=` would also filter them to the reviewer's own.)
+/// `?annotator=` would also filter them to the reviewer's own.) A claim the caller may not
+/// make (a plain key among named ones naming a named key's annotator or a reviewer) is
+/// nobody: in blind mode it sees no sets.
 pub(super) fn viewer(state: &AppState, identity: &Option<Extension<Identity>>, query: &QueryPairs) -> Viewer {
-    let annotator = match identity {
-        Some(Extension(Identity(name))) => Some(name.clone()),
-        None => query
+    let caller = caller(state, identity);
+    let annotator = match caller {
+        Caller::Named(name) => Some(name.to_owned()),
+        Caller::Anyone | Caller::Unnamed { .. } => query
             .first("viewer")
             .or_else(|| query.first("annotator"))
+            .filter(|claimed| {
+                caller
+                    .may_act_for(claimed, &state.labels.policy().reviewers)
+                    .is_ok()
+            })
             .map(str::to_owned),
     };
     Viewer {
@@ -230,9 +239,16 @@ pub(super) fn visible_sets<'s>(state: &AppState, viewer: &Viewer, sets: &'s [Lab
         .collect()
 }
 
-/// The named key's annotator, if the request presented one.
-pub(super) fn writer(identity: &Option<Extension<Identity>>) -> Option<&str> {
-    identity.as_ref().map(|Extension(Identity(name))| name.as_str())
+/// Who the request is made as: the named key's annotator; a plain key on a server where
+/// keys are named; or, on a server where none is, whoever the request names.
+pub(super) fn caller<'s>(state: &'s AppState, identity: &'s Option<Extension<Identity>>) -> Caller<'s> {
+    match identity {
+        Some(Extension(Identity(name))) => Caller::Named(name),
+        None if !state.config.api_keys.named().is_empty() => Caller::Unnamed {
+            named: state.config.api_keys.named(),
+        },
+        None => Caller::Anyone,
+    }
 }
 
 /// `GET /api/graph/{id}/labels/{event_id}/history` (`?annotator=`): every change of the
@@ -354,6 +370,10 @@ pub(super) fn api_error(e: LabelError) -> ApiError {
             details: json!({ "field": i.field }),
         },
         LabelError::Forbidden(m) => ApiError::Forbidden(m),
+        LabelError::Busy(message) => ApiError::Unavailable {
+            message,
+            retry_after: std::time::Duration::from_secs(1),
+        },
         LabelError::NotFound(m) => ApiError::NotFound(m),
         LabelError::Conflict { current } => ApiError::PreconditionFailed {
             message: match &current {

@@ -17,8 +17,9 @@ use serde_json::{Map, Value};
 use sqlx::AnyConnection;
 use std::sync::Arc;
 
+use super::access::Caller;
 use super::model::{ImportItem, ImportKind, LabelRecord, NewSet, Precondition, Status};
-use super::store::{now, write_set, LabelError, LabelStore, SetKey, Unchanged};
+use super::store::{now, write_set, LabelError, LabelStore, SetKey, SetWrite, Unchanged};
 use super::validate::{invalid, validate_labels, validate_set, Invalid};
 
 /// Most lines (or Label Studio tasks) in one import request.
@@ -171,32 +172,22 @@ struct ValidLine {
 }
 
 impl LabelStore {
-    /// Validates every line's records (`writer`: the named API key's annotator the request is
-    /// made as, if any) and stores those of the valid lines in one transaction. Returns one
-    /// outcome per line, in order.
+    /// Validates every line's records (`caller`: who the request is made as) and stores
+    /// those of the valid lines in one transaction. Returns one outcome per line, in order.
     pub async fn import(
         &self,
         lines: Vec<(usize, Result<Vec<Prepared>, Invalid>)>,
-        writer: Option<&str>,
+        caller: Caller<'_>,
     ) -> Result<Vec<LineOutcome>, LabelError> {
         let mut outcomes = Vec::with_capacity(lines.len());
         let mut valid = Vec::new();
         for (line, prepared) in lines {
-            match prepared.and_then(|p| self.validate_line(p, writer)) {
+            match prepared.and_then(|p| self.validate_line(p, caller)) {
                 Ok(records) => valid.push(ValidLine { line, records }),
                 Err(why) => outcomes.push(LineOutcome::refused(line, why)),
             }
         }
-        let mut attempt = 0;
-        let stored = loop {
-            match self.store_lines(&valid).await {
-                Err(LabelError::Database(e)) if attempt < 3 && super::store::is_unique_violation(&e) => {
-                    attempt += 1
-                }
-                other => break other?,
-            }
-        };
-        outcomes.extend(stored);
+        outcomes.extend(self.store_lines(&valid, caller).await?);
         outcomes.sort_by_key(|o| o.line);
         Ok(outcomes)
     }
@@ -204,7 +195,7 @@ impl LabelStore {
     fn validate_line(
         &self,
         prepared: Vec<Prepared>,
-        writer: Option<&str>,
+        caller: Caller<'_>,
     ) -> Result<Vec<(String, String, Valid)>, Invalid> {
         prepared
             .into_iter()
@@ -221,18 +212,18 @@ impl LabelStore {
                     )
                 })?;
                 let valid = self
-                    .validate_record(&p.item.kind, text, writer)
+                    .validate_record(&p.item.kind, text, caller)
                     .map_err(|e| at_record(e, i))?;
                 Ok((p.item.session_id, p.item.event_id, valid))
             })
             .collect()
     }
 
-    fn validate_record(&self, kind: &ImportKind, text: &str, writer: Option<&str>) -> Result<Valid, Invalid> {
+    fn validate_record(&self, kind: &ImportKind, text: &str, caller: Caller<'_>) -> Result<Valid, Invalid> {
         match kind {
             ImportKind::Set(body) => {
                 let set = validate_set(body, self.codebook(), text)?;
-                self.may_write(writer, &set)
+                self.may_write(caller, &set)
                     .map_err(|m| invalid("annotator", m))?;
                 Ok(Valid::Set(set))
             }
@@ -256,17 +247,10 @@ impl LabelStore {
         }
     }
 
-    /// Refuses a set `writer` may not write: another annotator's (unless `writer` is a
-    /// reviewer), or an adjudicated set of someone who is not a reviewer.
-    pub fn may_write(&self, writer: Option<&str>, set: &NewSet) -> Result<(), String> {
-        if let Some(me) = writer {
-            if me != set.annotator && !self.is_reviewer(me) {
-                return Err(format!(
-                    "the API key is {me}'s: it may not write {}'s labels",
-                    set.annotator
-                ));
-            }
-        }
+    /// Refuses a set `caller` may not write: one of an annotator it may not act for (see
+    /// [`Caller::may_act_for`]), or an adjudicated set of someone who is not a reviewer.
+    pub fn may_write(&self, caller: Caller<'_>, set: &NewSet) -> Result<(), String> {
+        caller.may_act_for(&set.annotator, &self.policy().reviewers)?;
         if set.status == Status::Adjudicated && !self.is_reviewer(&set.annotator) {
             return Err(format!(
                 "only a reviewer may write an adjudicated set; {} is not one",
@@ -276,7 +260,11 @@ impl LabelStore {
         Ok(())
     }
 
-    async fn store_lines(&self, lines: &[ValidLine]) -> Result<Vec<LineOutcome>, LabelError> {
+    async fn store_lines(
+        &self,
+        lines: &[ValidLine],
+        caller: Caller<'_>,
+    ) -> Result<Vec<LineOutcome>, LabelError> {
         let mut tx = self.pool.begin().await?;
         let mut outcomes = Vec::with_capacity(lines.len());
         for line in lines {
@@ -289,7 +277,7 @@ impl LabelStore {
                 field: None,
             };
             for (session_id, event_id, record) in &line.records {
-                if store_record(&mut tx, session_id, event_id, record).await? {
+                if store_record(&mut tx, session_id, event_id, record, caller).await? {
                     outcome.written += 1;
                 } else {
                     outcome.unchanged += 1;
@@ -308,6 +296,7 @@ async fn store_record(
     session_id: &str,
     event_id: &str,
     record: &Valid,
+    caller: Caller<'_>,
 ) -> Result<bool, LabelError> {
     match record {
         Valid::Set(set) => {
@@ -316,7 +305,13 @@ async fn store_record(
                 event_id,
                 annotator: &set.annotator,
             };
-            let written = write_set(conn, key, set, &Precondition::None, Unchanged::Skip).await?;
+            let write = SetWrite {
+                new: set,
+                precondition: &Precondition::None,
+                unchanged: Unchanged::Skip,
+                actor: caller.actor(&set.annotator),
+            };
+            let written = write_set(conn, key, &write).await?;
             Ok(written.is_some())
         }
         Valid::Suggestion { model, score, labels } => {

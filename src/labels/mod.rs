@@ -1,5 +1,6 @@
 //! Labeling: what a team codes annotation units with, and where their labels live.
 //!
+//! - [`access`]: who a request is made as, and for whom it may act (pure).
 //! - [`agreement`]: inter-annotator agreement (Krippendorff's alpha, Cohen's and Fleiss'
 //!   kappa) and the label-set agreement report (pure).
 //! - [`codebook`]: the labels, their definitions, rules, cues and typed output fields.
@@ -14,6 +15,7 @@
 //! - [`consensus`]: which labels a unit shows, and to whom (blind mode) (pure).
 //! - [`progress`]: units labeled per session and annotator (pure).
 //! - [`export`]: every unit with its labels, streamed as JSONL or Label Studio tasks.
+pub mod access;
 pub mod agreement;
 pub mod codebook;
 pub mod consensus;
@@ -28,6 +30,7 @@ pub mod sets_cache;
 pub mod store;
 pub mod validate;
 
+pub use access::Caller;
 pub use codebook::{Codebook, CodebookError};
 pub use model::{
     ExportedUnit, HistoryEntry, ImportItem, ImportKind, LabelSet, Precondition, SetFilter, Status, Suggestion,

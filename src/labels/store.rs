@@ -4,9 +4,14 @@
 //!
 //! Concurrency: a write's first statement is a no-op `UPDATE` of the set's row. On SQLite
 //! it takes the database's write lock before anything is read (waiting up to the busy
-//! timeout for other writers), on PostgreSQL the row's lock; the version check that
-//! follows therefore sees the latest committed set and no update is lost. Two first
-//! writes of a set racing on PostgreSQL collide on the primary key; the loser is retried.
+//! timeout for other writers), on PostgreSQL the row's lock, so the version check that
+//! follows sees the latest committed set. That lock is only taken when the row exists:
+//! on PostgreSQL a set being created by another transaction, or created between the lock
+//! and the read, is read unlocked. So the write itself is conditional as well: an update
+//! only of the version read, an insert that does nothing if a row appeared meanwhile. A
+//! write that finds the set moved under it starts again in the same transaction (each
+//! statement of PostgreSQL's read committed sees the latest commits), so versions climb by
+//! one per acknowledged write on both backends, and no write is lost.
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -19,6 +24,7 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::{AnyConnection, AnyPool, Executor, Row};
 
+use super::access::Caller;
 use super::codebook::Codebook;
 use super::model::{Action, HistoryEntry, LabelSet, NewSet, Precondition, Status};
 use super::sets_cache::SetsCache;
@@ -169,6 +175,10 @@ pub enum LabelError {
     /// A stored row does not read back.
     #[error("label database holds a malformed row: {0}")]
     Corrupt(String),
+    /// The store could not serve the write now (other writes kept moving the set under
+    /// it); the client may retry.
+    #[error("{0}")]
+    Busy(String),
 }
 
 /// How a team labels: who reviews, whether annotators label blind, how long the queue
@@ -307,9 +317,8 @@ impl LabelStore {
     }
 
     /// Validates `body` (a `PUT` body) against the codebook and `unit_text`, then replaces
-    /// the annotator's set on the unit if `precondition` holds. `writer`: the named API
-    /// key's annotator the request is made as, if any. Returns the stored set and whether it
-    /// is new.
+    /// the annotator's set on the unit if `precondition` holds and `caller` may act for the
+    /// annotator. Returns the stored set and whether it is new.
     pub async fn put(
         &self,
         session_id: &str,
@@ -317,62 +326,72 @@ impl LabelStore {
         unit_text: &str,
         body: &Value,
         precondition: &Precondition,
-        writer: Option<&str>,
+        caller: Caller<'_>,
     ) -> Result<(LabelSet, bool), LabelError> {
         let new = validate_set(body, &self.codebook, unit_text)?;
-        self.may_write(writer, &new).map_err(LabelError::Forbidden)?;
+        self.may_write(caller, &new).map_err(LabelError::Forbidden)?;
         let key = SetKey {
             session_id,
             event_id,
             annotator: &new.annotator,
         };
-        let mut attempt = 0;
-        loop {
-            match self.try_put(key, &new, precondition).await {
-                Err(LabelError::Database(e)) if attempt < 3 && is_unique_violation(&e) => attempt += 1,
-                other => return other,
-            }
-        }
-    }
-
-    async fn try_put(
-        &self,
-        key: SetKey<'_>,
-        new: &NewSet,
-        precondition: &Precondition,
-    ) -> Result<(LabelSet, bool), LabelError> {
+        let write = SetWrite {
+            new: &new,
+            precondition,
+            unchanged: Unchanged::Write,
+            actor: caller.actor(&new.annotator),
+        };
         let mut tx = self.pool.begin().await?;
-        let written = write_set(&mut tx, key, new, precondition, Unchanged::Write).await?;
+        let written = write_set(&mut tx, key, &write).await?;
         tx.commit().await?;
         // A write that is not skipped always stores a set.
         let written = written.ok_or_else(|| LabelError::Corrupt("a PUT stored nothing".into()))?;
         Ok((written.set, written.created))
     }
 
-    /// Removes the annotator's set on the unit if `precondition` holds; returns it.
-    pub async fn delete(&self, key: SetKey<'_>, precondition: &Precondition) -> Result<LabelSet, LabelError> {
+    /// Removes the annotator's set on the unit if `precondition` holds and `caller` may act
+    /// for the annotator; returns it.
+    pub async fn delete(
+        &self,
+        key: SetKey<'_>,
+        precondition: &Precondition,
+        caller: Caller<'_>,
+    ) -> Result<LabelSet, LabelError> {
+        caller
+            .may_act_for(key.annotator, &self.policy.reviewers)
+            .map_err(LabelError::Forbidden)?;
         let mut tx = self.pool.begin().await?;
-        let Some(current) = lock_and_read(&mut tx, key).await? else {
-            return Err(LabelError::NotFound(format!(
-                "No label set of annotator '{}' on unit '{}'",
-                crate::core::text::echo(key.annotator),
-                crate::core::text::echo(key.event_id)
-            )));
-        };
-        if !precondition.holds(Some(current.version)) {
-            return Err(LabelError::Conflict {
-                current: Some(Box::new(current)),
-            });
-        }
-        sqlx::query(&format!("DELETE FROM label_sets WHERE {KEY_WHERE}"))
+        for _ in 0..WRITE_ATTEMPTS {
+            let Some(current) = lock_and_read(&mut tx, key).await? else {
+                return Err(LabelError::NotFound(format!(
+                    "No label set of annotator '{}' on unit '{}'",
+                    crate::core::text::echo(key.annotator),
+                    crate::core::text::echo(key.event_id)
+                )));
+            };
+            if !precondition.holds(Some(current.version)) {
+                return Err(LabelError::Conflict {
+                    current: Some(Box::new(current)),
+                });
+            }
+            let removed = sqlx::query(&format!(
+                "DELETE FROM label_sets WHERE {KEY_WHERE} AND version = $4"
+            ))
             .bind(key.session_id)
             .bind(key.event_id)
             .bind(key.annotator)
+            .bind(current.version)
             .execute(&mut *tx)
             .await?;
-        append_history(&mut tx, key, Action::Delete, Some(&current), None).await?;
-        tx.commit().await?;
-        Ok(current)
+            if removed.rows_affected() == 0 {
+                continue;
+            }
+            let actor = caller.actor(key.annotator);
+            append_history(&mut tx, key, Action::Delete, Some(&current), None, actor).await?;
+            tx.commit().await?;
+            return Ok(current);
+        }
+        Err(moved_too_often())
     }
 
     /// One set, if there is one.
@@ -430,9 +449,13 @@ impl LabelStore {
     }
 }
 
-/// True when the database refused a duplicate key.
-pub(super) fn is_unique_violation(e: &sqlx::Error) -> bool {
-    e.as_database_error().is_some_and(|d| d.is_unique_violation())
+/// How many times a write starts again, in its transaction, when the set moved between
+/// its read and its write (each time because another write was committed first).
+const WRITE_ATTEMPTS: usize = 16;
+
+/// A write that moved under its feet [`WRITE_ATTEMPTS`] times.
+fn moved_too_often() -> LabelError {
+    LabelError::Busy("the label set kept changing under this write; retry".into())
 }
 
 /// Now, as the store writes times: RFC 3339, UTC, milliseconds.
@@ -470,45 +493,86 @@ pub(super) struct Written {
     pub created: bool,
 }
 
-/// Replaces the set at `key` by `new` inside the caller's transaction if `precondition`
-/// holds, with its history row; a submitted or discarded set ends the annotator's queue
-/// reservation of the unit. `None` when `unchanged` is [`Unchanged::Skip`] and the set
-/// already holds exactly this.
+/// One write of a set, as [`write_set`] takes it.
+pub(super) struct SetWrite<'a> {
+    /// What the set becomes.
+    pub new: &'a NewSet,
+    /// When the write may happen.
+    pub precondition: &'a Precondition,
+    /// What to do when the set already holds exactly this.
+    pub unchanged: Unchanged,
+    /// Who writes (history's `actor`), as [`Caller::actor`] tells.
+    pub actor: &'a str,
+}
+
+/// Replaces the set at `key` by `write.new` inside the caller's transaction if its
+/// precondition holds, with its history row; a submitted or discarded set ends the
+/// annotator's queue reservation of the unit. `None` when `write.unchanged` is
+/// [`Unchanged::Skip`] and the set already holds exactly this. Starts again when the set
+/// moved between its read and its write (see the module's documentation).
 pub(super) async fn write_set(
     conn: &mut AnyConnection,
     key: SetKey<'_>,
-    new: &NewSet,
-    precondition: &Precondition,
-    unchanged: Unchanged,
+    write: &SetWrite<'_>,
 ) -> Result<Option<Written>, LabelError> {
-    let current = lock_and_read(conn, key).await?;
-    if !precondition.holds(current.as_ref().map(|c| c.version)) {
-        return Err(LabelError::Conflict {
-            current: current.map(Box::new),
-        });
-    }
+    let new = write.new;
     let lead_time = new.lead_time_ms.map(|ms| ms as f64 / 1000.0);
-    if unchanged == Unchanged::Skip
-        && current.as_ref().is_some_and(|c| {
-            c.status == new.status && c.labels == new.labels && c.note == new.note && c.lead_time == lead_time
-        })
-    {
-        return Ok(None);
+    for _ in 0..WRITE_ATTEMPTS {
+        let current = lock_and_read(conn, key).await?;
+        if !write.precondition.holds(current.as_ref().map(|c| c.version)) {
+            return Err(LabelError::Conflict {
+                current: current.map(Box::new),
+            });
+        }
+        if write.unchanged == Unchanged::Skip
+            && current.as_ref().is_some_and(|c| {
+                c.status == new.status
+                    && c.labels == new.labels
+                    && c.note == new.note
+                    && c.lead_time == lead_time
+            })
+        {
+            return Ok(None);
+        }
+        let after = LabelSet {
+            event_id: key.event_id.to_owned(),
+            annotator: key.annotator.to_owned(),
+            status: new.status,
+            labels: new.labels.clone(),
+            note: new.note.clone(),
+            lead_time,
+            version: next_version(conn, key, current.as_ref()).await?,
+            updated_at: now(),
+        };
+        if !store_set(conn, key, &after, new, current.as_ref().map(|c| c.version)).await? {
+            continue;
+        }
+        append_history(
+            conn,
+            key,
+            Action::Put,
+            current.as_ref(),
+            Some(&after),
+            write.actor,
+        )
+        .await?;
+        end_reservation(conn, key, new.status).await?;
+        return Ok(Some(Written {
+            set: after,
+            created: current.is_none(),
+        }));
     }
-    let version = next_version(conn, key, current.as_ref()).await?;
-    let after = LabelSet {
-        event_id: key.event_id.to_owned(),
-        annotator: key.annotator.to_owned(),
-        status: new.status,
-        labels: new.labels.clone(),
-        note: new.note.clone(),
-        lead_time,
-        version,
-        updated_at: now(),
-    };
-    store_set(conn, key, &after, new, current.is_some()).await?;
-    append_history(conn, key, Action::Put, current.as_ref(), Some(&after)).await?;
-    if matches!(new.status, Status::Submitted | Status::Discarded) {
+    Err(moved_too_often())
+}
+
+/// Ends the annotator's queue reservation of the unit once their set is submitted or
+/// discarded.
+async fn end_reservation(
+    conn: &mut AnyConnection,
+    key: SetKey<'_>,
+    status: Status,
+) -> Result<(), LabelError> {
+    if matches!(status, Status::Submitted | Status::Discarded) {
         sqlx::query(&format!("DELETE FROM label_reservations WHERE {KEY_WHERE}"))
             .bind(key.session_id)
             .bind(key.event_id)
@@ -516,29 +580,29 @@ pub(super) async fn write_set(
             .execute(&mut *conn)
             .await?;
     }
-    Ok(Some(Written {
-        set: after,
-        created: current.is_none(),
-    }))
+    Ok(())
 }
 
-/// Inserts or updates the row of `after`.
+/// Stores `after` in place of the set at version `read` (`None`: there was none): an
+/// update only of that version, an insert only if no row appeared meanwhile. False when
+/// the set moved since it was read, and nothing was written.
 async fn store_set(
     conn: &mut AnyConnection,
     key: SetKey<'_>,
     after: &LabelSet,
     new: &NewSet,
-    exists: bool,
-) -> Result<(), LabelError> {
+    read: Option<i64>,
+) -> Result<bool, LabelError> {
     let labels = serde_json::to_string(&after.labels).map_err(|e| LabelError::Corrupt(e.to_string()))?;
-    let sql = if exists {
+    let sql = if read.is_some() {
         "UPDATE label_sets SET status = $4, labels = $5, note = $6, lead_time_ms = $7, version = $8, \
-         updated_at = $9 WHERE session_id = $1 AND event_id = $2 AND annotator = $3"
+         updated_at = $9 WHERE session_id = $1 AND event_id = $2 AND annotator = $3 AND version = $10"
     } else {
         "INSERT INTO label_sets (session_id, event_id, annotator, status, labels, note, lead_time_ms, \
-         version, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+         version, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+         ON CONFLICT (session_id, event_id, annotator) DO NOTHING"
     };
-    sqlx::query(sql)
+    let query = sqlx::query(sql)
         .bind(key.session_id)
         .bind(key.event_id)
         .bind(key.annotator)
@@ -547,10 +611,13 @@ async fn store_set(
         .bind(new.note.clone())
         .bind(new.lead_time_ms)
         .bind(after.version)
-        .bind(after.updated_at.clone())
-        .execute(&mut *conn)
-        .await?;
-    Ok(())
+        .bind(after.updated_at.clone());
+    let query = match read {
+        Some(version) => query.bind(version),
+        None => query,
+    };
+    let done = query.execute(&mut *conn).await?;
+    Ok(done.rows_affected() == 1)
 }
 
 async fn read_set(conn: &mut AnyConnection, key: SetKey<'_>) -> Result<Option<LabelSet>, LabelError> {
@@ -588,6 +655,7 @@ async fn append_history(
     action: Action,
     before: Option<&LabelSet>,
     after: Option<&LabelSet>,
+    actor: &str,
 ) -> Result<(), LabelError> {
     let json = |s: Option<&LabelSet>| {
         s.map(serde_json::to_string)
@@ -604,7 +672,7 @@ async fn append_history(
     .bind(key.annotator)
     .bind(version)
     .bind(action.as_str())
-    .bind(key.annotator)
+    .bind(actor)
     .bind(now())
     .bind(json(before)?)
     .bind(json(after)?)

@@ -811,3 +811,141 @@ async fn labels_on_a_unit_that_disappears_are_kept_and_reported_orphaned() {
     assert_eq!(exported[0]["orphaned"], true);
     server.stop().await;
 }
+
+/// A server with named keys for `alice`, `bob` and the reviewer `lead`, a plain key
+/// `k-plain`, blind mode, serving the sample: (server, session id, a unit with text).
+async fn team_server() -> (TestServer, String, String) {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![crate::helpers::fixture("commugraph-sample")],
+        api_keys: vec![
+            "alice:k-alice".into(),
+            "bob:k-bob".into(),
+            "lead:k-lead".into(),
+            "k-plain".into(),
+        ],
+        label_policy: LabelPolicy {
+            reviewers: vec!["lead".into()],
+            blind: true,
+            ..Default::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let key = [("x-api-key", "k-lead")];
+    let id = server.get_with("/api/sessions", &key).await.json["sessions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let body = server
+        .get_with(&format!("/api/graph/{id}/annotations"), &key)
+        .await;
+    let unit = body.json["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["text_or_artifact_ref"]["text"].as_str().unwrap_or("").len() >= 20)
+        .unwrap()["event_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (server, id, unit)
+}
+
+/// Regression (F4): with named keys, one plain key and `--reviewer lead`, the plain key
+/// adjudicated as `lead` and overwrote `bob`'s set. A plain key among named ones may act
+/// for no named key's annotator and no reviewer: not by `PUT`, `DELETE`, import, the
+/// queue, nor by reading as them in blind mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f4_a_plain_key_among_named_ones_acts_for_no_named_annotator_or_reviewer() {
+    use reqwest::Method;
+    let (server, id, unit) = team_server().await;
+    let path = format!("/api/graph/{id}/labels/{unit}");
+    let bob = [("x-api-key", "k-bob")];
+    let plain = [("x-api-key", "k-plain")];
+    let bobs = set("bob", "submitted", &["EXEC_COGNITIVE"]);
+    let written = server.send_json(Method::PUT, &path, Some(&bobs), &bob).await;
+    assert_eq!(written.status, StatusCode::CREATED, "{}", written.json);
+
+    let adjudicated = set("lead", "adjudicated", &["EXEC_DIGITAL"]);
+    for (who, body) in [("lead", &adjudicated), ("bob", &set("bob", "submitted", &[]))] {
+        let forged = server.send_json(Method::PUT, &path, Some(body), &plain).await;
+        assert_eq!(forged.status, StatusCode::FORBIDDEN, "as {who}: {}", forged.json);
+    }
+    let removed = server
+        .send_json(Method::DELETE, &format!("{path}?annotator=bob"), None, &plain)
+        .await;
+    assert_eq!(removed.status, StatusCode::FORBIDDEN, "{}", removed.json);
+    let mut line = set("lead", "adjudicated", &["EXEC_DIGITAL"]);
+    line["session_id"] = json!(id);
+    line["event_id"] = json!(unit);
+    let imported = import(&server, &[line], &plain).await;
+    assert_eq!(imported.json["ok"], 0, "{}", imported.json);
+    let queued = server
+        .post_json("/api/labels/queue/next", &json!({"annotator": "alice"}), &plain)
+        .await;
+    assert_eq!(queued.status, StatusCode::FORBIDDEN, "{}", queued.json);
+    let peek = server
+        .get_with(&format!("/api/graph/{id}/labels?viewer=lead"), &plain)
+        .await;
+    assert_eq!(peek.json["total"], 0, "not a reviewer's view: {}", peek.json);
+
+    let stored = server
+        .get_with(&format!("/api/graph/{id}/labels"), &[("x-api-key", "k-lead")])
+        .await;
+    assert_eq!(stored.json["total"], 1, "{}", stored.json);
+    assert_eq!(stored.json["labels"][0], written.json, "bob's set untouched");
+    // Anyone else it may still act for, as before.
+    let own = set("importer", "submitted", &["EXEC_COGNITIVE"]);
+    let ok = server.send_json(Method::PUT, &path, Some(&own), &plain).await;
+    assert_eq!(ok.status, StatusCode::CREATED, "{}", ok.json);
+    server.stop().await;
+}
+
+/// Regression (F5): a reviewer's write to alice's set recorded `actor: alice`. History
+/// names who wrote a change (the key's annotator) and whose set it changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f5_history_names_who_wrote_a_change_and_for_whom() {
+    use reqwest::Method;
+    let (server, id, unit) = team_server().await;
+    let path = format!("/api/graph/{id}/labels/{unit}");
+    let alices = set("alice", "submitted", &["EXEC_COGNITIVE"]);
+    for key in ["k-alice", "k-lead"] {
+        let written = server
+            .send_json(Method::PUT, &path, Some(&alices), &[("x-api-key", key)])
+            .await;
+        assert!(written.status.is_success(), "{}", written.json);
+    }
+    let removed = server
+        .send_json(
+            Method::DELETE,
+            &format!("{path}?annotator=alice"),
+            None,
+            &[("x-api-key", "k-lead")],
+        )
+        .await;
+    assert_eq!(removed.status, StatusCode::NO_CONTENT);
+    let history = server
+        .get_with(&format!("{path}/history"), &[("x-api-key", "k-lead")])
+        .await;
+    let who: Vec<(&str, &str, &str)> = history.json["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["action"].as_str().unwrap(),
+                h["annotator"].as_str().unwrap(),
+                h["actor"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        who,
+        [
+            ("put", "alice", "alice"),
+            ("put", "alice", "lead"),
+            ("delete", "alice", "lead")
+        ]
+    );
+    server.stop().await;
+}

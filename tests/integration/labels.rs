@@ -641,3 +641,140 @@ async fn replicas(db: &TestDb) {
     a.stop().await;
     b.stop().await;
 }
+
+/// Regression (F1): eight first writes of one set at once, without `If-Match`, on
+/// PostgreSQL: two were acknowledged with the same version, the stored version went
+/// backwards (history 1, 2, 3, 2, 4, 2, 5, 6), and a later `If-Match` taken from one
+/// writer's answer held against content that writer never saw. Every write, by `PUT` or by
+/// import, first or after a removal, must get its own version, the history must climb by
+/// one, and the set must be the last write's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn f1_concurrent_first_writes_get_strictly_increasing_versions() {
+    TestDb::each(concurrent_creators).await;
+}
+
+async fn concurrent_creators(db: &TestDb) {
+    const TRIALS: usize = 20;
+    let (server, id, units) = sample_server(db.options()).await;
+    let (event, _) = texty(&units);
+    let server = std::sync::Arc::new(server);
+    for trial in 0..TRIALS {
+        let annotator = format!("creator.{trial}");
+        let acknowledged = write_at_once(&server, &id, &event, &annotator, 0).await;
+        let last = check_history(&server, &id, &event, &annotator, &acknowledged, 1).await;
+        // Only the last write's tag still holds.
+        let path = format!("/api/graph/{id}/labels/{event}");
+        let body = json!({"annotator": annotator, "status": "draft", "labels": []});
+        for seen in acknowledged.iter().filter(|v| **v != last) {
+            let stale = put(&server, &path, &body, Some(&format!("\"labels-{seen}\""))).await;
+            assert_eq!(stale.status, StatusCode::PRECONDITION_FAILED, "{}", stale.json);
+        }
+        let fresh = put(&server, &path, &body, Some(&format!("\"labels-{last}\""))).await;
+        assert_eq!(fresh.status, StatusCode::OK, "{}", fresh.json);
+        if trial % 4 == 0 {
+            // Created again after a removal: above every version the history knows.
+            let gone = delete(&server, &format!("{path}?annotator={annotator}"), None).await;
+            assert_eq!(gone.status, StatusCode::NO_CONTENT);
+            let again = write_at_once(&server, &id, &event, &annotator, 1).await;
+            check_history(&server, &id, &event, &annotator, &again, last + 2).await;
+        }
+    }
+    std::sync::Arc::into_inner(server).unwrap().stop().await;
+}
+
+/// Eight writes of `annotator`'s set at once, without `If-Match`: `PUT`s, and with `imports`
+/// 1 every other one an import line. The versions the `PUT`s were acknowledged with.
+async fn write_at_once(
+    server: &std::sync::Arc<TestServer>,
+    id: &str,
+    event: &str,
+    annotator: &str,
+    imports: usize,
+) -> Vec<i64> {
+    const WRITERS: usize = 8;
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(WRITERS));
+    let tasks: Vec<_> = (0..WRITERS)
+        .map(|writer| {
+            let (server, start) = (server.clone(), start.clone());
+            let (id, event) = (id.to_owned(), event.to_owned());
+            let body = json!({"annotator": annotator, "status": "draft", "labels": [],
+                              "note": format!("writer {writer}")});
+            let by_import = imports == 1 && writer % 2 == 1;
+            tokio::spawn(async move {
+                start.wait().await;
+                if by_import {
+                    let mut line = body;
+                    line["session_id"] = json!(id);
+                    line["event_id"] = json!(event);
+                    let reply = server
+                        .post_bytes("/api/labels/import", format!("{line}\n").into_bytes(), &[])
+                        .await;
+                    assert_eq!(
+                        (reply.status, &reply.json["ok"]),
+                        (StatusCode::OK, &json!(1)),
+                        "{}",
+                        reply.json
+                    );
+                    None
+                } else {
+                    let reply = put(&server, &format!("/api/graph/{id}/labels/{event}"), &body, None).await;
+                    assert!(reply.status.is_success(), "{}: {}", reply.status, reply.json);
+                    Some(reply.json["version"].as_i64().unwrap())
+                }
+            })
+        })
+        .collect();
+    let mut versions = Vec::new();
+    for task in tasks {
+        versions.extend(task.await.unwrap());
+    }
+    versions
+}
+
+/// Checks that the history of `annotator`'s set, from version `first` on, climbs by one
+/// over eight writes, holds every acknowledged version once, and ends with the stored set.
+/// Returns the last version.
+async fn check_history(
+    server: &TestServer,
+    id: &str,
+    event: &str,
+    annotator: &str,
+    acknowledged: &[i64],
+    first: i64,
+) -> i64 {
+    let history = server
+        .get(&format!(
+            "/api/graph/{id}/labels/{event}/history?annotator={annotator}"
+        ))
+        .await;
+    let puts: Vec<&Value> = history.json["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["action"] == "put" && h["version"].as_i64().unwrap() >= first)
+        .collect();
+    let versions: Vec<i64> = puts.iter().map(|h| h["version"].as_i64().unwrap()).collect();
+    assert_eq!(
+        versions,
+        (first..first + 8).collect::<Vec<_>>(),
+        "one version per write, in order"
+    );
+    let mut seen = acknowledged.to_vec();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(
+        seen.len(),
+        acknowledged.len(),
+        "no version acknowledged twice: {acknowledged:?}"
+    );
+    assert!(seen.iter().all(|v| versions.contains(v)));
+    let stored = server
+        .get(&format!("/api/graph/{id}/labels?annotator={annotator}"))
+        .await;
+    let last = puts.last().unwrap();
+    assert_eq!(
+        stored.json["labels"][0], last["after"],
+        "the set is the last write's"
+    );
+    first + 7
+}

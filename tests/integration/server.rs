@@ -199,6 +199,24 @@ impl TestServer {
         Reply::read(request.send().await.unwrap()).await
     }
 
+    /// Sends `method` to `path` with `body` (JSON, if any) and `headers`.
+    pub async fn send_json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let mut request = self.client.request(method, format!("{}{path}", self.url));
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        Reply::read(request.send().await.unwrap()).await
+    }
+
     /// `POST`s raw `body` to `path`, with `headers`.
     pub async fn post_bytes(&self, path: &str, body: Vec<u8>, headers: &[(&str, &str)]) -> Reply {
         let mut request = self.client.post(format!("{}{path}", self.url)).body(body);
