@@ -112,6 +112,11 @@ pub struct ServeArgs {
     /// Seconds a unit handed out by the labeling queue stays reserved for its annotator.
     #[arg(long, env = "SESSIONGRAPH_RESERVATION_SECS", default_value_t = 600)]
     pub reservation_secs: u64,
+    /// How many annotators the labeling queue hands each unit to (1 to 100). A request
+    /// cannot change it.
+    #[arg(long, env = "SESSIONGRAPH_QUEUE_OVERLAP", default_value_t = 2,
+          value_parser = clap::value_parser!(u64).range(1..=crate::labels::queue::MAX_OVERLAP as u64))]
+    pub queue_overlap: u64,
 }
 
 /// Why the settings are unusable.
@@ -130,7 +135,9 @@ pub enum ConfigError {
     },
     /// The API key file holds no key: starting would leave the API open to anyone, which
     /// is not what naming a key file asks for.
-    #[error("--api-key-file {0} holds no key (only blank lines or comments): refusing to start an open server")]
+    #[error(
+        "--api-key-file {0} holds no key (only blank lines or comments): refusing to start an open server"
+    )]
     EmptyApiKeyFile(PathBuf),
 }
 
@@ -196,6 +203,7 @@ impl ServeArgs {
                 .collect(),
             blind: self.blind_labels,
             reservation: Duration::from_secs(self.reservation_secs.max(1)),
+            overlap: self.queue_overlap as usize,
         }
     }
 

@@ -38,7 +38,7 @@ export function setProfile(me) {
   profile = me;
 }
 
-/** What `/api/me` said: {annotator, reviewer, read_only, blind}. */
+/** What `/api/me` said: {annotator, reviewer, read_only, blind, queue_overlap}. */
 export function profileOf() {
   return profile;
 }

@@ -2,6 +2,7 @@
 // units, the queue, quoting the selection.
 
 import * as api from './api.js';
+import { profileOf } from './auth.js';
 import { h, replace, status } from './dom.js';
 import { dropDraft, saveDraft } from './drafts.js';
 import { fromRecords, toRecords } from './labelstate.js';
@@ -99,12 +100,11 @@ export function go(ctx, delta) {
 
 /** Asks the queue for the next unit for this annotator, and opens it. */
 export async function queueNext(ctx) {
-  const overlap = Number(sessionStorage.getItem('sg.overlap') || 2);
   const only = sessionStorage.getItem('sg.queue.session') === '1';
   sessionStorage.setItem('sg.queue', '1');
   try {
     const { json } = await api.call('/api/labels/queue/next', {
-      method: 'POST', body: { annotator: ctx.who, overlap, session: only ? ctx.sessionId : undefined },
+      method: 'POST', body: { annotator: ctx.who, session: only ? ctx.sessionId : undefined },
     });
     if (json.done) {
       status('The queue has no unit left for you.', 'ok');
@@ -139,20 +139,17 @@ function release(who, keep = null) {
   api.call('/api/labels/queue/release', { method: 'POST', body: { annotator: who, ...held } }).catch(() => {});
 }
 
-/** Queue mode's controls: next unit for me, overlap, this session only. */
+/** Queue mode's controls: next unit for me, this session only, and the server's overlap. */
 export function queueControls(ctx) {
-  const overlap = h('input', {
-    type: 'number', min: 1, max: 100, value: sessionStorage.getItem('sg.overlap') || 2, 'aria-label': 'Overlap',
-    on: { change: () => sessionStorage.setItem('sg.overlap', overlap.value) },
-  });
+  const overlap = profileOf().queue_overlap;
   const only = h('input', {
     type: 'checkbox', checked: sessionStorage.getItem('sg.queue.session') === '1', 'aria-label': 'This session only',
     on: { change: () => sessionStorage.setItem('sg.queue.session', only.checked ? '1' : '0') },
   });
   return h('div', { class: 'queue', role: 'group', 'aria-label': 'Queue' },
     h('button', { type: 'button', text: 'Next unit for me (n)', on: { click: () => queueNext(ctx) } }),
-    h('label', {}, ' overlap ', overlap),
-    h('label', {}, only, ' this session only'));
+    h('label', {}, only, ' this session only'),
+    overlap ? h('span', { class: 'overlap', title: 'Set by the server (--queue-overlap)', text: ` each unit to ${overlap} annotator${overlap === 1 ? '' : 's'}` }) : null);
 }
 
 /** Sets the focused label's quote from the text selected in the current unit. */

@@ -33,9 +33,6 @@ use crate::labels::ImportItem;
 /// Largest import body, in bytes.
 pub const MAX_IMPORT_BYTES: usize = 64 << 20;
 
-/// Largest `overlap` the queue takes.
-pub const MAX_OVERLAP: u64 = 100;
-
 /// `POST /api/labels/import` (`?format=jsonl`, the default, or `label-studio`): imports
 /// human sets and model suggestions. 200 with one result per line (or Label Studio task);
 /// 400 when the body cannot be read at all.
@@ -202,9 +199,11 @@ fn with_texts(records: Records, texts: &UnitTexts) -> Vec<(usize, Result<Vec<Pre
         .collect()
 }
 
-/// `POST /api/labels/queue/next` with `{"annotator", "session"?, "overlap"?}` (overlap 2 by
-/// default): the next unit for the annotator, reserved for them (see
-/// [`crate::labels::queue`]). `{"done": true}` when no session has one left for them.
+/// `POST /api/labels/queue/next` with `{"annotator", "session"?, "overlap"?}`: the next unit
+/// for the annotator, reserved for them (see [`crate::labels::queue`]), each unit going to
+/// the server's overlap of annotators (`--queue-overlap`). `overlap`, if sent, must be the
+/// server's: a client may not widen (or narrow) who else gets a unit. `{"done": true}` when
+/// no session has one left for them.
 pub async fn queue_next(
     State(state): State<AppState>,
     identity: Option<Extension<Identity>>,
@@ -212,16 +211,19 @@ pub async fn queue_next(
 ) -> Result<Response, ApiError> {
     let ask = json_body(&body)?;
     let annotator = queue_annotator(&state, &identity, &ask)?;
-    let overlap = match ask.get("overlap") {
-        None | Some(Value::Null) => 2,
-        Some(v) => v
-            .as_u64()
-            .filter(|n| (1..=MAX_OVERLAP).contains(n))
-            .ok_or_else(|| ApiError::Invalid {
-                message: format!("overlap: must be an integer from 1 to {MAX_OVERLAP}"),
+    let overlap = state.labels.policy().overlap;
+    match ask.get("overlap") {
+        None | Some(Value::Null) => {}
+        Some(v) if v.as_u64() == Some(overlap as u64) => {}
+        Some(_) => {
+            return Err(ApiError::Invalid {
+                message: format!(
+                    "overlap: the queue's overlap is the server's ({overlap}, --queue-overlap); a request may not change it"
+                ),
                 details: json!({ "field": "overlap" }),
-            })?,
-    };
+            })
+        }
+    }
     let sessions = match ask.get("session") {
         None | Some(Value::Null) => state
             .store
@@ -247,7 +249,7 @@ pub async fn queue_next(
         let unit_refs: Vec<&str> = units.iter().map(String::as_str).collect();
         let ask = QueueAsk {
             annotator: &annotator,
-            overlap: overlap as usize,
+            overlap,
             reservation_ms: state.labels.policy().reservation.as_millis() as i64,
             now_ms: crate::store::registry::now_ms(),
         };

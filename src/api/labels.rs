@@ -65,6 +65,7 @@ pub async fn me(
             "reviewer": viewer.reviewer,
             "read_only": state.config.read_only,
             "blind": state.labels.policy().blind,
+            "queue_overlap": state.labels.policy().overlap,
         }),
     )
 }

@@ -20,6 +20,9 @@ use sqlx::Row;
 
 use super::store::{LabelError, LabelStore};
 
+/// Largest overlap the queue takes (`--queue-overlap`).
+pub const MAX_OVERLAP: usize = 100;
+
 /// A unit handed out by the queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Reservation {

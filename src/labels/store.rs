@@ -182,7 +182,7 @@ pub enum LabelError {
 }
 
 /// How a team labels: who reviews, whether annotators label blind, how long the queue
-/// holds a unit.
+/// holds a unit and how many annotators it hands each unit to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LabelPolicy {
     /// Annotators allowed to write `adjudicated` sets (and who see every set in blind mode).
@@ -191,6 +191,8 @@ pub struct LabelPolicy {
     pub blind: bool,
     /// How long a unit handed out by the queue stays reserved.
     pub reservation: Duration,
+    /// How many annotators the queue hands each unit to (the server's, never a client's).
+    pub overlap: usize,
 }
 
 impl Default for LabelPolicy {
@@ -199,6 +201,7 @@ impl Default for LabelPolicy {
             reviewers: Vec::new(),
             blind: false,
             reservation: Duration::from_secs(600),
+            overlap: 2,
         }
     }
 }

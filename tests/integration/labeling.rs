@@ -356,6 +356,7 @@ async fn a_reservation_comes_back_on_asking_again_and_ends_on_release_or_expiry(
     let (server, id, _) = sample_server(Options {
         label_policy: LabelPolicy {
             reservation: std::time::Duration::from_secs(1),
+            overlap: 1,
             ..Default::default()
         },
         ..Options::default()
@@ -947,5 +948,50 @@ async fn f5_history_names_who_wrote_a_change_and_for_whom() {
             ("delete", "alice", "lead")
         ]
     );
+    server.stop().await;
+}
+
+/// Regression (F17): the queue's overlap was the client's choice: after B held a unit under
+/// overlap 1, three others asking with `overlap: 100` got the same unit. The overlap is the
+/// server's; a request naming another is refused, and the reservation rule holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f17_a_client_cannot_widen_the_queues_overlap() {
+    let (server, id, _) = sample_server(Options {
+        label_policy: LabelPolicy {
+            overlap: 1,
+            ..Default::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    const NEXT: &str = "/api/labels/queue/next";
+    let held = server
+        .post_json(NEXT, &json!({"annotator": "b", "session": id}), &[])
+        .await;
+    let held = held.json["reservation"]["event_id"].clone();
+    let mut given = Vec::new();
+    for who in ["c", "d", "e"] {
+        let widened = server
+            .post_json(
+                NEXT,
+                &json!({"annotator": who, "session": id, "overlap": 100}),
+                &[],
+            )
+            .await;
+        assert_eq!(widened.status, StatusCode::BAD_REQUEST, "{}", widened.json);
+        assert_eq!(widened.json["details"]["field"], "overlap");
+        let asked = server
+            .post_json(NEXT, &json!({"annotator": who, "session": id, "overlap": 1}), &[])
+            .await;
+        given.push(asked.json["reservation"]["event_id"].clone());
+    }
+    assert!(
+        !given.contains(&held),
+        "{held} went to another annotator: {given:?}"
+    );
+    let distinct: HashSet<String> = given.iter().map(|g| g.to_string()).collect();
+    assert_eq!(distinct.len(), 3, "{given:?}");
+    let me = server.get("/api/me").await;
+    assert_eq!(me.json["queue_overlap"], 1);
     server.stop().await;
 }

@@ -671,13 +671,14 @@ async fn labeling_routes(c: &mut Checker, server: &TestServer, id: &str) {
     const NEXT: &str = "/api/labels/queue/next";
     const RELEASE: &str = "/api/labels/queue/release";
     let next = server
-        .post_json(NEXT, &json!({"annotator": "q", "session": id, "overlap": 3}), &[])
+        .post_json(NEXT, &json!({"annotator": "q", "session": id, "overlap": 2}), &[])
         .await;
     assert_eq!(next.json["done"], false, "{}", next.json);
     c.check("post", NEXT, &next);
     let reserved = next.json["reservation"]["event_id"].clone();
     for (body, status) in [
         (json!({"annotator": "q", "session": id, "overlap": 0}), 400),
+        (json!({"annotator": "q", "session": id, "overlap": 3}), 400),
         (json!({"annotator": "q", "session": "nope"}), 404),
     ] {
         let reply = server.post_json(NEXT, &body, &[]).await;

@@ -589,7 +589,14 @@ async fn web_queue_in_two_browsers_never_gives_the_same_unit_beyond_the_overlap(
     let Some(installed) = browser_or_skip("web_queue_in_two_browsers") else {
         return;
     };
-    let server = TestServer::start(Options::default()).await;
+    let server = TestServer::start(Options {
+        label_policy: sessiongraph::labels::LabelPolicy {
+            overlap: 1,
+            ..Default::default()
+        },
+        ..Options::default()
+    })
+    .await;
     let (id, event) = upload_hostile(&server).await;
     let first = webdriver::Browser::start(&installed).await;
     let second = webdriver::Browser::start(&installed).await;
@@ -630,8 +637,8 @@ async fn web_queue_in_two_browsers_never_gives_the_same_unit_beyond_the_overlap(
     server.stop().await;
 }
 
-/// `who` opens the session, sets overlap 1 and "this session only" and presses n: the unit
-/// the queue reserved for them, once the page shows it.
+/// `who` opens the session, ticks "this session only" and presses n: the unit the queue
+/// reserved for them, once the page shows it.
 async fn take_from_queue(
     server: &TestServer,
     browser: &webdriver::Browser,
@@ -642,11 +649,11 @@ async fn take_from_queue(
     browser
         .goto(&format!("{}/label/{id}/{event}?annotator={who}", server.url))
         .await;
-    let ready = "return !!document.querySelector('.queue input[type=number]');";
+    let ready = "return !!document.querySelector('.queue input[type=checkbox]') && \
+                 document.querySelector('.queue .overlap').textContent.includes('1 annotator');";
     browser.wait_for("the queue controls", ready, json!([])).await;
-    let setup = "const o = document.querySelector('.queue input[type=number]'); o.value = '1'; \
-                 o.dispatchEvent(new Event('change')); document.querySelector('.queue input[type=checkbox]').click(); \
-                 document.activeElement.blur();";
+    let setup =
+        "document.querySelector('.queue input[type=checkbox]').click(); document.activeElement.blur();";
     browser.run(setup, json!([])).await;
     browser.press(&["n"]).await;
     let reserved = "return document.getElementById('status').textContent.startsWith('Reserved for you') && !!document.querySelector('#current .unit');";
