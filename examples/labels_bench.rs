@@ -171,9 +171,7 @@ async fn start(data_dir: &Path, sessions_dir: PathBuf, database_url: &str) -> an
             max_upload_bytes: 64 << 20,
             request_timeout: Duration::from_secs(3600),
             header_read_timeout: Duration::from_secs(30),
-            cors_origins: Vec::new(),
-            api_keys: sessiongraph::api::auth::ApiKeys::new(Vec::<String>::new()),
-            read_only: false,
+            ..ApiConfig::default()
         }),
         codebook,
         labels: Arc::new(labels),

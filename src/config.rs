@@ -77,6 +77,17 @@ pub struct ServeArgs {
     /// container secret; added to --api-key.
     #[arg(long, env = "SESSIONGRAPH_API_KEY_FILE")]
     pub api_key_file: Option<PathBuf>,
+    /// A host name the server answers to besides loopback names, e.g. the name a proxy in
+    /// front forwards (repeatable; comma-separated in the environment variable; `*.NAME`
+    /// for its subdomains, `*` for any). On a loopback address only loopback names are
+    /// answered by default (a page that rebinds its own name to 127.0.0.1 is refused);
+    /// beyond loopback, any name unless some are given.
+    #[arg(
+        long = "allowed-host",
+        env = "SESSIONGRAPH_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
     /// Refuse uploads and deletions: serve what is stored and the sessions directories.
     #[arg(long, env = "SESSIONGRAPH_READ_ONLY")]
     pub read_only: bool,
@@ -239,6 +250,10 @@ impl ServeArgs {
             cors_origins,
             api_keys: ApiKeys::new(keys),
             read_only: self.read_only,
+            allowed_hosts: crate::api::origin::AllowedHosts::new(
+                self.listen.ip().is_loopback(),
+                &self.allowed_hosts,
+            ),
         })
     }
 }

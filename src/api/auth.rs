@@ -163,7 +163,7 @@ const DISCARD_FOR: std::time::Duration = std::time::Duration::from_secs(2);
 /// comes would see the connection reset instead of the answer; a body that is larger, or
 /// slower (a client declaring a length it never sends), is not waited for: the answer
 /// then closes the connection, so that refused clients cannot hold connections open.
-async fn refuse(request: Request, mut refusal: Response) -> Response {
+pub(super) async fn refuse(request: Request, mut refusal: Response) -> Response {
     use http_body_util::BodyExt;
     let mut body = request.into_body();
     let drained = tokio::time::timeout(DISCARD_FOR, async {

@@ -57,6 +57,10 @@ pub enum ApiError {
     /// 413 `Payload Too Large`.
     #[error("{0}")]
     TooLarge(String),
+    /// 415 `Unsupported Media Type`: a body sent with another `Content-Type` than the
+    /// route's.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// 422 `Unprocessable Entity`: the session exists but cannot be served as it stands on
     /// disk (its main log is a symbolic link, a FIFO, ...). Logged too: the operator should
     /// look at the sessions directory.
@@ -113,6 +117,7 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Unreadable(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

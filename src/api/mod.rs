@@ -29,6 +29,7 @@ pub mod export;
 pub mod labeling;
 pub mod labels;
 pub mod limits;
+pub mod origin;
 pub mod query;
 pub mod sessions;
 pub mod upload;
@@ -63,6 +64,8 @@ pub struct ApiConfig {
     pub api_keys: auth::ApiKeys,
     /// Refuse uploads and deletions.
     pub read_only: bool,
+    /// The host names the server answers to (DNS rebinding).
+    pub allowed_hosts: origin::AllowedHosts,
 }
 
 impl Default for ApiConfig {
@@ -74,6 +77,7 @@ impl Default for ApiConfig {
             cors_origins: Vec::new(),
             api_keys: auth::ApiKeys::default(),
             read_only: false,
+            allowed_hosts: origin::AllowedHosts::default(),
         }
     }
 }
@@ -122,16 +126,19 @@ pub fn router(state: AppState) -> Router {
         DefaultBodyLimit::disable(),
         RequestBodyLimitLayer::new(config.max_upload_bytes),
     ));
+    let json = axum::middleware::from_fn(origin::require_json);
     let label_writes = put(labels::put_set)
+        .layer(json.clone())
         .delete(labels::delete_set)
         .layer(read_only.clone());
     let import = post(labeling::import).layer((
         read_only.clone(),
+        axum::middleware::from_fn(origin::require_json_lines),
         DefaultBodyLimit::disable(),
         RequestBodyLimitLayer::new(labeling::MAX_IMPORT_BYTES),
     ));
-    let queue_next = post(labeling::queue_next).layer(read_only.clone());
-    let queue_release = post(labeling::queue_release).layer(read_only.clone());
+    let queue_next = post(labeling::queue_next).layer((read_only.clone(), json.clone()));
+    let queue_release = post(labeling::queue_release).layer((read_only.clone(), json));
     let api_keys = axum::middleware::from_fn_with_state(state.clone(), auth::require_api_key);
     let api = Router::new()
         .route("/api/upload", upload)
@@ -162,7 +169,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(sessions::healthz))
         .route("/readyz", get(sessions::readyz))
         .fallback(|| async { StatusCode::NOT_FOUND })
-        .with_state(state);
+        .with_state(state.clone());
 
     // Without allowed origins no browser may call across origins: no CORS layer at all.
     let cors = (!config.cors_origins.is_empty()).then(|| {
@@ -190,7 +197,8 @@ pub fn router(state: AppState) -> Router {
     // after routing: its span names the matched route.
     let edge = tower::ServiceBuilder::new()
         .layer(edge::EdgeLayer::new(config.request_timeout))
-        .layer(tower::util::option_layer(cors));
+        .layer(tower::util::option_layer(cors))
+        .layer(axum::middleware::from_fn_with_state(state, origin::check_origin));
     api.merge(crate::web::router()).layer(edge)
 }
 

@@ -24,11 +24,13 @@ fn with_reviewer_lead() -> Options {
     }
 }
 
-/// Imports `lines` (JSONL) as `format`.
+/// Imports `lines` (JSONL), with `headers`.
 async fn import(server: &TestServer, lines: &[Value], headers: &[(&str, &str)]) -> Reply {
     let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let mut headers = headers.to_vec();
+    headers.push(("content-type", "application/x-ndjson"));
     server
-        .post_bytes("/api/labels/import", body.into_bytes(), headers)
+        .post_bytes("/api/labels/import", body.into_bytes(), &headers)
         .await
 }
 
@@ -74,7 +76,11 @@ async fn import_lines(db: &TestDb) {
     let mut body: String = lines.iter().map(|l| format!("{l}\n")).collect();
     body.push_str("\n{not json\n");
     let first = server
-        .post_bytes("/api/labels/import", body.clone().into_bytes(), &[])
+        .post_bytes(
+            "/api/labels/import",
+            body.clone().into_bytes(),
+            &[("content-type", "application/x-ndjson")],
+        )
         .await;
     assert_eq!(first.status, StatusCode::OK, "{}", first.json);
     assert_eq!(first.json["lines"], 8);
@@ -107,7 +113,11 @@ async fn import_lines(db: &TestDb) {
     assert_eq!(listed.json["suggestions"][0]["score"], 0.7);
 
     let again = server
-        .post_bytes("/api/labels/import", body.into_bytes(), &[])
+        .post_bytes(
+            "/api/labels/import",
+            body.into_bytes(),
+            &[("content-type", "application/x-ndjson")],
+        )
         .await;
     assert_eq!(again.json["written"], 0, "{}", again.json);
     assert_eq!(again.json["unchanged"], 2);
@@ -119,7 +129,11 @@ async fn import_lines(db: &TestDb) {
     );
 
     let bad_format = server
-        .post_bytes("/api/labels/import?format=csv", b"x".to_vec(), &[])
+        .post_bytes(
+            "/api/labels/import?format=csv",
+            b"x".to_vec(),
+            &[("content-type", "application/x-ndjson")],
+        )
         .await;
     assert_eq!(bad_format.status, StatusCode::BAD_REQUEST);
     assert_eq!(bad_format.json["details"]["field"], "format");
@@ -691,7 +705,11 @@ async fn export_round_trip(db: &TestDb, fresh: &TestDb) {
     })
     .await;
     let read_back = ls_copy
-        .post_bytes("/api/labels/import?format=label-studio", tasks.bytes, &[])
+        .post_bytes(
+            "/api/labels/import?format=label-studio",
+            tasks.bytes,
+            &[("content-type", "application/json")],
+        )
         .await;
     assert_eq!(read_back.json["failed"], 0, "{}", read_back.json);
     let from_ls = export_lines(&ls_copy).await;

@@ -464,6 +464,7 @@ async fn validation(db: &TestDb) {
     let not_json = server
         .client
         .put(format!("{}{path}", server.url))
+        .header("content-type", "application/json")
         .body("{not json")
         .send()
         .await
@@ -707,7 +708,11 @@ async fn write_at_once(
                     line["session_id"] = json!(id);
                     line["event_id"] = json!(event);
                     let reply = server
-                        .post_bytes("/api/labels/import", format!("{line}\n").into_bytes(), &[])
+                        .post_bytes(
+                            "/api/labels/import",
+                            format!("{line}\n").into_bytes(),
+                            &[("content-type", "application/x-ndjson")],
+                        )
                         .await;
                     assert_eq!(
                         (reply.status, &reply.json["ok"]),

@@ -519,6 +519,19 @@ async fn label_routes(c: &mut Checker, server: &TestServer, id: &str) {
     let replaced = put(server, &path, &body, Some("\"labels-1\"")).await;
     assert_eq!(replaced.status, reqwest::StatusCode::OK);
     c.check("put", SET, &replaced);
+    let untyped = Reply::read(
+        server
+            .client
+            .put(format!("{}{path}", server.url))
+            .header("content-type", "text/plain")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(untyped.status, reqwest::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    c.check("put", SET, &untyped);
     for (reply, status) in [
         (put(server, &path, &body, Some("\"labels-1\"")).await, 412),
         (
@@ -641,7 +654,9 @@ async fn labeling_routes(c: &mut Checker, server: &TestServer, id: &str) {
     const IMPORT: &str = "/api/labels/import";
     let line = json!({"session_id": id, "event_id": event, "model": "m", "score": 0.5, "labels": []});
     let jsonl = format!("{line}\n{{\"session_id\": 1}}\n").into_bytes();
-    let imported = server.post_bytes(IMPORT, jsonl, &[]).await;
+    let imported = server
+        .post_bytes(IMPORT, jsonl, &[("content-type", "application/x-ndjson")])
+        .await;
     assert_eq!(imported.json["failed"], 1, "{}", imported.json);
     c.check("post", IMPORT, &imported);
     let tasks = server
@@ -650,7 +665,11 @@ async fn labeling_routes(c: &mut Checker, server: &TestServer, id: &str) {
     assert_eq!(tasks.status, reqwest::StatusCode::OK);
     c.check("get", "/api/labels/export", &tasks);
     let from_ls = server
-        .post_bytes(&format!("{IMPORT}?format=label-studio"), tasks.bytes.clone(), &[])
+        .post_bytes(
+            &format!("{IMPORT}?format=label-studio"),
+            tasks.bytes.clone(),
+            &[("content-type", "application/json")],
+        )
         .await;
     c.check("post", IMPORT, &from_ls);
     for (path, body) in [
@@ -658,10 +677,17 @@ async fn labeling_routes(c: &mut Checker, server: &TestServer, id: &str) {
         (format!("{IMPORT}?format=label-studio"), b"{}".to_vec()),
         (IMPORT.to_owned(), vec![0xff, 0xfe]),
     ] {
-        let reply = server.post_bytes(&path, body, &[]).await;
+        let reply = server
+            .post_bytes(&path, body, &[("content-type", "application/x-ndjson")])
+            .await;
         assert_eq!(reply.status, reqwest::StatusCode::BAD_REQUEST, "{path}");
         c.check("post", IMPORT, &reply);
     }
+    let untyped = server
+        .post_bytes(IMPORT, b"{}".to_vec(), &[("content-type", "text/plain")])
+        .await;
+    assert_eq!(untyped.status, reqwest::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    c.check("post", IMPORT, &untyped);
     let too_big = server
         .post_head_only(IMPORT, "application/x-ndjson", (64 << 20) + 1)
         .await;
@@ -699,6 +725,17 @@ async fn labeling_routes(c: &mut Checker, server: &TestServer, id: &str) {
         let reply = server.post_json(RELEASE, &body, &[]).await;
         assert_eq!(reply.status.as_u16(), status, "{}", reply.json);
         c.check("post", RELEASE, &reply);
+    }
+    for path in [NEXT, RELEASE] {
+        let untyped = server
+            .post_bytes(path, b"{}".to_vec(), &[("content-type", "text/plain")])
+            .await;
+        assert_eq!(
+            untyped.status,
+            reqwest::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{path}"
+        );
+        c.check("post", path, &untyped);
     }
 
     for (template, path, status) in [

@@ -572,3 +572,128 @@ async fn d6_symbolic_links_in_a_sessions_directory_are_never_followed() {
     }
     server.stop().await;
 }
+
+/// Regression (F3): with keys off (the default on loopback) a page on another port stored
+/// an adjudicated set through `POST /api/labels/import` sent `no-cors` as `text/plain`, a
+/// session through a multipart upload, and took queue units; any `Host` was answered, so a
+/// page that rebinds its name to 127.0.0.1 read the whole export. Writes from another
+/// origin are refused (403), JSON writes must say they are JSON (415), and a loopback
+/// server answers only loopback names and those allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f3_cross_site_writes_and_rebinding_hosts_are_refused() {
+    use reqwest::Method;
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![fixture("commugraph-sample")],
+        cors_origins: vec!["http://localhost:3000".into()],
+        allowed_hosts: vec!["labels.team.example".into()],
+        ..Options::default()
+    })
+    .await;
+    let units = server.get(&format!("/api/graph/{SAMPLE}/annotations")).await;
+    let event = units.json["annotations"][0]["event_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let line = serde_json::json!({"session_id": SAMPLE, "event_id": event, "annotator": "eve", "labels": []});
+    let send = |method: Method, path: &str, content_type: &'static str, extra: &[(&'static str, String)]| {
+        let mut request = server
+            .client
+            .request(method, format!("{}{path}", server.url))
+            .header("content-type", content_type)
+            .body(format!("{line}\n"));
+        for (name, value) in extra {
+            request = request.header(*name, value);
+        }
+        async move { Reply::read(request.send().await.unwrap()).await }
+    };
+    let hostile = [("origin", "http://127.0.0.1:9999".to_owned())];
+    let fetch_cross_site = [
+        ("origin", "http://attacker.example".to_owned()),
+        ("sec-fetch-site", "cross-site".to_owned()),
+    ];
+    const IMPORT: &str = "/api/labels/import";
+    for extra in [&hostile[..], &fetch_cross_site[..]] {
+        for content_type in ["text/plain", "application/x-ndjson"] {
+            let r = send(Method::POST, IMPORT, content_type, extra).await;
+            assert_eq!(
+                r.status,
+                StatusCode::FORBIDDEN,
+                "{content_type} {extra:?}: {}",
+                r.json
+            );
+        }
+        let r = send(Method::POST, "/api/labels/queue/next", "text/plain", extra).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.json);
+        let form = reqwest::multipart::Form::new().part(
+            "file",
+            reqwest::multipart::Part::bytes(b"{}\n".to_vec()).file_name("a.jsonl"),
+        );
+        let mut upload = server
+            .client
+            .post(format!("{}/api/upload", server.url))
+            .multipart(form);
+        for (name, value) in extra {
+            upload = upload.header(*name, value);
+        }
+        let r = Reply::read(upload.send().await.unwrap()).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.json);
+    }
+    // No Origin (an older browser, or a script): the type still has to be JSON.
+    for (path, content_type) in [(IMPORT, "text/plain"), ("/api/labels/queue/next", "text/plain")] {
+        let r = send(Method::POST, path, content_type, &[]).await;
+        assert_eq!(r.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{path}: {}", r.json);
+    }
+    let put = send(
+        Method::PUT,
+        &format!("/api/graph/{SAMPLE}/labels/{event}"),
+        "text/plain",
+        &[],
+    )
+    .await;
+    assert_eq!(put.status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{}", put.json);
+    assert_eq!(
+        server.get(&format!("/api/graph/{SAMPLE}/labels")).await.json["total"],
+        0
+    );
+
+    // The server's own pages, an allowed origin, and clients without Origin may write.
+    let own = [("origin", server.url.clone())];
+    let same_origin = [("sec-fetch-site", "same-origin".to_owned())];
+    let allowed = [
+        ("origin", "http://localhost:3000".to_owned()),
+        ("sec-fetch-site", "same-site".to_owned()),
+    ];
+    for extra in [&own[..], &same_origin[..], &allowed[..], &[]] {
+        let r = send(Method::POST, IMPORT, "application/x-ndjson", extra).await;
+        assert_eq!(
+            (r.status, &r.json["ok"]),
+            (StatusCode::OK, &serde_json::json!(1)),
+            "{extra:?}: {}",
+            r.json
+        );
+    }
+
+    // A rebinding page's Host is refused, reads included; the probes answer any host.
+    let host = |name: &'static str| ("host", name);
+    let rebound = server
+        .get_with("/api/labels/export", &[host("attacker.example:8080")])
+        .await;
+    assert_eq!(rebound.status, StatusCode::FORBIDDEN, "{}", rebound.json);
+    assert!(rebound.json["message"]
+        .as_str()
+        .unwrap()
+        .contains("--allowed-host"));
+    assert_eq!(
+        server.get_with("/", &[host("attacker.example")]).await.status,
+        StatusCode::FORBIDDEN
+    );
+    for name in ["localhost:8080", "labels.team.example", "127.0.0.1"] {
+        let ok = server.get_with("/api/labels/export", &[("host", name)]).await;
+        assert_eq!(ok.status, StatusCode::OK, "{name}");
+    }
+    assert_eq!(
+        server.get_with("/healthz", &[host("10.1.2.3:8080")]).await.status,
+        StatusCode::OK
+    );
+    server.stop().await;
+}

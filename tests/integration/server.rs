@@ -45,6 +45,8 @@ pub struct Options {
     pub label_policy: sessiongraph::labels::LabelPolicy,
     /// The memory bound sessions are loaded under.
     pub memory_bound: Option<sessiongraph::core::memory_bound::MemoryBound>,
+    /// Host names answered besides loopback ones (the server listens on 127.0.0.1).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for Options {
@@ -65,6 +67,7 @@ impl Default for Options {
             database_url: None,
             label_policy: Default::default(),
             memory_bound: Some(Default::default()),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -154,6 +157,7 @@ impl TestServer {
                     .collect(),
                 api_keys: sessiongraph::api::auth::ApiKeys::new(&options.api_keys),
                 read_only: options.read_only,
+                allowed_hosts: sessiongraph::api::origin::AllowedHosts::new(true, &options.allowed_hosts),
             }),
             codebook,
             labels: Arc::new(labels),

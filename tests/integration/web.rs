@@ -85,7 +85,7 @@ async fn web_page_and_assets_are_served_without_a_key_with_csp_and_etags() {
     assert_eq!(me.status, StatusCode::OK);
     assert_eq!(
         me.json,
-        json!({"annotator": "alice", "reviewer": false, "read_only": false, "blind": false}),
+        json!({"annotator": "alice", "reviewer": false, "read_only": false, "blind": false, "queue_overlap": 2}),
         "the named key's annotator, for the page's sign-in"
     );
     assert_eq!(server.get("/api/me").await.status, StatusCode::UNAUTHORIZED);
@@ -733,4 +733,81 @@ async fn leaving_gives_the_unit_back(
     assert_eq!(r.status, StatusCode::NO_CONTENT);
     browser.press(&[back]).await;
     browser.wait_for("ann1 back on the unit", on, json!([held])).await;
+}
+
+/// Regression (F3), in the browser: a page of another origin (another port of 127.0.0.1)
+/// sends, without asking (`no-cors`), an import of an adjudicated set as `text/plain`, a
+/// multipart upload and a queue request to the server, as it did successfully before.
+/// Every request reaches the server (an opaque answer, not a network error) and none
+/// changes anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_a_page_of_another_origin_cannot_write_through_the_browser() {
+    let Some(installed) = browser_or_skip("web_a_page_of_another_origin") else {
+        return;
+    };
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![crate::helpers::fixture("commugraph-sample")],
+        label_policy: sessiongraph::labels::LabelPolicy {
+            reviewers: vec!["lead".into()],
+            ..Default::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let sessions_before = server.get("/api/sessions").await.json["sessions"].clone();
+    let id = sessions_before[0]["id"].as_str().unwrap().to_owned();
+    let units = server.get(&format!("/api/graph/{id}/annotations")).await;
+    let event = units.json["annotations"][0]["event_id"].clone();
+    let hostile = axum::Router::new().route(
+        "/",
+        axum::routing::get(|| async { axum::response::Html("<!doctype html><title>a page</title>") }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hostile_url = format!("http://{}", listener.local_addr().unwrap());
+    let hostile_task = tokio::spawn(async move { axum::serve(listener, hostile).await });
+    let browser = webdriver::Browser::start(&installed).await;
+    with_screenshot_on_failure(&browser, "cross-origin", async {
+        browser.goto(&format!("{hostile_url}/")).await;
+        let attack = "const [target, line] = arguments; \
+            const send = (path, init) => fetch(target + path, { method: 'POST', mode: 'no-cors', ...init }) \
+                .then(r => r.type, e => 'failed: ' + e); \
+            const form = new FormData(); \
+            form.append('file', new Blob([line], { type: 'application/octet-stream' }), 'x.jsonl'); \
+            return (async () => [ \
+              await send('/api/labels/import', { headers: { 'content-type': 'text/plain' }, body: line }), \
+              await send('/api/labels/import', { body: line }), \
+              await send('/api/upload', { body: form }), \
+              await send('/api/labels/queue/next', { headers: { 'content-type': 'text/plain' }, \
+                                                     body: JSON.stringify({ annotator: 'eve' }) }), \
+            ])();";
+        let line = json!({"session_id": id, "event_id": event, "annotator": "lead",
+                          "status": "adjudicated", "labels": [{"id": "EXEC_COGNITIVE"}]});
+        let answers = browser
+            .run(attack, json!([server.url, format!("{line}\n")]))
+            .await;
+        assert_eq!(
+            answers,
+            json!(["opaque", "opaque", "opaque", "opaque"]),
+            "every request reached the server"
+        );
+    })
+    .await;
+    browser.quit().await;
+    hostile_task.abort();
+    let labels = server.get(&format!("/api/graph/{id}/labels")).await;
+    assert_eq!(labels.json["total"], 0, "{}", labels.json);
+    let ids = |sessions: &Value| -> Vec<Value> {
+        sessions
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].clone())
+            .collect()
+    };
+    let sessions_after = server.get("/api/sessions").await.json["sessions"].clone();
+    assert_eq!(ids(&sessions_after), ids(&sessions_before), "no session uploaded");
+    let release = json!({"annotator": "eve", "session_id": id, "event_id": event});
+    let held = server.post_json("/api/labels/queue/release", &release, &[]).await;
+    assert_eq!(held.status, StatusCode::NOT_FOUND, "eve holds no unit");
+    server.stop().await;
 }
