@@ -144,9 +144,8 @@ pub fn cross_origin_refusal(trusted: &[HeaderValue], method: &Method, headers: &
         Some(_) => return refused(),
         None => {}
     }
-    let Some(origin) = origin else {
-        return None;
-    };
+    // No Origin and no Fetch metadata: not a browser's cross-origin request.
+    let origin = origin?;
     let authority = origin
         .to_str()
         .ok()
