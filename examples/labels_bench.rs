@@ -322,6 +322,7 @@ async fn seed(
         }
         let reply = client
             .post(format!("{url}/api/labels/import?format=jsonl"))
+            .header("content-type", "application/x-ndjson")
             .body(body)
             .send()
             .await?;
