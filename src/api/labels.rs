@@ -26,6 +26,7 @@ use super::etag::none_match;
 use super::query::QueryPairs;
 use super::AppState;
 use crate::labels::consensus::Viewer;
+use crate::labels::store::check_ids;
 use crate::labels::validate::check_annotator;
 use crate::labels::{Caller, LabelError, LabelSet, Precondition, SetFilter, SetKey, Status};
 
@@ -79,6 +80,7 @@ pub async fn put_set(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    check_ids(&id, &event_id).map_err(|e| api_error(e.into()))?;
     let text = unit_text(&state, &id, &event_id).await?;
     let body: Value = serde_json::from_slice(&body).map_err(|e| ApiError::Invalid {
         message: format!("body: not JSON: {e}"),

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use super::access::Caller;
 use super::model::{ImportItem, ImportKind, LabelRecord, NewSet, Precondition, Status};
-use super::store::{now, write_set, LabelError, LabelStore, SetKey, SetWrite, Unchanged};
+use super::store::{check_ids, now, write_set, LabelError, LabelStore, SetKey, SetWrite, Unchanged};
 use super::validate::{invalid, validate_labels, validate_set, Invalid};
 
 /// Most lines (or Label Studio tasks) in one import request.
@@ -201,6 +201,7 @@ impl LabelStore {
             .into_iter()
             .enumerate()
             .map(|(i, p)| {
+                check_ids(&p.item.session_id, &p.item.event_id).map_err(|e| at_record(e, i))?;
                 let text = p.unit_text.as_deref().ok_or_else(|| {
                     invalid(
                         "event_id",

@@ -18,7 +18,8 @@ use foldhash::{HashMap, HashMapExt, HashSet};
 use serde::Serialize;
 use sqlx::Row;
 
-use super::store::{LabelError, LabelStore};
+use super::store::{check_ids, LabelError, LabelStore};
+use super::validate::check_no_nul;
 
 /// Largest overlap the queue takes (`--queue-overlap`).
 pub const MAX_OVERLAP: usize = 100;
@@ -60,6 +61,15 @@ impl LabelStore {
         units: &[&str],
         ask: QueueAsk<'_>,
     ) -> Result<Option<Reservation>, LabelError> {
+        check_no_nul("session_id", session_id)?;
+        check_no_nul("annotator", ask.annotator)?;
+        // A unit whose id holds NUL can hold no label: it is not handed out.
+        let units: Vec<&str> = units
+            .iter()
+            .copied()
+            .filter(|u| check_no_nul("event_id", u).is_ok())
+            .collect();
+        let units = units.as_slice();
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO label_queue_turns (session_id, turns) VALUES ($1, 0) \
@@ -111,6 +121,8 @@ impl LabelStore {
         event_id: &str,
         annotator: &str,
     ) -> Result<bool, LabelError> {
+        check_ids(session_id, event_id)?;
+        check_no_nul("annotator", annotator)?;
         let done = sqlx::query(
             "DELETE FROM label_reservations WHERE session_id = $1 AND event_id = $2 AND annotator = $3",
         )

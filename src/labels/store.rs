@@ -28,7 +28,7 @@ use super::access::Caller;
 use super::codebook::Codebook;
 use super::model::{Action, HistoryEntry, LabelSet, NewSet, Precondition, Status};
 use super::sets_cache::SetsCache;
-use super::validate::{validate_set, Invalid};
+use super::validate::{check_no_nul, validate_set, Invalid};
 
 /// Which database holds the labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,6 +228,21 @@ pub struct SetKey<'a> {
     pub annotator: &'a str,
 }
 
+impl SetKey<'_> {
+    /// Refuses a key holding NUL, naming the field: no stored set has one (writes refuse
+    /// it), and PostgreSQL would fail the query.
+    pub fn check(&self) -> Result<(), Invalid> {
+        check_ids(self.session_id, self.event_id)?;
+        check_no_nul("annotator", self.annotator)
+    }
+}
+
+/// Refuses a session or unit id holding NUL, naming the field (see [`SetKey::check`]).
+pub fn check_ids(session_id: &str, event_id: &str) -> Result<(), Invalid> {
+    check_no_nul("session_id", session_id)?;
+    check_no_nul("event_id", event_id)
+}
+
 /// The cache of sets read for a database at `url`: an SQLite file's (see
 /// [`SetsCache`]); none for PostgreSQL, which replicas may share without a file to watch.
 fn sets_cache_of(url: &str, backend: Backend) -> Option<Arc<SetsCache>> {
@@ -338,6 +353,7 @@ impl LabelStore {
             event_id,
             annotator: &new.annotator,
         };
+        key.check()?;
         let write = SetWrite {
             new: &new,
             precondition,
@@ -360,6 +376,7 @@ impl LabelStore {
         precondition: &Precondition,
         caller: Caller<'_>,
     ) -> Result<LabelSet, LabelError> {
+        key.check()?;
         caller
             .may_act_for(key.annotator, &self.policy.reviewers)
             .map_err(LabelError::Forbidden)?;
@@ -399,6 +416,7 @@ impl LabelStore {
 
     /// One set, if there is one.
     pub async fn get(&self, key: SetKey<'_>) -> Result<Option<LabelSet>, LabelError> {
+        key.check()?;
         let mut conn = self.pool.acquire().await?;
         read_set(&mut conn, key).await
     }
@@ -436,6 +454,10 @@ impl LabelStore {
         event_id: &str,
         annotator: Option<&str>,
     ) -> Result<Vec<HistoryEntry>, LabelError> {
+        check_ids(session_id, event_id)?;
+        if let Some(a) = annotator {
+            check_no_nul("annotator", a)?;
+        }
         let mut sql = "SELECT event_id, annotator, version, action, actor, at, before_set, after_set \
                        FROM label_history WHERE session_id = $1 AND event_id = $2"
             .to_owned();

@@ -40,6 +40,15 @@ pub(super) fn invalid(field: impl Into<String>, message: impl Into<String>) -> I
     }
 }
 
+/// Refuses a text holding NUL (U+0000): PostgreSQL's text cannot store it, and a label
+/// store must take the same writes on both backends.
+pub fn check_no_nul(field: &str, text: &str) -> Result<(), Invalid> {
+    if memchr::memchr(0, text.as_bytes()).is_some() {
+        return Err(invalid(field, "must not hold the NUL character (U+0000)"));
+    }
+    Ok(())
+}
+
 /// Checks an annotator name: 1 to [`MAX_ANNOTATOR_CHARS`] ASCII letters, digits, `.`, `_`,
 /// `-` or `@`.
 pub fn check_annotator(field: &str, name: &str) -> Result<(), Invalid> {
@@ -160,7 +169,9 @@ fn optional_string(
 ) -> Result<Option<String>, Invalid> {
     match object.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.chars().count() <= max => Ok(Some(s.clone())),
+        Some(Value::String(s)) if s.chars().count() <= max => {
+            check_no_nul(field, s).map(|()| Some(s.clone()))
+        }
         Some(Value::String(_)) => Err(invalid(field, format!("must be at most {max} characters"))),
         Some(_) => Err(invalid(field, "must be a string")),
     }
@@ -281,8 +292,15 @@ fn output_fields(
     Ok(fields.clone())
 }
 
-/// Bounds a field's strings and lists.
+/// Bounds a field's strings and lists, and refuses NUL in their strings.
 fn check_field_size(path: &str, field_type: FieldType, value: &Value) -> Result<(), Invalid> {
+    let values = match value {
+        Value::Array(items) => items.as_slice(),
+        one => std::slice::from_ref(one),
+    };
+    for s in values.iter().filter_map(Value::as_str) {
+        check_no_nul(path, s)?;
+    }
     let too_long = |s: &Value| {
         s.as_str()
             .is_some_and(|s| s.chars().count() > MAX_FIELD_STRING_CHARS)

@@ -783,3 +783,99 @@ async fn check_history(
     );
     first + 7
 }
+
+/// Regression (F12): on PostgreSQL a note holding NUL answered 500 (200 on SQLite), a NUL
+/// in an id on DELETE, history or queue release 500, and an import of 1,000 good lines and
+/// one with a NUL note stored nothing. NUL is refused in every text and id with a 400
+/// naming the field, on both backends alike; the import's other lines are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f12_nul_characters_are_refused_naming_the_field_on_both_backends() {
+    TestDb::each(nul_characters).await;
+}
+
+async fn nul_characters(db: &TestDb) {
+    let (server, id, units) = sample_server(db.options()).await;
+    let (event, text) = texty(&units);
+    let path = format!("/api/graph/{id}/labels/{event}");
+    let quote = quote_of(&text);
+    for (body, field) in [
+        (
+            json!({"annotator": "a", "status": "draft", "labels": [], "note": "a\u{0}b"}),
+            "note",
+        ),
+        (
+            json!({"annotator": "a", "status": "draft",
+                   "labels": [{"id": "EXEC_COGNITIVE", "evidence": {"quote": quote, "cue": "c\u{0}"}}]}),
+            "labels[0].evidence.cue",
+        ),
+        (
+            json!({"annotator": "a\u{0}", "status": "draft", "labels": []}),
+            "annotator",
+        ),
+    ] {
+        let r = put(&server, &path, &body, None).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{body}: {}", r.json);
+        assert_eq!(r.json["details"]["field"], field, "{}", r.json);
+    }
+    let nul = "%00";
+    for (method, url, field) in [
+        (
+            reqwest::Method::DELETE,
+            format!("/api/graph/{id}/labels/{event}{nul}?annotator=a"),
+            "event_id",
+        ),
+        (
+            reqwest::Method::GET,
+            format!("/api/graph/{id}/labels/{event}{nul}/history"),
+            "event_id",
+        ),
+        (
+            reqwest::Method::GET,
+            format!("{path}/history?annotator=a{nul}"),
+            "annotator",
+        ),
+        (reqwest::Method::PUT, format!("{path}{nul}"), "event_id"),
+    ] {
+        let body = json!({"annotator": "a", "status": "draft", "labels": []});
+        let r = server.send_json(method.clone(), &url, Some(&body), &[]).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{method} {url}: {}", r.json);
+        assert_eq!(r.json["details"]["field"], field, "{}", r.json);
+    }
+    let release = json!({"annotator": "a", "session_id": id, "event_id": format!("{event}\u{0}")});
+    let r = server.post_json("/api/labels/queue/release", &release, &[]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
+    assert_eq!(r.json["details"]["field"], "event_id");
+
+    let mut lines: String = (0..1_000)
+        .map(|n| {
+            format!(
+                "{}\n",
+                json!({"session_id": id, "event_id": event, "annotator": format!("imp.{n}"), "labels": []})
+            )
+        })
+        .collect();
+    lines.push_str(&format!(
+        "{}\n",
+        json!({"session_id": id, "event_id": event, "annotator": "imp.nul", "labels": [], "note": "x\u{0}"})
+    ));
+    let imported = server
+        .post_bytes(
+            "/api/labels/import",
+            lines.into_bytes(),
+            &[("content-type", "application/x-ndjson")],
+        )
+        .await;
+    assert_eq!(imported.status, StatusCode::OK, "{}", imported.json);
+    assert_eq!(
+        (&imported.json["ok"], &imported.json["failed"]),
+        (&json!(1000), &json!(1))
+    );
+    assert_eq!(
+        imported.json["results"][1000]["field"], "note",
+        "{}",
+        imported.json["results"][1000]
+    );
+    let listed = server.get(&format!("/api/graph/{id}/labels")).await;
+    assert_eq!(listed.json["total"], 1000);
+    server.stop().await;
+}
