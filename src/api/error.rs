@@ -70,10 +70,15 @@ pub enum ApiError {
     /// could not be read. Logged too.
     #[error("{0}")]
     Unreadable(String),
-    /// 507 `Insufficient Storage`: an upload could not be stored for lack of space; the
-    /// cause is logged, the client hears a fixed message.
-    #[error("insufficient storage: {0}")]
-    InsufficientStorage(String),
+    /// 507 `Insufficient Storage`: an upload or a label write could not be stored for lack
+    /// of space; the cause is logged, the client hears a fixed message.
+    #[error("insufficient storage: {cause}")]
+    InsufficientStorage {
+        /// What was not stored.
+        what: Stored,
+        /// The cause, for the log.
+        cause: String,
+    },
     /// 500: the cause is logged, never sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -87,10 +92,30 @@ pub enum ApiError {
     },
 }
 
-/// What a client hears when the upload storage is full.
-const STORAGE_FULL: &str =
-    "The upload was not stored: the server's storage is full (no space left on its disk, \
-     or its quota is used up). Nothing of it was kept; try again once space has been freed.";
+/// What a write that found no space would have stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored {
+    /// An upload (the upload storage is full).
+    Upload,
+    /// Labels (the label database is full).
+    Labels,
+}
+
+impl Stored {
+    /// What a client hears when there is no space for it.
+    fn full_message(self) -> &'static str {
+        match self {
+            Stored::Upload => {
+                "The upload was not stored: the server's storage is full (no space left on its disk, \
+                 or its quota is used up). Nothing of it was kept; try again once space has been freed."
+            }
+            Stored::Labels => {
+                "The labels were not stored: the label database is full (no space left on its disk, \
+                 or its quota is used up). Nothing of this write was kept; try again once space has been freed."
+            }
+        }
+    }
+}
 
 /// The cause of a 500, kept in the response's extensions for [`super::edge`] to log inside
 /// the request's span (logging in `into_response` would be a side effect outside it).
@@ -119,7 +144,7 @@ impl ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
+            ApiError::InsufficientStorage { .. } => StatusCode::INSUFFICIENT_STORAGE,
             ApiError::Unreadable(_) | ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -166,7 +191,10 @@ impl ApiError {
                 ApiError::Unprocessable(too_many_records(&e))
             }
             StoreError::SessionFile { id, source } => unreadable_session(&id, source),
-            StoreError::StorageFull(e) => ApiError::InsufficientStorage(e.to_string()),
+            StoreError::StorageFull(e) => ApiError::InsufficientStorage {
+                what: Stored::Upload,
+                cause: e.to_string(),
+            },
             StoreError::Busy { retry_after } => ApiError::Unavailable {
                 message: format!(
                     "The server is rendering as much as its memory budget allows; retry in {} s",
@@ -277,9 +305,9 @@ impl IntoResponse for ApiError {
                 "An internal error occurred; the server log has the details".to_owned(),
                 Some(cause),
             ),
-            ApiError::InsufficientStorage(cause) => (
-                STORAGE_FULL.to_owned(),
-                Some(format!("upload storage is full: {cause}")),
+            ApiError::InsufficientStorage { what, cause } => (
+                what.full_message().to_owned(),
+                Some(format!("storage is full: {cause}")),
             ),
             ApiError::Unprocessable(message) | ApiError::Unreadable(message) => {
                 (message.clone(), Some(message))

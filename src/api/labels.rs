@@ -377,6 +377,14 @@ pub(super) fn api_error(e: LabelError) -> ApiError {
             message,
             retry_after: std::time::Duration::from_secs(1),
         },
+        LabelError::Unreachable(message) => ApiError::Unavailable {
+            message,
+            retry_after: std::time::Duration::from_secs(2),
+        },
+        e @ LabelError::StorageFull(_) => ApiError::InsufficientStorage {
+            what: super::error::Stored::Labels,
+            cause: e.to_string(),
+        },
         LabelError::NotFound(m) => ApiError::NotFound(m),
         LabelError::Conflict { current } => ApiError::PreconditionFailed {
             message: match &current {

@@ -183,7 +183,11 @@ pub fn router(state: AppState) -> Router {
                 axum::http::header::AUTHORIZATION,
                 axum::http::HeaderName::from_static("x-api-key"),
             ])
-            .expose_headers([axum::http::header::ETAG, axum::http::header::RETRY_AFTER])
+            .expose_headers([
+                axum::http::header::ETAG,
+                axum::http::header::RETRY_AFTER,
+                views::LABELS_HEADER,
+            ])
     });
     // The page's files want no key (the page asks for one for its API calls). Without
     // keys configured the check would pass every request: it is left out, as it costs

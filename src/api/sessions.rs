@@ -12,6 +12,7 @@ use super::error::{session_not_found, ApiError};
 use super::upload::FRAMEWORKS;
 use super::AppState;
 use crate::core::time::iso_millis;
+use crate::labels::LabelError;
 use crate::store::registry::{Slot, SlotInfo, Source};
 use crate::store::uploads::Counts;
 
@@ -98,16 +99,41 @@ pub async fn healthz() -> Json<serde_json::Value> {
     Json(json!({ "status": "ok" }))
 }
 
+/// How long `/readyz` waits for the label database to answer.
+const DATABASE_PING: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// `GET /readyz`: 200 once stored uploads are restored and the sessions directories
-/// scanned, 503 before.
+/// scanned, and while the label database answers; 503 before, or while it does not
+/// (`database: "unreachable"`, with why).
 pub async fn readyz(State(state): State<AppState>) -> Response {
-    if state.store.is_ready() {
-        Json(json!({ "status": "ready", "sessions": state.store.len() })).into_response()
-    } else {
-        (
+    if !state.store.is_ready() {
+        return (
             StatusCode::SERVICE_UNAVAILABLE,
             Json(json!({ "status": "starting" })),
         )
-            .into_response()
+            .into_response();
+    }
+    let sessions = state.store.len();
+    match state.labels.ping(DATABASE_PING).await {
+        Ok(()) => Json(json!({ "status": "ready", "sessions": sessions, "database": "ok" })).into_response(),
+        Err(e) => {
+            let message = match e {
+                LabelError::Unreachable(m) | LabelError::Busy(m) => m,
+                other => {
+                    tracing::error!(cause = %other, "the label database failed the readiness query");
+                    "The label database failed a query; the server log has the details".to_owned()
+                }
+            };
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({
+                    "status": "unavailable",
+                    "sessions": sessions,
+                    "database": "unreachable",
+                    "message": message,
+                })),
+            )
+                .into_response()
+        }
     }
 }

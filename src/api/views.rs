@@ -4,7 +4,7 @@
 //! [`crate::store::bodies`]), with an ETag per coding (`If-None-Match` gives 304).
 
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 
@@ -133,15 +133,26 @@ async fn serve(
             "Workflow view is only available for Claude Code logs".into(),
         ));
     }
+    let mut labels_unreachable = false;
     if route.view == View::Diagnostics {
-        if let Some(orphans) = orphaned_labels(&state, &id).await? {
-            return diagnostics_with_orphans(&state, &loaded, options, orphans).await;
+        match without_unreachable_labels(orphaned_labels(&state, &id).await)? {
+            Some(Some(orphans)) => return diagnostics_with_orphans(&state, &loaded, options, orphans).await,
+            Some(None) => {}
+            None => labels_unreachable = true,
         }
     }
     let encoding = negotiate(&headers);
     let mut base = etag_base(&loaded.version, route.view, options);
     let labels = match route.view {
-        View::Annotations => unit_labels(&state, &id, &identity, &query).await?,
+        View::Annotations => {
+            match without_unreachable_labels(unit_labels(&state, &id, &identity, &query).await)? {
+                Some(labels) => labels,
+                None => {
+                    labels_unreachable = true;
+                    None
+                }
+            }
+        }
         _ => None,
     };
     if let Some((_, digest)) = &labels {
@@ -153,7 +164,7 @@ async fn serve(
         .map(|e| etag(&base, e))
         .into_iter()
         .find(|tag| none_match(&headers, tag));
-    if let Some(tag) = held {
+    if let Some(tag) = held.filter(|_| !labels_unreachable) {
         return not_modified(&tag);
     }
     let served = match labels {
@@ -169,8 +180,37 @@ async fn serve(
         }
     }
     .map_err(|e| ApiError::from_store(e, route.not_found))?;
+    if labels_unreachable {
+        return without_labels_response(served);
+    }
     let tag = etag(&base, served.encoding);
     view_response(served, Some(&tag))
+}
+
+/// The header a view body carries when it is served without the labels it should show.
+pub const LABELS_HEADER: HeaderName = HeaderName::from_static("x-labels");
+
+/// `labels`, or `None` when the label database is unreachable or busy (the view is then
+/// served without its labels rather than refused: reading a session needs no database).
+fn without_unreachable_labels<T>(labels: Result<T, ApiError>) -> Result<Option<T>, ApiError> {
+    match labels {
+        Ok(labels) => Ok(Some(labels)),
+        Err(ApiError::Unavailable { message, .. }) => {
+            tracing::warn!(%message, "serving a view without its labels");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A view body served without the labels it should show: `X-Labels: unavailable`, no
+/// ETag, not to be stored (it is not the body the session's labels make).
+fn without_labels_response(served: Served) -> Result<Response, ApiError> {
+    let mut response = view_response(served, None)?;
+    let headers = response.headers_mut();
+    headers.insert(LABELS_HEADER, HeaderValue::from_static("unavailable"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
 }
 
 /// The labels the annotations body shows on each unit for this request (see

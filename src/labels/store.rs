@@ -171,15 +171,88 @@ pub enum LabelError {
     },
     /// The database failed.
     #[error("label database: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     /// A stored row does not read back.
     #[error("label database holds a malformed row: {0}")]
     Corrupt(String),
-    /// The store could not serve the write now (other writes kept moving the set under
-    /// it); the client may retry.
+    /// The store could not serve the request now (other writes hold it, or kept moving a
+    /// set under this one); the client may retry shortly.
     #[error("{0}")]
     Busy(String),
+    /// The database cannot be reached (down, restarting, the network); the client may
+    /// retry once it is back, which needs no restart of the server.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The database has no room left (disk full, quota).
+    #[error("the label database has no space left: {0}")]
+    StorageFull(sqlx::Error),
 }
+
+impl From<sqlx::Error> for LabelError {
+    /// Sorts a database failure into what the client can do about it: wait (busy,
+    /// unreachable), free space (full), or nothing (the rest, a 500 whose cause is logged).
+    fn from(e: sqlx::Error) -> LabelError {
+        use sqlx::Error as E;
+        match &e {
+            E::PoolTimedOut => LabelError::Unreachable(format!(
+                "The label database did not answer within {} s (busy, or not reachable); retry shortly",
+                POSTGRES_ACQUIRE_TIMEOUT.as_secs()
+            )),
+            E::Io(_) | E::Tls(_) | E::PoolClosed | E::WorkerCrashed | E::Protocol(_) => {
+                LabelError::Unreachable("The label database cannot be reached; retry shortly".into())
+            }
+            E::Database(d) => match database_failure(d.as_ref()) {
+                Some(DatabaseFailure::Busy) => {
+                    LabelError::Busy("The label database is busy with other writes; retry shortly".into())
+                }
+                Some(DatabaseFailure::Unreachable) => LabelError::Unreachable(
+                    "The label database is not accepting connections; retry shortly".into(),
+                ),
+                Some(DatabaseFailure::Full) => LabelError::StorageFull(e),
+                None => LabelError::Database(e),
+            },
+            _ => LabelError::Database(e),
+        }
+    }
+}
+
+/// A database's own error that a client can wait out or an operator can fix.
+enum DatabaseFailure {
+    Busy,
+    Unreachable,
+    Full,
+}
+
+/// What a database error means, by its code: SQLite's `SQLITE_BUSY`, `SQLITE_LOCKED` and
+/// `SQLITE_FULL` (primary result codes, extended ones included); PostgreSQL's connection
+/// exceptions (class 08), shutdown and start-up (57P01 to 57P03), too many connections
+/// (53300), disk full (53100) and out of memory (53200: another replica may still serve).
+fn database_failure(e: &dyn sqlx::error::DatabaseError) -> Option<DatabaseFailure> {
+    if e.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+        let code: i64 = e.code()?.parse().ok()?;
+        return match code & 0xff {
+            5 | 6 => Some(DatabaseFailure::Busy),
+            13 => Some(DatabaseFailure::Full),
+            _ => None,
+        };
+    }
+    let postgres = e.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?;
+    match postgres.code() {
+        "53100" => Some(DatabaseFailure::Full),
+        "53300" | "53200" | "57P01" | "57P02" | "57P03" => Some(DatabaseFailure::Unreachable),
+        code if code.starts_with("08") => Some(DatabaseFailure::Unreachable),
+        _ => None,
+    }
+}
+
+/// How long a request waits for a PostgreSQL connection: past it, a server that is down
+/// (whose connections are refused, and retried until then) answers 503 instead of holding
+/// the request.
+const POSTGRES_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a request waits for an SQLite connection (the database cannot be down; a
+/// long import holds the write lock, waited for through the busy timeout).
+const SQLITE_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How a team labels: who reviews, whether annotators label blind, how long the queue
 /// holds a unit and how many annotators it hands each unit to.
@@ -276,7 +349,10 @@ impl LabelStore {
         };
         let pool = AnyPoolOptions::new()
             .max_connections(if backend == Backend::Sqlite { 4 } else { 10 })
-            .acquire_timeout(Duration::from_secs(10))
+            .acquire_timeout(match backend {
+                Backend::Sqlite => SQLITE_ACQUIRE_TIMEOUT,
+                Backend::Postgres => POSTGRES_ACQUIRE_TIMEOUT,
+            })
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if backend == Backend::Sqlite {
@@ -327,6 +403,22 @@ impl LabelStore {
     /// The labeling policy.
     pub fn policy(&self) -> &LabelPolicy {
         &self.policy
+    }
+
+    /// Whether the database answers a query within `within`: `Err` says why not (for
+    /// `/readyz`).
+    pub async fn ping(&self, within: Duration) -> Result<(), LabelError> {
+        let ping = async {
+            sqlx::query("SELECT 1").execute(&self.pool).await?;
+            Ok(())
+        };
+        match tokio::time::timeout(within, ping).await {
+            Ok(answer) => answer,
+            Err(_) => Err(LabelError::Unreachable(format!(
+                "The label database did not answer within {} ms",
+                within.as_millis()
+            ))),
+        }
     }
 
     /// Closes the pool (waits for connections in use).

@@ -879,3 +879,217 @@ async fn nul_characters(db: &TestDb) {
     assert_eq!(listed.json["total"], 1000);
     server.stop().await;
 }
+
+/// A TCP relay to a database that a test can cut (connections dropped, new ones refused)
+/// and restore, to play a database going down and coming back.
+struct Relay {
+    port: u16,
+    upstream: std::net::SocketAddr,
+    tasks: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Relay {
+    /// A relay to `upstream` on a free port of 127.0.0.1.
+    async fn to(upstream: std::net::SocketAddr) -> Relay {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let relay = Relay {
+            port: listener.local_addr().unwrap().port(),
+            upstream,
+            tasks: Default::default(),
+        };
+        relay.serve(listener);
+        relay
+    }
+
+    fn serve(&self, listener: tokio::net::TcpListener) {
+        let (upstream, tasks) = (self.upstream, self.tasks.clone());
+        let accepting = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let connection = tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+                tasks.lock().unwrap().push(connection.abort_handle());
+            }
+        });
+        self.tasks.lock().unwrap().push(accepting.abort_handle());
+    }
+
+    /// The database goes down: open connections break, new ones are refused.
+    fn cut(&self) {
+        for task in self.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+
+    /// The database is back on the same address.
+    async fn restore(&self) {
+        for _ in 0..100 {
+            if let Ok(listener) = tokio::net::TcpListener::bind(("127.0.0.1", self.port)).await {
+                return self.serve(listener);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("the relay's port was not free again");
+    }
+}
+
+/// Regression (F11): with PostgreSQL down, label routes and annotations waited 10 s, then
+/// answered 500, and `/readyz` stayed 200. Label routes answer 503 with `Retry-After` (the
+/// request timeout here, 8 s, would answer 408 if they waited for it), the annotations body
+/// comes without labels and says so, `/readyz` reports the database, and everything works
+/// again once the database is back, without a restart. PostgreSQL only (`DATABASE_URL`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f11_postgresql_down_answers_503_serves_views_without_labels_and_recovers() {
+    let Some(admin) = TestDb::backends().into_iter().flatten().next() else {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED f11_postgresql_down: DATABASE_URL is not set"
+        );
+        return;
+    };
+    let db = TestDb::fresh(Some(admin)).await;
+    let url = db.url.clone().unwrap();
+    let (rest, path) = url.split_once("://").unwrap().1.split_once('/').unwrap();
+    let (credentials, host) = rest.rsplit_once('@').unwrap();
+    let upstream = tokio::net::lookup_host(host).await.unwrap().next().unwrap();
+    let relay = Relay::to(upstream).await;
+    let options = Options {
+        database_url: Some(format!(
+            "postgres://{credentials}@127.0.0.1:{}/{path}",
+            relay.port
+        )),
+        request_timeout: std::time::Duration::from_secs(8),
+        ..Options::default()
+    };
+    let (server, id, units) = sample_server(options).await;
+    let (event, _) = texty(&units);
+    let path = format!("/api/graph/{id}/labels/{event}");
+    let body = set("ann.a", "submitted", json!([{"id": "EXEC_COGNITIVE"}]));
+    assert_eq!(put(&server, &path, &body, None).await.status, StatusCode::CREATED);
+    assert_ne!(labels_shown(&server, &id, &event).await, json!([]));
+
+    relay.cut();
+    let refused = put(&server, &path, &body, None).await;
+    assert_eq!(
+        refused.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        refused.json
+    );
+    assert!(refused.headers.contains_key("retry-after"));
+    let listed = server.get(&format!("/api/graph/{id}/labels")).await;
+    assert_eq!(listed.status, StatusCode::SERVICE_UNAVAILABLE, "{}", listed.json);
+    let annotations = server.get(&format!("/api/graph/{id}/annotations")).await;
+    assert_eq!(annotations.status, StatusCode::OK, "{}", annotations.json);
+    assert_eq!(annotations.headers["x-labels"], "unavailable");
+    assert!(!annotations.headers.contains_key("etag"));
+    let ready = server.get("/readyz").await;
+    assert_eq!(ready.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(ready.json["database"], "unreachable", "{}", ready.json);
+
+    relay.restore().await;
+    let mut back = None;
+    for _ in 0..50 {
+        let r = put(&server, &path, &body, None).await;
+        if r.status != StatusCode::SERVICE_UNAVAILABLE {
+            back = Some(r);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let back = back.expect("label writes work again once the database is back");
+    assert_eq!(back.status, StatusCode::OK, "{}", back.json);
+    assert_eq!(server.get("/readyz").await.json["database"], "ok");
+    assert!(!server
+        .get(&format!("/api/graph/{id}/annotations"))
+        .await
+        .headers
+        .contains_key("x-labels"));
+    server.stop().await;
+    db.cleanup().await;
+}
+
+/// Fills the file system holding `dir` with a file there; returns the file.
+fn fill_disk(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::io::Write;
+    let path = dir.join("filler");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let block = vec![0u8; 4096];
+    while file.write_all(&block).is_ok() {}
+    let _ = file.sync_all();
+    path
+}
+
+/// Regression (F16): a full disk gave 507 for uploads but 500 for label writes and imports.
+/// Label writes and imports answer 507 too, store nothing, and work again once there is
+/// space. SQLite on a 2 MiB tmpfs (needs root to mount; skipped elsewhere).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f16_a_full_disk_answers_507_to_label_writes_and_imports() {
+    let Some(disk) = crate::helpers::SmallDisk::mount("2m") else {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED f16_a_full_disk: cannot mount a tmpfs here"
+        );
+        return;
+    };
+    let server = TestServer::start(Options {
+        data_dir: Some(disk.path().to_owned()),
+        sessions_dirs: vec![crate::helpers::fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    let id = server.get("/api/sessions").await.json["sessions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let units = units(&server, &id).await;
+    let (event, _) = texty(&units);
+    let path = format!("/api/graph/{id}/labels/{event}");
+    let note = "n".repeat(10_000);
+    let body = |who: &str| json!({"annotator": who, "status": "draft", "labels": [], "note": note});
+    assert_eq!(
+        put(&server, &path, &body("first"), None).await.status,
+        StatusCode::CREATED
+    );
+    let filler = fill_disk(disk.path());
+    let mut full = None;
+    for n in 0..50 {
+        let r = put(&server, &path, &body(&format!("w{n}")), None).await;
+        if r.status != StatusCode::CREATED {
+            full = Some(r);
+            break;
+        }
+    }
+    let full = full.expect("the disk fills up");
+    assert_eq!(full.status, StatusCode::INSUFFICIENT_STORAGE, "{}", full.json);
+    assert!(full.json["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("The labels were not stored"));
+    let line = json!({"session_id": id, "event_id": event, "annotator": "imp", "labels": [], "note": note});
+    let imported = server
+        .post_bytes(
+            "/api/labels/import",
+            format!("{line}\n").into_bytes(),
+            &[("content-type", "application/x-ndjson")],
+        )
+        .await;
+    assert_eq!(
+        imported.status,
+        StatusCode::INSUFFICIENT_STORAGE,
+        "{}",
+        imported.json
+    );
+    std::fs::remove_file(filler).unwrap();
+    assert_eq!(
+        put(&server, &path, &body("after"), None).await.status,
+        StatusCode::CREATED
+    );
+    let listed = server.get(&format!("/api/graph/{id}/labels?annotator=imp")).await;
+    assert_eq!(listed.json["total"], 0, "nothing of the refused import was kept");
+    server.stop().await;
+}

@@ -117,7 +117,7 @@ async fn cors_answers_only_the_allowed_origins() {
     );
     assert_eq!(
         allowed.headers["access-control-expose-headers"],
-        "etag,retry-after"
+        "etag,retry-after,x-labels"
     );
 
     let other = get_with(&server, "/api/sessions", ("origin", "http://evil.example")).await;
