@@ -82,9 +82,14 @@ pub async fn run(
     let shutdown_grace = state.config.request_timeout;
     let app = app(state);
     let mut builder = hyper::server::conn::http1::Builder::new();
+    // A client may close its side once it has sent a request (and may be gone for good):
+    // the request is still served. Without this, hyper drops a request in flight when it
+    // reads the end of the connection, and an upload whose body had arrived whole was
+    // lost whenever that end was read before the handler took the last bytes.
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout);
+        .header_read_timeout(header_read_timeout)
+        .half_close(true);
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {

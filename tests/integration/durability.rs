@@ -457,3 +457,72 @@ async fn kill_9_during_a_burst_of_label_writes_loses_no_acknowledged_write() {
     }
     again.kill();
 }
+
+/// Regression (F15): an upload whose client closed its connection right after sending
+/// the whole body was sometimes never stored, and nothing was logged (2 of 8 uploads of
+/// 37 MB): the server dropped the request when it read the end of the connection. Every
+/// upload whose body arrived whole is stored, raw or multipart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f15_an_upload_whose_client_closes_right_after_sending_is_stored() {
+    use std::io::Write;
+    const UPLOADS: usize = 16;
+    let server = crate::server::TestServer::start(crate::server::Options::default()).await;
+    let address = server.url.trim_start_matches("http://").to_owned();
+    let sends: Vec<_> = (0..UPLOADS)
+        .map(|n| {
+            let address = address.clone();
+            std::thread::spawn(move || {
+                // Distinct contents: distinct sessions. About 4 MB each.
+                let log = format!(
+                    "{{\"type\":\"user\",\"uuid\":\"u0\",\"parentUuid\":null,\"sessionId\":\"s\",\
+                     \"message\":{{\"content\":\"upload {n}: {}\"}}}}\n",
+                    "words ".repeat(700_000)
+                )
+                .into_bytes();
+                let (content_type, body) = if n % 2 == 0 {
+                    ("application/octet-stream".to_owned(), log)
+                } else {
+                    let boundary = "sg-boundary-7d1";
+                    let mut body = format!(
+                        "--{boundary}\r\nContent-Disposition: form-data; name=\"framework\"\r\n\r\nclaudecode\r\n\
+                         --{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"s{n}.jsonl\"\r\n\
+                         Content-Type: application/octet-stream\r\n\r\n"
+                    )
+                    .into_bytes();
+                    body.extend_from_slice(&log);
+                    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+                    (format!("multipart/form-data; boundary={boundary}"), body)
+                };
+                let mut stream = std::net::TcpStream::connect(&address).unwrap();
+                let head = format!(
+                    "POST /api/upload?framework=claudecode&filename=s{n}.jsonl HTTP/1.1\r\nHost: {address}\r\n\
+                     Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+                    body.len()
+                );
+                stream.write_all(head.as_bytes()).unwrap();
+                stream.write_all(&body).unwrap();
+                // Gone at once, without reading the answer.
+                drop(stream);
+            })
+        })
+        .collect();
+    for send in sends {
+        send.join().unwrap();
+    }
+    let mut stored = 0;
+    for _ in 0..300 {
+        let listed = server.get("/api/sessions").await;
+        stored = listed.json["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["source"] == "upload")
+            .count();
+        if stored == UPLOADS {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(stored, UPLOADS, "every upload whose body arrived is stored");
+    server.stop().await;
+}
