@@ -283,8 +283,11 @@ struct FileStamp {
 }
 
 impl FileStamp {
+    /// The stamp of `path` as it is: a symbolic link's own (`lstat`), never its target's.
+    /// A link in a sessions directory is left out, not read; stamping through it would
+    /// still look at (and reload the session for changes of) whatever it points to.
     fn of(path: &Path) -> FileStamp {
-        let meta = std::fs::metadata(path).ok();
+        let meta = std::fs::symlink_metadata(path).ok();
         FileStamp {
             path: path.to_owned(),
             len: meta.as_ref().map_or(0, |m| m.len()),
@@ -1110,6 +1113,24 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use crate::core::SourceFile;
+
+    /// Regression: a sub-agent log that is a symbolic link was left out, but stamped
+    /// through (`stat`): what it points to, outside the sessions directory, was looked at
+    /// on each freshness check, and its changes reloaded the session.
+    #[test]
+    fn a_link_is_stamped_as_a_link_never_through_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("outside.jsonl");
+        std::fs::write(&target, vec![b'x'; 5_000]).unwrap();
+        let link = dir.path().join("agent-aaaa1111.jsonl");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let stamp = FileStamp::of(&link);
+        let own = std::fs::symlink_metadata(&link).unwrap();
+        assert_eq!(stamp.len, own.len(), "the link's own length (its target's path)");
+        assert_ne!(stamp.len, 5_000);
+        std::fs::write(&target, vec![b'x'; 9_000]).unwrap();
+        assert_eq!(FileStamp::of(&link), stamp, "a change of the target is not the link's");
+    }
 
     fn session(n: usize) -> SessionInput {
         let line = format!(
