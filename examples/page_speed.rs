@@ -153,6 +153,7 @@ async fn main() {
     println!("session {session}: {units} units, annotations body {bytes} bytes");
 
     let browser = webdriver::Browser::start(&installed).await;
+    browser.keep_annotator(&args.url, "page-speed").await;
     let (cold, _) = one_round(&browser, &page, 0).await;
     println!(
         "first unit, empty browser cache: shown {:.1} ms, painted {:.1} ms",

@@ -14,11 +14,18 @@ export function setApiKey(key) {
   else sessionStorage.removeItem(KEY);
 }
 
-/** The annotator: `?annotator=NAME` (kept for the tab), else the one kept, else null. */
+/** The tab's annotator, or null. */
 export function annotator() {
-  const asked = new URLSearchParams(location.search).get('annotator');
-  if (asked) sessionStorage.setItem(NAME, asked);
   return sessionStorage.getItem(NAME);
+}
+
+/**
+ * The annotator a link names (`?annotator=NAME`), or null. A link never signs the tab in
+ * by itself: the page asks first (a link made by someone else would label as them).
+ */
+export function linkedAnnotator() {
+  const named = new URLSearchParams(location.search).get('annotator');
+  return named && validName(named) ? named : null;
 }
 
 /** Keeps `name` as the tab's annotator. */

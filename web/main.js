@@ -2,7 +2,7 @@
 
 import * as api from './api.js';
 import { agreementPage } from './agreement.js';
-import { annotator, apiKey, setAnnotator, setApiKey, setProfile, validName } from './auth.js';
+import { annotator, apiKey, linkedAnnotator, setAnnotator, setApiKey, setProfile, validName } from './auth.js';
 import { h, page, status } from './dom.js';
 import { labelPage, loadSets } from './label.js';
 import { onKeys } from './nav.js';
@@ -52,6 +52,7 @@ function shown(err) {
 /** True when the API answers with the tab's key (if any) and an annotator is known. */
 async function identified() {
   const asked = annotator();
+  const linked = linkedAnnotator();
   let me;
   try {
     [, me] = await Promise.all([
@@ -67,7 +68,10 @@ async function identified() {
   }
   setProfile(me);
   if (me.annotator) setAnnotator(me.annotator);
-  else if (!asked) {
+  else if (linked && linked !== asked) {
+    askName(linked, asked);
+    return false;
+  } else if (!asked) {
     askName();
     return false;
   }
@@ -93,8 +97,12 @@ function askKey(problem) {
   input.focus();
 }
 
-function askName() {
-  const input = h('input', { type: 'text', id: 'annotator-name', 'aria-label': 'Annotator name' });
+/**
+ * Asks who labels in this tab. `linked`: the name a link gives (offered, not taken);
+ * `current`: the tab's name, which the annotator may keep instead.
+ */
+function askName(linked = null, current = null) {
+  const input = h('input', { type: 'text', id: 'annotator-name', 'aria-label': 'Annotator name', value: linked || '' });
   const problem = h('p', { class: 'error', role: 'alert' });
   const go = () => {
     const name = input.value.trim();
@@ -103,14 +111,32 @@ function askName() {
       return;
     }
     setAnnotator(name);
+    forgetLinkedName();
     route();
   };
   input.addEventListener('keydown', (e) => { if (e.key === 'Enter') go(); });
+  const keep = () => {
+    forgetLinkedName();
+    route();
+  };
+  const offer = linked
+    ? `This link opens the page as ${linked}${current ? `; this tab labels as ${current}` : ''}. Continue as the name below?`
+    : null;
   page(h('div', { class: 'ask', role: 'group', 'aria-label': 'Who are you' },
     h('h1', { text: 'Who is labeling?' }),
+    offer ? h('p', { id: 'linked-name', text: offer }) : null,
     h('label', {}, 'Your annotator name ', input), problem,
-    h('button', { type: 'button', text: 'Continue', on: { click: go } })));
+    h('button', { type: 'button', text: 'Continue', on: { click: go } }),
+    current ? h('button', { type: 'button', id: 'keep-name', text: `Keep ${current}`, on: { click: keep } }) : null));
   input.focus();
+}
+
+/** Takes `?annotator=` out of the address once the tab's name is settled. */
+function forgetLinkedName() {
+  const url = new URL(location.href);
+  if (!url.searchParams.has('annotator')) return;
+  url.searchParams.delete('annotator');
+  history.replaceState(null, '', url.pathname + url.search + url.hash);
 }
 
 /** A deep link to a unit: its session's units and sets are fetched while the rest loads. */

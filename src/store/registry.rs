@@ -1129,7 +1129,11 @@ mod tests {
         assert_eq!(stamp.len, own.len(), "the link's own length (its target's path)");
         assert_ne!(stamp.len, 5_000);
         std::fs::write(&target, vec![b'x'; 9_000]).unwrap();
-        assert_eq!(FileStamp::of(&link), stamp, "a change of the target is not the link's");
+        assert_eq!(
+            FileStamp::of(&link),
+            stamp,
+            "a change of the target is not the link's"
+        );
     }
 
     fn session(n: usize) -> SessionInput {

@@ -269,6 +269,7 @@ async fn label_by_keyboard(server: &TestServer, browser: &webdriver::Browser, id
         .as_str()
         .unwrap()
         .to_owned();
+    browser.keep_annotator(&server.url, "alice").await;
     browser
         .goto(&format!("{}/label/{id}/{event}?annotator=alice", server.url))
         .await;
@@ -340,6 +341,7 @@ async fn label_by_keyboard(server: &TestServer, browser: &webdriver::Browser, id
 
 /// A unit holding `<script>` and `<img onerror>` shows them as text and runs nothing.
 async fn markup_is_text(server: &TestServer, browser: &webdriver::Browser, (id, event): &(String, String)) {
+    browser.keep_annotator(&server.url, "alice").await;
     browser
         .goto(&format!("{}/label/{id}/{event}?annotator=alice", server.url))
         .await;
@@ -410,6 +412,7 @@ async fn quote_then_conflict(
         codebook["labels"][2]["id"].as_str().unwrap(),
         codebook["labels"][3]["id"].as_str().unwrap(),
     );
+    browser.keep_annotator(&server.url, "alice").await;
     browser
         .goto(&format!("{}/label/{id}/{event}?annotator=alice", server.url))
         .await;
@@ -531,6 +534,7 @@ async fn review_adjudicates(
             .status
             .is_success());
     }
+    browser.keep_annotator(&server.url, "lead").await;
     browser
         .goto(&format!("{}/review/{id}?annotator=lead", server.url))
         .await;
@@ -646,6 +650,7 @@ async fn take_from_queue(
     event: &str,
     who: &str,
 ) -> String {
+    browser.keep_annotator(&server.url, who).await;
     browser
         .goto(&format!("{}/label/{id}/{event}?annotator={who}", server.url))
         .await;
@@ -678,6 +683,7 @@ async fn refused_quote_in_place(server: &TestServer, browser: &webdriver::Browse
         })
         .expect("a unit with reasoning");
     let event = unit["event_id"].as_str().unwrap();
+    browser.keep_annotator(&server.url, "carol").await;
     browser
         .goto(&format!("{}/label/{id}/{event}?annotator=carol", server.url))
         .await;
@@ -809,5 +815,62 @@ async fn web_a_page_of_another_origin_cannot_write_through_the_browser() {
     let release = json!({"annotator": "eve", "session_id": id, "event_id": event});
     let held = server.post_json("/api/labels/queue/release", &release, &[]).await;
     assert_eq!(held.status, StatusCode::NOT_FOUND, "eve holds no unit");
+    server.stop().await;
+}
+
+/// Regression: a link's `?annotator=NAME` silently made NAME the tab's annotator, so a
+/// link made by someone else labeled as them. The page offers the name and asks first;
+/// the annotator may keep their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_a_link_naming_an_annotator_asks_before_labeling_as_them() {
+    let Some(installed) = browser_or_skip("web_a_link_naming_an_annotator") else {
+        return;
+    };
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![crate::helpers::fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    let id = server.get("/api/sessions").await.json["sessions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let browser = webdriver::Browser::start(&installed).await;
+    with_screenshot_on_failure(&browser, "linked-name", async {
+        let whoami = "return document.getElementById('whoami').textContent === arguments[0];";
+        browser.keep_annotator(&server.url, "alice").await;
+        browser
+            .goto(&format!("{}/label/{id}?annotator=mallory", server.url))
+            .await;
+        let offered = "const p = document.getElementById('linked-name'); \
+                       return !!p && p.textContent.includes('mallory') && p.textContent.includes('alice') && \
+                       document.getElementById('annotator-name').value === 'mallory';";
+        browser
+            .wait_for("the linked name offered", offered, json!([]))
+            .await;
+        browser
+            .run("document.getElementById('keep-name').click();", json!([]))
+            .await;
+        browser
+            .wait_for("alice kept", whoami, json!(["Labeling as alice"]))
+            .await;
+        let address = browser.run("return location.search;", json!([])).await;
+        assert_eq!(address, json!(""), "the link's name is gone from the address");
+
+        // A fresh tab: the link's name is offered, and taken on Enter.
+        browser.goto(&format!("{}/healthz", server.url)).await;
+        browser.run("sessionStorage.clear();", json!([])).await;
+        browser
+            .goto(&format!("{}/label/{id}?annotator=bob", server.url))
+            .await;
+        let asked = "return document.getElementById('annotator-name')?.value === 'bob';";
+        browser.wait_for("bob offered", asked, json!([])).await;
+        browser.press(&[webdriver::ENTER]).await;
+        browser
+            .wait_for("bob signed in", whoami, json!(["Labeling as bob"]))
+            .await;
+    })
+    .await;
+    browser.quit().await;
     server.stop().await;
 }

@@ -220,6 +220,7 @@ async fn web_reviewer_adjudicates_by_keyboard_only() {
     }
     let browser = Browser::start(&installed).await;
     with_screenshot_on_failure(&browser, "review-keyboard", async {
+        browser.keep_annotator(&server.url, "lead").await;
         browser
             .goto(&format!("{}/review/{id}?annotator=lead", server.url))
             .await;

@@ -119,6 +119,18 @@ impl Browser {
         self.command("POST", "/url", &json!({ "url": url })).await;
     }
 
+    /// Makes `name` this tab's annotator on the server at `base`, as signing in on the page
+    /// does (the page keeps it in the tab's `sessionStorage`), without loading the page: a
+    /// link's `?annotator=` is then the tab's own name, and the page does not ask.
+    pub async fn keep_annotator(&self, base: &str, name: &str) {
+        self.goto(&format!("{base}/healthz")).await;
+        self.run(
+            "sessionStorage.setItem('sg.annotator', arguments[0]);",
+            json!([name]),
+        )
+        .await;
+    }
+
     /// Panics when the current page recorded a Content-Security-Policy violation.
     pub async fn no_csp_violations(&self) {
         let violations = self.run("return window.sgViolations || [];", json!([])).await;
