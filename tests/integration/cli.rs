@@ -281,10 +281,7 @@ async fn labels_export_prints_what_the_export_route_serves() {
         ..Options::default()
     })
     .await;
-    let id = server.get("/api/sessions").await.json["sessions"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = server.first_session(&[]).await;
     let (event, _) = crate::labels::texty(&crate::labels::units(&server, &id).await);
     let body = serde_json::json!({"annotator": "ann.a", "status": "submitted", "labels": [{"id": "EXEC_COGNITIVE"}]});
     let path = format!("/api/graph/{id}/labels/{event}");

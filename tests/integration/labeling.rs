@@ -420,35 +420,7 @@ async fn a_reservation_comes_back_on_asking_again_and_ends_on_release_or_expiry(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn named_keys_are_annotators_and_blind_mode_hides_others_until_submitted() {
-    let server = TestServer::start(Options {
-        sessions_dirs: vec![crate::helpers::fixture("commugraph-sample")],
-        api_keys: vec!["alice:k-alice".into(), "bob:k-bob".into(), "lead:k-lead".into()],
-        label_policy: LabelPolicy {
-            reviewers: vec!["lead".into()],
-            blind: true,
-            ..Default::default()
-        },
-        ..Options::default()
-    })
-    .await;
-    let key = [("x-api-key", "k-lead")];
-    let id = server.get_with("/api/sessions", &key).await.json["sessions"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let body = server
-        .get_with(&format!("/api/graph/{id}/annotations"), &key)
-        .await;
-    let units: Vec<(String, String, bool)> = body.json["annotations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|u| {
-            let text = u["text_or_artifact_ref"]["text"].as_str().unwrap_or("");
-            (u["event_id"].as_str().unwrap().to_owned(), text.to_owned(), false)
-        })
-        .collect();
-    let (unit, _) = texty_units(&units, 1).remove(0);
+    let (server, id, unit) = team_server().await;
     let path = format!("/api/graph/{id}/labels/{unit}");
     let as_key = |key: &'static str| [("authorization", format!("Bearer {key}"))];
     let put_as = |key: &'static str, body: Value| {
@@ -832,7 +804,8 @@ async fn labels_on_a_unit_that_disappears_are_kept_and_reported_orphaned() {
 }
 
 /// A server with named keys for `alice`, `bob` and the reviewer `lead`, a plain key
-/// `k-plain`, blind mode, serving the sample: (server, session id, a unit with text).
+/// `k-plain`, blind mode, serving the sample: (server, session id, the first unit with
+/// text).
 async fn team_server() -> (TestServer, String, String) {
     let server = TestServer::start(Options {
         sessions_dirs: vec![crate::helpers::fixture("commugraph-sample")],
@@ -851,22 +824,20 @@ async fn team_server() -> (TestServer, String, String) {
     })
     .await;
     let key = [("x-api-key", "k-lead")];
-    let id = server.get_with("/api/sessions", &key).await.json["sessions"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = server.first_session(&key).await;
     let body = server
         .get_with(&format!("/api/graph/{id}/annotations"), &key)
         .await;
-    let unit = body.json["annotations"]
+    let units: Vec<(String, String, bool)> = body.json["annotations"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|u| u["text_or_artifact_ref"]["text"].as_str().unwrap_or("").len() >= 20)
-        .unwrap()["event_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .map(|u| {
+            let text = u["text_or_artifact_ref"]["text"].as_str().unwrap_or("");
+            (u["event_id"].as_str().unwrap().to_owned(), text.to_owned(), false)
+        })
+        .collect();
+    let (unit, _) = texty_units(&units, 1).remove(0);
     (server, id, unit)
 }
 

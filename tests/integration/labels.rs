@@ -1042,10 +1042,7 @@ async fn f16_a_full_disk_answers_507_to_label_writes_and_imports() {
         ..Options::default()
     })
     .await;
-    let id = server.get("/api/sessions").await.json["sessions"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = server.first_session(&[]).await;
     let units = units(&server, &id).await;
     let (event, _) = texty(&units);
     let path = format!("/api/graph/{id}/labels/{event}");

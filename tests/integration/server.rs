@@ -241,6 +241,15 @@ impl TestServer {
         self.state.labels.close().await;
     }
 
+    /// The id of the first session `/api/sessions` lists (with request `headers`).
+    pub async fn first_session(&self, headers: &[(&str, &str)]) -> String {
+        let listed = self.get_with("/api/sessions", headers).await;
+        listed.json["sessions"][0]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session listed: {}", listed.json))
+            .to_owned()
+    }
+
     /// GET `path`.
     pub async fn get(&self, path: &str) -> Reply {
         self.get_with(path, &[]).await

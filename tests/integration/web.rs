@@ -831,10 +831,7 @@ async fn web_a_link_naming_an_annotator_asks_before_labeling_as_them() {
         ..Options::default()
     })
     .await;
-    let id = server.get("/api/sessions").await.json["sessions"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = server.first_session(&[]).await;
     let browser = webdriver::Browser::start(&installed).await;
     with_screenshot_on_failure(&browser, "linked-name", async {
         let whoami = "return document.getElementById('whoami').textContent === arguments[0];";
