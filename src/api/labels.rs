@@ -12,6 +12,8 @@
 //! unless the key's annotator is a reviewer. In blind mode reads show what
 //! [`Viewer::visible`] allows.
 
+use std::time::Duration;
+
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -345,10 +347,26 @@ fn failure(e: LabelError) -> Response {
     response
 }
 
+/// When a client told that the label store is busy should try again.
+pub(super) const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
+
 /// A label error as the client hears it: 400 naming the field, 403, 404, 412 with the
-/// current set (and its ETag), or the generic 500 (the cause is logged).
+/// current set (and its ETag), 503 with `Retry-After` when the store is busy, or the
+/// generic 500 (the cause is logged).
 pub(super) fn api_error(e: LabelError) -> ApiError {
     match e {
+        LabelError::Busy(cause) => {
+            tracing::warn!(error = %cause, "the label database is busy: answering 503");
+            ApiError::Unavailable {
+                message: format!(
+                    "The label database is busy: other writes held it for longer than the server \
+                     waits, or every connection was in use. Nothing of this request was stored; \
+                     retry in {} s.",
+                    BUSY_RETRY_AFTER.as_secs()
+                ),
+                retry_after: BUSY_RETRY_AFTER,
+            }
+        }
         LabelError::Invalid(i) => ApiError::Invalid {
             message: i.to_string(),
             details: json!({ "field": i.field }),

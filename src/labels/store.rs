@@ -7,6 +7,10 @@
 //! timeout for other writers), on PostgreSQL the row's lock; the version check that
 //! follows therefore sees the latest committed set and no update is lost. Two first
 //! writes of a set racing on PostgreSQL collide on the primary key; the loser is retried.
+//!
+//! A write that finds the database busy once the busy timeout (10 s) has passed, or no
+//! connection free within the pool's acquire timeout (10 s), fails with
+//! [`LabelError::Busy`], a 503 with `Retry-After` to clients.
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -163,12 +167,43 @@ pub enum LabelError {
         /// The set as it stands (`None`: there is none).
         current: Option<Box<LabelSet>>,
     },
+    /// The database is busy (see [`is_busy`]): nothing of the operation was stored, and
+    /// the same request may succeed later.
+    #[error("label database busy: {0}")]
+    Busy(sqlx::Error),
     /// The database failed.
     #[error("label database: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     /// A stored row does not read back.
     #[error("label database holds a malformed row: {0}")]
     Corrupt(String),
+}
+
+impl From<sqlx::Error> for LabelError {
+    /// Every database error is classified here, and only here.
+    fn from(e: sqlx::Error) -> Self {
+        if is_busy(&e) {
+            LabelError::Busy(e)
+        } else {
+            LabelError::Database(e)
+        }
+    }
+}
+
+/// True when the database is busy rather than broken: SQLite still locked once its busy
+/// timeout has passed (`SQLITE_BUSY`, `SQLITE_LOCKED` and their extended codes), or no
+/// connection of the pool free within its acquire timeout.
+fn is_busy(e: &sqlx::Error) -> bool {
+    const SQLITE_BUSY: i32 = 5;
+    const SQLITE_LOCKED: i32 = 6;
+    match e {
+        sqlx::Error::PoolTimedOut => true,
+        sqlx::Error::Database(d) if d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() => d
+            .code()
+            .and_then(|code| code.parse::<i32>().ok())
+            .is_some_and(|code| matches!(code & 0xff, SQLITE_BUSY | SQLITE_LOCKED)),
+        _ => false,
+    }
 }
 
 /// How a team labels: who reviews, whether annotators label blind, how long the queue
@@ -671,5 +706,32 @@ mod tests {
         assert_eq!(redact("postgres://h/db"), "postgres://h/db");
         let url = default_url(Path::new("/tmp/a?b#c%/")).unwrap();
         assert_eq!(url, "sqlite:///tmp/a%3Fb%23c%25/labels.sqlite3?mode=rwc");
+    }
+
+    /// F8: a write that finds SQLite locked past the busy timeout, and a pool with no
+    /// connection free in time, are busy (a 503 to clients); other failures are not.
+    #[tokio::test]
+    async fn a_locked_database_and_an_exhausted_pool_are_busy() {
+        sqlx::any::install_default_drivers();
+        let dir = tempfile::tempdir().unwrap();
+        let url = default_url(dir.path()).unwrap();
+        let pool = AnyPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(Duration::from_millis(100))
+            .connect(&url)
+            .await
+            .unwrap();
+        pool.execute("CREATE TABLE t (x INTEGER)").await.unwrap();
+        let mut holder = pool.acquire().await.unwrap();
+        holder.execute("BEGIN IMMEDIATE").await.unwrap();
+        let mut other = pool.acquire().await.unwrap();
+        other.execute("PRAGMA busy_timeout = 0").await.unwrap();
+        let locked = other.execute("INSERT INTO t VALUES (1)").await.unwrap_err();
+        assert!(matches!(LabelError::from(locked), LabelError::Busy(_)));
+        let no_connection = pool.acquire().await.unwrap_err();
+        assert!(matches!(LabelError::from(no_connection), LabelError::Busy(_)));
+        let broken = other.execute("SELECT x FROM nowhere").await.unwrap_err();
+        assert!(matches!(LabelError::from(broken), LabelError::Database(_)));
+        holder.execute("ROLLBACK").await.unwrap();
     }
 }
