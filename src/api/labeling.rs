@@ -24,7 +24,8 @@ use super::labels::{api_error, json_response, known_session, writer};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::labels::export::{ExportScope, Format};
-use crate::labels::import::{parse_jsonl_line, LineOutcome, Prepared, MAX_IMPORT_LINES};
+use crate::labels::import::{LineOutcome, Prepared};
+use crate::labels::import_body::{ImportFormat, SplitBody};
 use crate::labels::progress::{session_progress, UnitKind};
 use crate::labels::queue::QueueAsk;
 use crate::labels::validate::{check_annotator, Invalid};
@@ -46,10 +47,9 @@ pub async fn import(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
-    let format = query.first("format").unwrap_or("jsonl");
-    let read: fn(&[u8]) -> Result<Records, ApiError> = match format {
-        "jsonl" => jsonl_records,
-        "label-studio" | "labelstudio" => label_studio_records,
+    let format = match query.first("format").unwrap_or("jsonl") {
+        "jsonl" => ImportFormat::Jsonl,
+        "label-studio" | "labelstudio" => ImportFormat::LabelStudio,
         other => {
             return Err(ApiError::Invalid {
                 message: format!(
@@ -61,7 +61,7 @@ pub async fn import(
         }
     };
     // Up to 64 MiB of JSON: read on the blocking pool, not on a worker serving requests.
-    let records = tokio::task::spawn_blocking(move || read(&body))
+    let records = tokio::task::spawn_blocking(move || read_records(body, format))
         .await
         .map_err(|e| ApiError::Internal(format!("reading an import: {e}")))??;
     let prepared = with_unit_texts(&state, records).await?;
@@ -88,57 +88,22 @@ fn import_summary(outcomes: &[LineOutcome]) -> Value {
 
 type Records = Vec<(usize, Result<Vec<ImportItem>, Invalid>)>;
 
-/// The records of a JSONL body, by line number (blank lines skipped).
-fn jsonl_records(body: &[u8]) -> Result<Records, ApiError> {
-    let text = std::str::from_utf8(body).map_err(|e| ApiError::Invalid {
-        message: format!("body: not UTF-8 ({e})"),
+/// The records of an import body, by line number (or task index): the body split and its
+/// records counted before any is parsed (see [`crate::labels::import_body`]), then parsed
+/// one at a time.
+fn read_records(body: Bytes, format: ImportFormat) -> Result<Records, ApiError> {
+    let body = SplitBody::split(body, format).map_err(|e| ApiError::Invalid {
+        message: e.to_string(),
         details: json!({ "field": "body" }),
     })?;
-    let lines: Records = text
-        .split('\n')
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| (i + 1, parse_jsonl_line(l.trim_end_matches('\r'))))
-        .collect();
-    too_many(lines.len())?;
-    Ok(lines)
-}
-
-/// The records of a Label Studio JSON export, by task index.
-fn label_studio_records(body: &[u8]) -> Result<Records, ApiError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::Invalid {
-        message: format!("body: not JSON: {e}"),
-        details: json!({ "field": "body" }),
-    })?;
-    if !value.is_array() {
-        return Err(ApiError::Invalid {
-            message: "body: a Label Studio export is a JSON array of tasks".into(),
-            details: json!({ "field": "body" }),
-        });
+    let mut records = Vec::with_capacity(body.len());
+    let mut from = 0;
+    while from < body.len() {
+        let batch = body.batch(from);
+        records.extend(batch.records);
+        from = batch.next;
     }
-    let tasks = crate::labels::labelstudio::parse_export(&value);
-    too_many(tasks.len())?;
-    Ok(tasks
-        .into_iter()
-        .enumerate()
-        .map(|(i, task)| {
-            let task = task.map_err(|message| Invalid {
-                field: "task".into(),
-                message,
-            });
-            (i, task)
-        })
-        .collect())
-}
-
-fn too_many(lines: usize) -> Result<(), ApiError> {
-    if lines > MAX_IMPORT_LINES {
-        return Err(ApiError::Invalid {
-            message: format!("body: {lines} records, more than the {MAX_IMPORT_LINES} one import takes"),
-            details: json!({ "field": "body" }),
-        });
-    }
-    Ok(())
+    Ok(records)
 }
 
 /// Each record with the text of its unit (`None` when the session or unit is unknown).

@@ -24,6 +24,15 @@ use super::validate::{invalid, validate_labels, validate_set, Invalid};
 /// Most lines (or Label Studio tasks) in one import request.
 pub const MAX_IMPORT_LINES: usize = 100_000;
 
+/// Most records (sets and suggestions) one line (or task) may hold: a line is stored in
+/// one transaction, and other writers wait for it.
+pub const MAX_RECORDS_PER_LINE: usize = 1_000;
+
+/// Most JSON values one line (or task) may hold, nested ones included: counted before the
+/// line is parsed, they bound what its parse builds (an array of a million `{}` is 3 MB of
+/// JSON and was 840 MB once parsed).
+pub const MAX_LINE_VALUES: usize = 200_000;
+
 /// Longest model name, in characters (the annotator name's alphabet, plus `:` and `/`).
 pub const MAX_MODEL_CHARS: usize = 200;
 

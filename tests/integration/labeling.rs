@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use sessiongraph::labels::import::{MAX_IMPORT_LINES, MAX_LINE_VALUES};
 use sessiongraph::labels::LabelPolicy;
 
+use crate::complexity::{CountedRuntime, Work};
 use crate::labels::{labels_shown, put, quote_of, sample_server, TestDb};
 use crate::server::{Options, Reply, TestServer};
 
@@ -810,4 +812,98 @@ async fn labels_on_a_unit_that_disappears_are_kept_and_reported_orphaned() {
     let exported = export_lines(&server).await;
     assert_eq!(exported[0]["orphaned"], true);
     server.stop().await;
+}
+
+/// An import of `body` to `path` on a fresh server, with what the server allocated for it.
+fn import_measured(path: &str, body: Vec<u8>) -> (Work, Reply) {
+    let runtime = CountedRuntime::new();
+    runtime.block_on(async {
+        let server = TestServer::start(Options::default()).await;
+        let measured = CountedRuntime::window(server.post_bytes(path, body, &[])).await;
+        server.stop().await;
+        measured
+    })
+}
+
+/// F9 (review): an import's record limit was checked after every line was parsed: a
+/// million JSONL lines (59 MB) peaked at 796 MB. The lines are now counted first and a body
+/// over the limit is refused before any is parsed: a few allocations, about the body held.
+#[test]
+fn f9_an_import_over_the_line_limit_is_refused_before_parsing() {
+    let lines = 2 * MAX_IMPORT_LINES;
+    let line = r#"{"session_id":"s","event_id":"U:1","annotator":"ann.a","labels":[]}"#;
+    let body = format!("{line}\n").repeat(lines).into_bytes();
+    let size = body.len() as i64;
+    let (work, reply) = import_measured("/api/labels/import", body);
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.json);
+    assert_eq!(reply.json["details"]["field"], "body");
+    let message = reply.json["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("more than the {MAX_IMPORT_LINES}")),
+        "{message}"
+    );
+    assert!(
+        work.allocations < lines as u64 / 10,
+        "{} allocations for {lines} lines: they were parsed",
+        work.allocations
+    );
+    assert!(
+        work.peak < 3 * size,
+        "{} bytes at the peak for a body of {size}",
+        work.peak
+    );
+}
+
+/// F9 (review): a Label Studio export was read whole as one `Value` before its tasks were
+/// counted: an array of 20 million `{}` (60 MB) peaked at 3.15 GB. The array is now read a
+/// task at a time, counting, and refused at the first task past the limit.
+#[test]
+fn f9_a_label_studio_array_over_the_task_limit_is_refused_without_building_it() {
+    let tasks = 20 * MAX_IMPORT_LINES;
+    let body = format!("[{}{{}}]", "{},".repeat(tasks - 1)).into_bytes();
+    let size = body.len() as i64;
+    let (work, reply) = import_measured("/api/labels/import?format=label-studio", body);
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.json);
+    assert_eq!(reply.json["details"]["field"], "body");
+    let message = reply.json["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("more than the {MAX_IMPORT_LINES}")),
+        "{message}"
+    );
+    assert!(
+        work.allocations < tasks as u64 / 10,
+        "{} allocations for {tasks} tasks: they were built",
+        work.allocations
+    );
+    assert!(
+        work.peak < 3 * size,
+        "{} bytes at the peak for a body of {size}",
+        work.peak
+    );
+}
+
+/// F9 (review): a body of one line is a whole-body `Value` too: a line of a million empty
+/// annotations (3 MB) was built whole, at some 50 times its size, before anything was
+/// checked. A line is now refused, as a line, past [`MAX_LINE_VALUES`] JSON values,
+/// counted before it is built.
+#[test]
+fn f9_a_line_of_a_million_values_is_refused_without_building_it() {
+    let values = 1_000_000;
+    let body = format!(
+        r#"{{"session_id":"s","event_id":"U:1","annotations":[{}{{}}]}}"#,
+        "{},".repeat(values - 1)
+    )
+    .into_bytes();
+    let size = body.len() as i64;
+    let (work, reply) = import_measured("/api/labels/import", body);
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.json);
+    assert!(
+        work.peak < 3 * size,
+        "{} bytes at the peak for a body of {size}",
+        work.peak
+    );
+    assert_eq!(reply.json["failed"], 1);
+    assert_eq!(reply.json["results"][0]["field"], "line");
+    let error = reply.json["results"][0]["error"].as_str().unwrap();
+    assert!(error.contains(&format!("more than {MAX_LINE_VALUES}")), "{error}");
 }
