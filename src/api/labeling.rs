@@ -1,7 +1,7 @@
 //! The labeling routes across sessions, thin over [`crate::labels`]:
 //!
 //! - `POST /api/labels/import` (`?format=jsonl|label-studio`): sets and suggestions, one
-//!   answer per line (or task), the valid ones stored in one transaction.
+//!   answer per line (or task), the valid ones stored a batch per transaction.
 //! - `POST /api/labels/queue/next`, `POST /api/labels/queue/release`: the next unit for an
 //!   annotator, reserved for them; and giving it back.
 //! - `GET /api/labels/agreement`: Krippendorff's alpha, Cohen's and Fleiss' kappa.
@@ -19,8 +19,8 @@ use axum::Extension;
 use serde_json::{json, Value};
 
 use super::auth::Identity;
-use super::error::{echo, session_not_found, ApiError};
-use super::labels::{api_error, json_response, known_session, writer};
+use super::error::{echo, session_not_found, unavailable_response, ApiError};
+use super::labels::{api_error, json_response, known_session, writer, BUSY_RETRY_AFTER};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::labels::export::{ExportScope, Format};
@@ -29,7 +29,7 @@ use crate::labels::import_body::{ImportFormat, SplitBody};
 use crate::labels::progress::{session_progress, UnitKind};
 use crate::labels::queue::QueueAsk;
 use crate::labels::validate::{check_annotator, Invalid};
-use crate::labels::ImportItem;
+use crate::labels::{ImportItem, LabelError};
 
 /// Largest import body, in bytes.
 pub const MAX_IMPORT_BYTES: usize = 64 << 20;
@@ -38,8 +38,11 @@ pub const MAX_IMPORT_BYTES: usize = 64 << 20;
 pub const MAX_OVERLAP: u64 = 100;
 
 /// `POST /api/labels/import` (`?format=jsonl`, the default, or `label-studio`): imports
-/// human sets and model suggestions. 200 with one result per line (or Label Studio task);
-/// 400 when the body cannot be read at all.
+/// human sets and model suggestions, a batch of lines per transaction (see
+/// [`crate::labels::import_body`]). 200 with one result per line (or Label Studio task);
+/// 400 when the body cannot be read at all or holds too many records (nothing is stored);
+/// 503 with `Retry-After` when the store is busy, saying what was stored before (see
+/// [`import_cut`]).
 pub async fn import(
     State(state): State<AppState>,
     identity: Option<Extension<Identity>>,
@@ -60,21 +63,71 @@ pub async fn import(
             })
         }
     };
-    // Up to 64 MiB of JSON: read on the blocking pool, not on a worker serving requests.
-    let records = tokio::task::spawn_blocking(move || read_records(body, format))
+    // Up to 64 MiB to split: on the blocking pool, not on a worker serving requests.
+    let body = tokio::task::spawn_blocking(move || SplitBody::split(body, format))
         .await
-        .map_err(|e| ApiError::Internal(format!("reading an import: {e}")))??;
-    let prepared = with_unit_texts(&state, records).await?;
-    let outcomes = state
-        .labels
-        .import(prepared, writer(&identity))
-        .await
-        .map_err(api_error)?;
-    Ok(json_response(StatusCode::OK, &import_summary(&outcomes)))
+        .map_err(|e| ApiError::Internal(format!("reading an import: {e}")))?
+        .map_err(|e| ApiError::Invalid {
+            message: e.to_string(),
+            details: json!({ "field": "body" }),
+        })?;
+    import_batches(&state, Arc::new(body), writer(&identity)).await
 }
 
-/// The import's answer: totals, then every line's outcome.
-fn import_summary(outcomes: &[LineOutcome]) -> Value {
+/// Imports `body` a batch at a time: each parsed and validated on the blocking pool, then
+/// stored in its own transaction.
+async fn import_batches(
+    state: &AppState,
+    body: Arc<SplitBody>,
+    writer: Option<&str>,
+) -> Result<Response, ApiError> {
+    let mut outcomes = Vec::with_capacity(body.len());
+    let mut from = 0;
+    while from < body.len() {
+        let split = body.clone();
+        let batch = tokio::task::spawn_blocking(move || split.batch(from))
+            .await
+            .map_err(|e| ApiError::Internal(format!("reading an import: {e}")))?;
+        let prepared = with_unit_texts(state, batch.records).await?;
+        let (labels, writer) = (state.labels.clone(), writer.map(str::to_owned));
+        let validated =
+            tokio::task::spawn_blocking(move || labels.validate_batch(prepared, writer.as_deref()))
+                .await
+                .map_err(|e| ApiError::Internal(format!("validating an import: {e}")))?;
+        match state.labels.store_batch(validated, &mut outcomes).await {
+            Ok(()) => from = batch.next,
+            Err(LabelError::Busy(cause)) => return Ok(import_cut(&body, outcomes, &cause)),
+            Err(e) => return Err(api_error(e)),
+        }
+    }
+    Ok(json_response(StatusCode::OK, &import_summary(outcomes)))
+}
+
+/// The answer to an import the store was too busy to finish: 503 with `Retry-After`; the
+/// details are the answer so far (`outcomes`: the body's first lines, stored or refused)
+/// and `next_line`, the first line (or task) not stored. The same body sent again resumes
+/// it: the lines already stored come back `unchanged`.
+fn import_cut(body: &SplitBody, outcomes: Vec<LineOutcome>, cause: &sqlx::Error) -> Response {
+    tracing::warn!(error = %cause, "the label database is busy: an import stopped part way");
+    let what = match body.format() {
+        ImportFormat::Jsonl => "line",
+        ImportFormat::LabelStudio => "task",
+    };
+    let next_line = body.name_of(outcomes.len()).unwrap_or_default();
+    let mut details = import_summary(outcomes);
+    details["next_line"] = json!(next_line);
+    let message = format!(
+        "The label database is busy: the import stopped before {what} {next_line}. The {what}s \
+         before it are answered in details.results (stored, or refused); none from it on was \
+         stored. Send the same body again in {} s: what is stored already comes back unchanged.",
+        BUSY_RETRY_AFTER.as_secs()
+    );
+    unavailable_response(&message, BUSY_RETRY_AFTER, Some(&details))
+}
+
+/// The import's answer: totals, then every line's outcome, in order.
+fn import_summary(mut outcomes: Vec<LineOutcome>) -> Value {
+    outcomes.sort_by_key(|o| o.line);
     let ok = outcomes.iter().filter(|o| o.ok).count();
     json!({
         "lines": outcomes.len(),
@@ -87,24 +140,6 @@ fn import_summary(outcomes: &[LineOutcome]) -> Value {
 }
 
 type Records = Vec<(usize, Result<Vec<ImportItem>, Invalid>)>;
-
-/// The records of an import body, by line number (or task index): the body split and its
-/// records counted before any is parsed (see [`crate::labels::import_body`]), then parsed
-/// one at a time.
-fn read_records(body: Bytes, format: ImportFormat) -> Result<Records, ApiError> {
-    let body = SplitBody::split(body, format).map_err(|e| ApiError::Invalid {
-        message: e.to_string(),
-        details: json!({ "field": "body" }),
-    })?;
-    let mut records = Vec::with_capacity(body.len());
-    let mut from = 0;
-    while from < body.len() {
-        let batch = body.batch(from);
-        records.extend(batch.records);
-        from = batch.next;
-    }
-    Ok(records)
-}
 
 /// Each record with the text of its unit (`None` when the session or unit is unknown).
 async fn with_unit_texts(

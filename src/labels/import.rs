@@ -1,5 +1,6 @@
 //! Importing labels: human sets and model suggestions, line by line, validated like `PUT`,
-//! the valid lines stored in one transaction.
+//! a batch at a time (see [`super::import_body`]), the valid lines stored in transactions of
+//! about [`MAX_TRANSACTION`], so that other writers get SQLite's write lock between two.
 //!
 //! A JSONL line is one of:
 //! - a set: `{"session_id", "event_id", "annotator", "labels", "status"?, "note"?,
@@ -8,14 +9,17 @@
 //! - a line of our own export (`"annotations"` and `"suggestions"` lists): every set and
 //!   suggestion it carries.
 //!
-//! A line is all or nothing: one invalid record refuses the whole line. A record that would
-//! change nothing (the same set or suggestion is stored) is left alone, so importing the
-//! same file twice changes nothing: no new version, no history row.
+//! A line is all or nothing: one invalid record refuses the whole line, and a line's records
+//! are stored in one transaction. A record that would change nothing (the same set or
+//! suggestion is stored) is left alone, so importing the same file twice changes nothing: no
+//! new version, no history row. That is also how an import cut between two transactions
+//! (the store busy) is resumed: the same file sent again stores what was left.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
-use sqlx::AnyConnection;
+use sqlx::{AnyConnection, AnyPool};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::model::{ImportItem, ImportKind, LabelRecord, NewSet, Precondition, Status};
 use super::store::{now, write_set, LabelError, LabelStore, SetKey, Unchanged};
@@ -24,14 +28,20 @@ use super::validate::{invalid, validate_labels, validate_set, Invalid};
 /// Most lines (or Label Studio tasks) in one import request.
 pub const MAX_IMPORT_LINES: usize = 100_000;
 
-/// Most records (sets and suggestions) one line (or task) may hold: a line is stored in
-/// one transaction, and other writers wait for it.
+/// Most records (sets and suggestions) one line (or task) may hold: a line is one
+/// transaction, and other writers wait for it.
 pub const MAX_RECORDS_PER_LINE: usize = 1_000;
 
 /// Most JSON values one line (or task) may hold, nested ones included: counted before the
 /// line is parsed, they bound what its parse builds (an array of a million `{}` is 3 MB of
 /// JSON and was 840 MB once parsed).
 pub const MAX_LINE_VALUES: usize = 200_000;
+
+/// The longest an import's transaction goes on taking lines: once it has lasted this long
+/// it commits after the line it is on, and the next begins once other writes have had the
+/// lock. Bounds what a write made during an import waits for (a line is never split, and
+/// holds at most [`MAX_RECORDS_PER_LINE`] records).
+pub const MAX_TRANSACTION: Duration = Duration::from_millis(100);
 
 /// Longest model name, in characters (the annotator name's alphabet, plus `:` and `/`).
 pub const MAX_MODEL_CHARS: usize = 200;
@@ -179,35 +189,52 @@ struct ValidLine {
     records: Vec<(String, String, Valid)>,
 }
 
+/// The lines of a batch, validated: those refused, and the records of the others.
+pub struct ValidatedBatch {
+    refused: Vec<LineOutcome>,
+    valid: Vec<ValidLine>,
+}
+
 impl LabelStore {
     /// Validates every line's records (`writer`: the named API key's annotator the request is
-    /// made as, if any) and stores those of the valid lines in one transaction. Returns one
-    /// outcome per line, in order.
-    pub async fn import(
+    /// made as, if any), for [`LabelStore::store_batch`]. Pure work on the lines (the quotes
+    /// are searched in the units' texts): run it off the async workers.
+    pub fn validate_batch(
         &self,
         lines: Vec<(usize, Result<Vec<Prepared>, Invalid>)>,
         writer: Option<&str>,
-    ) -> Result<Vec<LineOutcome>, LabelError> {
-        let mut outcomes = Vec::with_capacity(lines.len());
+    ) -> ValidatedBatch {
+        let mut refused = Vec::new();
         let mut valid = Vec::new();
         for (line, prepared) in lines {
             match prepared.and_then(|p| self.validate_line(p, writer)) {
                 Ok(records) => valid.push(ValidLine { line, records }),
-                Err(why) => outcomes.push(LineOutcome::refused(line, why)),
+                Err(why) => refused.push(LineOutcome::refused(line, why)),
             }
         }
-        let mut attempt = 0;
-        let stored = loop {
-            match self.store_lines(&valid).await {
-                Err(LabelError::Database(e)) if attempt < 3 && super::store::is_unique_violation(&e) => {
-                    attempt += 1
-                }
-                other => break other?,
-            }
-        };
-        outcomes.extend(stored);
-        outcomes.sort_by_key(|o| o.line);
-        Ok(outcomes)
+        ValidatedBatch { refused, valid }
+    }
+
+    /// Stores the valid lines of `batch`, in transactions of about [`MAX_TRANSACTION`] at
+    /// most (a line whole in one). Appends to `answered` the outcome of each
+    /// line of the batch, refused ones included, as its transaction commits. When one
+    /// fails ([`LabelError::Busy`]: the store is busy), `answered` holds every line before
+    /// the first one not stored, and nothing from that one on is stored.
+    pub async fn store_batch(
+        &self,
+        batch: ValidatedBatch,
+        answered: &mut Vec<LineOutcome>,
+    ) -> Result<(), LabelError> {
+        let mut refused = batch.refused.into_iter().peekable();
+        let mut valid = batch.valid.as_slice();
+        while let Some(first) = valid.first() {
+            answered.extend(std::iter::from_fn(|| refused.next_if(|r| r.line < first.line)));
+            let stored = self.store_some_lines(valid).await?;
+            valid = &valid[stored.len()..];
+            answered.extend(stored);
+        }
+        answered.extend(refused);
+        Ok(())
     }
 
     fn validate_line(
@@ -285,30 +312,55 @@ impl LabelStore {
         Ok(())
     }
 
-    async fn store_lines(&self, lines: &[ValidLine]) -> Result<Vec<LineOutcome>, LabelError> {
-        let mut tx = self.pool.begin().await?;
-        let mut outcomes = Vec::with_capacity(lines.len());
-        for line in lines {
-            let mut outcome = LineOutcome {
-                line: line.line,
-                ok: true,
-                written: 0,
-                unchanged: 0,
-                error: None,
-                field: None,
-            };
-            for (session_id, event_id, record) in &line.records {
-                if store_record(&mut tx, session_id, event_id, record).await? {
-                    outcome.written += 1;
-                } else {
-                    outcome.unchanged += 1;
+    /// Stores the first lines of `lines` in one transaction (see [`store_lines`]), again
+    /// when two first writes of a set raced on PostgreSQL and this one lost.
+    async fn store_some_lines(&self, lines: &[ValidLine]) -> Result<Vec<LineOutcome>, LabelError> {
+        let mut attempt = 0;
+        loop {
+            match store_lines(&self.pool, lines).await {
+                Err(LabelError::Database(e)) if attempt < 3 && super::store::is_unique_violation(&e) => {
+                    attempt += 1
                 }
+                other => return other,
             }
-            outcomes.push(outcome);
         }
-        tx.commit().await?;
-        Ok(outcomes)
     }
+}
+
+/// Stores lines from the first of `lines` on in one transaction, until it has lasted
+/// [`MAX_TRANSACTION`]; their outcomes.
+async fn store_lines(pool: &AnyPool, lines: &[ValidLine]) -> Result<Vec<LineOutcome>, LabelError> {
+    let mut tx = pool.begin().await?;
+    let began = Instant::now();
+    let mut outcomes = Vec::new();
+    for line in lines {
+        outcomes.push(store_line(&mut tx, line).await?);
+        if began.elapsed() >= MAX_TRANSACTION {
+            break;
+        }
+    }
+    tx.commit().await?;
+    Ok(outcomes)
+}
+
+/// Stores the records of one line; its outcome.
+async fn store_line(conn: &mut AnyConnection, line: &ValidLine) -> Result<LineOutcome, LabelError> {
+    let mut outcome = LineOutcome {
+        line: line.line,
+        ok: true,
+        written: 0,
+        unchanged: 0,
+        error: None,
+        field: None,
+    };
+    for (session_id, event_id, record) in &line.records {
+        if store_record(conn, session_id, event_id, record).await? {
+            outcome.written += 1;
+        } else {
+            outcome.unchanged += 1;
+        }
+    }
+    Ok(outcome)
 }
 
 /// Stores one record; false when it was already stored as given.

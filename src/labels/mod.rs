@@ -8,7 +8,7 @@
 //! - [`labelstudio`]: the codebook as a Label Studio config, units as Label Studio tasks,
 //!   Label Studio's JSON export back into import items (pure).
 //! - [`store`]: the label database (SQLite or PostgreSQL), migrations and transactions.
-//! - [`import`]: sets and suggestions imported line by line;
+//! - [`import`]: sets and suggestions imported line by line, in short transactions;
 //!   [`import_body`]: an import body split and counted before any record is parsed;
 //!   [`reads`]: reads across sessions.
 //! - [`sets_cache`]: the sets of recently read sessions of an SQLite database.

@@ -8,9 +8,10 @@
 //! follows therefore sees the latest committed set and no update is lost. Two first
 //! writes of a set racing on PostgreSQL collide on the primary key; the loser is retried.
 //!
-//! A write that finds the database busy once the busy timeout (10 s) has passed, or no
-//! connection free within the pool's acquire timeout (10 s), fails with
-//! [`LabelError::Busy`], a 503 with `Retry-After` to clients.
+//! An import writes in transactions of about 100 ms (see [`super::import`]). A write that
+//! finds the database busy once the busy timeout (10 s) has passed, or no connection free
+//! within the pool's acquire timeout (10 s), fails with [`LabelError::Busy`], a 503 with
+//! `Retry-After` to clients.
 
 use std::borrow::Cow;
 use std::path::Path;

@@ -9,10 +9,13 @@ use std::sync::Arc;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use sessiongraph::labels::import::{MAX_IMPORT_LINES, MAX_LINE_VALUES};
+use sessiongraph::labels::import_body::BATCH_LINES;
 use sessiongraph::labels::LabelPolicy;
 
 use crate::complexity::{CountedRuntime, Work};
-use crate::labels::{labels_shown, put, quote_of, sample_server, TestDb};
+use crate::labels::{
+    hold_write_lock, labels_shown, put, quote_of, release_write_lock, sample_server, TestDb,
+};
 use crate::server::{Options, Reply, TestServer};
 
 /// A server's options with `lead` as its reviewer.
@@ -811,6 +814,46 @@ async fn labels_on_a_unit_that_disappears_are_kept_and_reported_orphaned() {
     );
     let exported = export_lines(&server).await;
     assert_eq!(exported[0]["orphaned"], true);
+    server.stop().await;
+}
+
+/// F8: an import the store is too busy to go on with answers 503 with `Retry-After`, the
+/// lines answered before it stopped (here a first batch of lines that are not JSON, which
+/// need no lock) and the line to resume from; sent again once the store is free, it stores
+/// every line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f8_an_import_cut_by_a_busy_store_says_where_it_stopped_and_resumes_when_sent_again() {
+    let (server, id, units) = sample_server(Options::default()).await;
+    let mut body = "{not json\n".repeat(BATCH_LINES);
+    for (event, _, _) in units.iter().take(10) {
+        let line = json!({"session_id": id, "event_id": event, "annotator": "ann.a", "labels": []});
+        body.push_str(&format!("{line}\n"));
+    }
+    let lock = hold_write_lock(&server).await;
+    let cut = server
+        .post_bytes("/api/labels/import", body.clone().into_bytes(), &[])
+        .await;
+    release_write_lock(lock).await;
+    assert_eq!(cut.status, StatusCode::SERVICE_UNAVAILABLE, "{}", cut.json);
+    assert!(cut.headers.contains_key("retry-after"));
+    let details = &cut.json["details"];
+    assert_eq!(details["next_line"], BATCH_LINES + 1, "{}", cut.json);
+    assert_eq!(
+        (&details["lines"], &details["failed"]),
+        (&json!(BATCH_LINES), &json!(BATCH_LINES))
+    );
+    assert_eq!(details["results"][BATCH_LINES - 1]["field"], "line");
+    let listed = server.get(&format!("/api/graph/{id}/labels")).await;
+    assert_eq!(listed.json["total"], 0, "nothing from the cut on was stored");
+
+    let resumed = server
+        .post_bytes("/api/labels/import", body.into_bytes(), &[])
+        .await;
+    assert_eq!(resumed.status, StatusCode::OK, "{}", resumed.json);
+    assert_eq!(
+        (&resumed.json["ok"], &resumed.json["written"]),
+        (&json!(10), &json!(10))
+    );
     server.stop().await;
 }
 

@@ -645,6 +645,7 @@ async fn busy_label_store(c: &mut Checker, server: &TestServer, id: &str) {
         assert!(reply.headers.contains_key("retry-after"), "{template}");
         c.check(method, template, reply);
     }
+    assert_eq!(import.json["details"]["next_line"], 1, "{}", import.json);
 }
 
 /// The routes across sessions (import, queue, agreement, progress, export) and the
