@@ -216,7 +216,8 @@ impl LabelStore {
     }
 
     /// Stores the valid lines of `batch`, in transactions of about [`MAX_TRANSACTION`] at
-    /// most (a line whole in one). Appends to `answered` the outcome of each
+    /// most (a line whole in one), each begun once other writes in progress have had the
+    /// lock (see [`LabelStore::yield_to_writes`]). Appends to `answered` the outcome of each
     /// line of the batch, refused ones included, as its transaction commits. When one
     /// fails ([`LabelError::Busy`]: the store is busy), `answered` holds every line before
     /// the first one not stored, and nothing from that one on is stored.
@@ -229,6 +230,7 @@ impl LabelStore {
         let mut valid = batch.valid.as_slice();
         while let Some(first) = valid.first() {
             answered.extend(std::iter::from_fn(|| refused.next_if(|r| r.line < first.line)));
+            self.yield_to_writes().await;
             let stored = self.store_some_lines(valid).await?;
             valid = &valid[stored.len()..];
             answered.extend(stored);

@@ -57,6 +57,7 @@ impl LabelStore {
         units: &[&str],
         ask: QueueAsk<'_>,
     ) -> Result<Option<Reservation>, LabelError> {
+        let _counted = self.write_in_progress();
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO label_queue_turns (session_id, turns) VALUES ($1, 0) \
@@ -108,6 +109,7 @@ impl LabelStore {
         event_id: &str,
         annotator: &str,
     ) -> Result<bool, LabelError> {
+        let _counted = self.write_in_progress();
         let done = sqlx::query(
             "DELETE FROM label_reservations WHERE session_id = $1 AND event_id = $2 AND annotator = $3",
         )

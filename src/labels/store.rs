@@ -8,16 +8,18 @@
 //! follows therefore sees the latest committed set and no update is lost. Two first
 //! writes of a set racing on PostgreSQL collide on the primary key; the loser is retried.
 //!
-//! An import writes in transactions of about 100 ms (see [`super::import`]). A write that
-//! finds the database busy once the busy timeout (10 s) has passed, or no connection free
-//! within the pool's acquire timeout (10 s), fails with [`LabelError::Busy`], a 503 with
-//! `Retry-After` to clients.
+//! An import writes in transactions of about 100 ms (see [`super::import`]), and on SQLite
+//! lets this process's other writes in progress have the lock before each
+//! ([`LabelStore::yield_to_writes`]). A write that still finds the database busy once the
+//! busy timeout (10 s) has passed, or no connection free within the pool's acquire timeout
+//! (10 s), fails with [`LabelError::Busy`], a 503 with `Retry-After` to clients.
 
 use std::borrow::Cow;
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sqlx::any::{AnyPoolOptions, AnyRow};
@@ -233,11 +235,28 @@ impl Default for LabelPolicy {
 #[derive(Debug)]
 pub struct LabelStore {
     pub(super) pool: AnyPool,
+    /// Writes of this process in progress, an import's batches left out (see
+    /// [`LabelStore::yield_to_writes`]).
+    writes_in_progress: AtomicUsize,
     /// The sets of recently read sessions (SQLite only).
     sets: Option<Arc<SetsCache>>,
     backend: Backend,
     codebook: Arc<Codebook>,
     policy: LabelPolicy,
+}
+
+/// The longest an import's batch waits for other writes in progress (see
+/// [`LabelStore::yield_to_writes`]): two tries of a long-waiting writer, so that a stream of
+/// writes slows an import down without stopping it.
+pub const YIELD_TO_WRITES: Duration = Duration::from_millis(250);
+
+/// A write in progress, counted while this lives (see [`LabelStore::write_in_progress`]).
+pub(super) struct WriteInProgress<'s>(&'s AtomicUsize);
+
+impl Drop for WriteInProgress<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The key of a set.
@@ -310,6 +329,7 @@ impl LabelStore {
             })?;
         Ok(LabelStore {
             pool,
+            writes_in_progress: AtomicUsize::new(0),
             sets: sets_cache_of(url, backend),
             backend,
             codebook,
@@ -335,6 +355,29 @@ impl LabelStore {
     /// The labeling policy.
     pub fn policy(&self) -> &LabelPolicy {
         &self.policy
+    }
+
+    /// Marks a write in progress (waiting for a connection or for SQLite's write lock, or
+    /// holding it) until the mark is dropped. Every write but an import's batches is marked.
+    pub(super) fn write_in_progress(&self) -> WriteInProgress<'_> {
+        self.writes_in_progress.fetch_add(1, Ordering::Relaxed);
+        WriteInProgress(&self.writes_in_progress)
+    }
+
+    /// Lets other writes in before an import's batch: on SQLite, waits while any is in
+    /// progress, up to [`YIELD_TO_WRITES`]. SQLite's busy handler has a writer that waited
+    /// a while try the lock only every 100 ms, while a batch that just began waiting tries
+    /// it within milliseconds: without the wait, a `PUT` made during an import found the
+    /// lock free only by chance between two of its transactions (in the F8 test some waited
+    /// 9.6 s of the 10 s busy timeout). PostgreSQL locks rows, not the database: no wait.
+    pub(super) async fn yield_to_writes(&self) {
+        if self.backend != Backend::Sqlite {
+            return;
+        }
+        let until = Instant::now() + YIELD_TO_WRITES;
+        while self.writes_in_progress.load(Ordering::Relaxed) > 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
     }
 
     /// Closes the pool (waits for connections in use).
@@ -377,6 +420,7 @@ impl LabelStore {
         new: &NewSet,
         precondition: &Precondition,
     ) -> Result<(LabelSet, bool), LabelError> {
+        let _counted = self.write_in_progress();
         let mut tx = self.pool.begin().await?;
         let written = write_set(&mut tx, key, new, precondition, Unchanged::Write).await?;
         tx.commit().await?;
@@ -387,6 +431,7 @@ impl LabelStore {
 
     /// Removes the annotator's set on the unit if `precondition` holds; returns it.
     pub async fn delete(&self, key: SetKey<'_>, precondition: &Precondition) -> Result<LabelSet, LabelError> {
+        let _counted = self.write_in_progress();
         let mut tx = self.pool.begin().await?;
         let Some(current) = lock_and_read(&mut tx, key).await? else {
             return Err(LabelError::NotFound(format!(

@@ -817,6 +817,84 @@ async fn labels_on_a_unit_that_disappears_are_kept_and_reported_orphaned() {
     server.stop().await;
 }
 
+/// F8 (review): an import held SQLite's write lock for the whole request, and label `PUT`s
+/// made meanwhile waited out the busy timeout (10 s) to get 500 "database is locked". An
+/// import now commits in batches, and a busy store answers 503 with `Retry-After`: every
+/// `PUT` made during a long import is stored or told when to retry, and every line of the
+/// import is stored (re-sent whole after a 503: what is stored comes back unchanged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f8_puts_during_a_long_import_answer_2xx_or_503_and_every_line_is_stored() {
+    TestDb::each(puts_during_an_import).await;
+}
+
+async fn puts_during_an_import(db: &TestDb) {
+    let (server, id, units) = sample_server(db.options()).await;
+    // On SQLite the import must write for longer than the busy timeout (10 s) for the
+    // finding to show; PostgreSQL locks rows, not the database: a shorter one shows enough.
+    let wanted: usize = if db.url.is_none() { 15_000 } else { 2_000 };
+    let per_unit = wanted.div_ceil(units.len());
+    let lines: Vec<Value> = units
+        .iter()
+        .flat_map(|(event, _, _)| {
+            let id = &id;
+            (0..per_unit).map(move |i| json!({"session_id": id, "event_id": event, "annotator": format!("imp.{i}"), "labels": []}))
+        })
+        .collect();
+    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let importing = std::sync::atomic::AtomicBool::new(true);
+    let import = async {
+        let reply = import_until_not_busy(&server, &body).await;
+        importing.store(false, std::sync::atomic::Ordering::Relaxed);
+        reply
+    };
+    let putters = futures_util::future::join_all((0..4).map(|c| {
+        let (server, id, units, importing) = (&server, &id, &units, &importing);
+        async move {
+            let mut replies = Vec::new();
+            while importing.load(std::sync::atomic::Ordering::Relaxed) {
+                let (event, _, _) = &units[(replies.len() * 7 + c) % units.len()];
+                let labels: &[&str] = if replies.len() % 2 == 0 {
+                    &["EXEC_COGNITIVE"]
+                } else {
+                    &[]
+                };
+                let body = set(&format!("put.{c}"), "submitted", labels);
+                let reply = put(server, &format!("/api/graph/{id}/labels/{event}"), &body, None).await;
+                replies.push((
+                    reply.status,
+                    reply.headers.contains_key("retry-after"),
+                    reply.json,
+                ));
+                // A PUT every 20 ms or so per client: people labeling, not a stream of writes
+                // (the import gives way to writes in progress, up to 250 ms a transaction).
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            replies
+        }
+    }));
+    let (imported, putters) = tokio::join!(import, putters);
+    assert_eq!(imported.status, StatusCode::OK, "{}", imported.json);
+    assert_eq!(imported.json["ok"], lines.len(), "every line is stored");
+    let replies: Vec<_> = putters.into_iter().flatten().collect();
+    assert!(!replies.is_empty(), "PUTs were made during the import");
+    for (status, retry_after, json) in &replies {
+        let busy = *status == StatusCode::SERVICE_UNAVAILABLE && *retry_after;
+        assert!(
+            status.is_success() || busy,
+            "a PUT during the import: {status} {json}"
+        );
+    }
+    let listed = server.get(&format!("/api/graph/{id}/labels")).await;
+    let imported_sets = listed.json["labels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["annotator"].as_str().is_some_and(|a| a.starts_with("imp.")))
+        .count();
+    assert_eq!(imported_sets, lines.len());
+    server.stop().await;
+}
+
 /// F8: an import the store is too busy to go on with answers 503 with `Retry-After`, the
 /// lines answered before it stopped (here a first batch of lines that are not JSON, which
 /// need no lock) and the line to resume from; sent again once the store is free, it stores
@@ -855,6 +933,21 @@ async fn f8_an_import_cut_by_a_busy_store_says_where_it_stopped_and_resumes_when
         (&json!(10), &json!(10))
     );
     server.stop().await;
+}
+
+/// Imports JSONL `body`, sending it again after each 503 once `Retry-After` has passed.
+async fn import_until_not_busy(server: &TestServer, body: &str) -> Reply {
+    for _ in 0..20 {
+        let reply = server
+            .post_bytes("/api/labels/import", body.as_bytes().to_vec(), &[])
+            .await;
+        if reply.status != StatusCode::SERVICE_UNAVAILABLE {
+            return reply;
+        }
+        let wait: u64 = reply.headers["retry-after"].to_str().unwrap().parse().unwrap();
+        tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+    }
+    panic!("the import was refused as busy 20 times");
 }
 
 /// An import of `body` to `path` on a fresh server, with what the server allocated for it.
