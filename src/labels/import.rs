@@ -78,6 +78,11 @@ fn exported_line(
         Some(Value::Array(a)) => Ok(a.as_slice()),
         Some(_) => Err(invalid(key, "must be an array")),
     };
+    check_records(
+        "line",
+        "the line",
+        list("annotations")?.len() + list("suggestions")?.len(),
+    )?;
     let mut items = Vec::new();
     for (i, set) in list("annotations")?.iter().enumerate() {
         let set = set
@@ -93,6 +98,19 @@ fn exported_line(
         items.push(item(suggestion_of(suggestion, &format!("{field}."))?));
     }
     Ok(items)
+}
+
+/// Refuses a line (or task: `field`, called `what`) holding `records` records (or at least
+/// that many) when they are more than [`MAX_RECORDS_PER_LINE`]; checked before its records
+/// are built when their number is known from the parsed line.
+pub fn check_records(field: &str, what: &str, records: usize) -> Result<(), Invalid> {
+    if records > MAX_RECORDS_PER_LINE {
+        return Err(invalid(
+            field,
+            format!("{what} holds at least {records} records, more than the {MAX_RECORDS_PER_LINE} one line may hold"),
+        ));
+    }
+    Ok(())
 }
 
 /// A `PUT` body from a line or an exported set: the set's fields, `status` defaulting to

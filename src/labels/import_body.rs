@@ -20,7 +20,7 @@ use serde::de::{self, DeserializeSeed, Deserializer as _, IgnoredAny, MapAccess,
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::import::{parse_jsonl_line, MAX_IMPORT_LINES, MAX_LINE_VALUES, MAX_RECORDS_PER_LINE};
+use super::import::{check_records, parse_jsonl_line, MAX_IMPORT_LINES, MAX_LINE_VALUES};
 use super::labelstudio::parse_task_at;
 use super::model::ImportItem;
 use super::validate::{invalid, Invalid};
@@ -173,15 +173,7 @@ impl SplitBody {
             ImportFormat::Jsonl => parse_jsonl_line(text)?,
             ImportFormat::LabelStudio => label_studio_task(record.name, text)?,
         };
-        if items.len() > MAX_RECORDS_PER_LINE {
-            return Err(invalid(
-                self.field(),
-                format!(
-                    "{what} holds {} records, more than the {MAX_RECORDS_PER_LINE} one line may hold",
-                    items.len()
-                ),
-            ));
-        }
+        check_records(self.field(), &what, items.len())?;
         Ok(items)
     }
 
@@ -194,10 +186,17 @@ impl SplitBody {
     }
 }
 
-/// The items of Label Studio task `index`, whose JSON is `text`.
+/// The items of Label Studio task `index`, whose JSON is `text`; refused before they are
+/// built when the task has more annotations than a line may hold records (each annotation
+/// is at least one set).
 fn label_studio_task(index: usize, text: &str) -> Result<Vec<ImportItem>, Invalid> {
     let task: Value =
         serde_json::from_str(text).map_err(|e| invalid("task", format!("task {index}: {e}")))?;
+    let annotations = task
+        .get("annotations")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    check_records("task", &format!("task {index}"), annotations)?;
     parse_task_at(index, &task).map_err(|message| invalid("task", message))
 }
 
@@ -370,6 +369,7 @@ impl<'de> Visitor<'de> for ValueCounter<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::labels::import::MAX_RECORDS_PER_LINE;
 
     fn names(body: &SplitBody) -> Vec<usize> {
         body.records.iter().map(|r| r.name).collect()
@@ -523,5 +523,19 @@ mod tests {
         let refused = split.batch(0).records.remove(0).1.unwrap_err();
         assert_eq!(refused.field, "task");
         assert!(refused.message.starts_with("task 0 holds more than"), "{refused}");
+
+        // Each annotation is at least one set: too many are refused before any is read.
+        let annotations = vec![r#"{"completed_by":1,"result":[]}"#; MAX_RECORDS_PER_LINE + 1];
+        let task = format!(
+            r#"[{{"data":{{"session_id":"s","event_id":"e"}},"annotations":[{}]}}]"#,
+            annotations.join(",")
+        );
+        let split = SplitBody::split(Bytes::from(task), ImportFormat::LabelStudio).unwrap();
+        let refused = split.batch(0).records.remove(0).1.unwrap_err();
+        assert_eq!(refused.field, "task");
+        assert!(
+            refused.message.starts_with("task 0 holds at least 1001 records"),
+            "{refused}"
+        );
     }
 }

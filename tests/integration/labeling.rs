@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use sessiongraph::labels::import::{MAX_IMPORT_LINES, MAX_LINE_VALUES};
+use sessiongraph::labels::import::{MAX_IMPORT_LINES, MAX_LINE_VALUES, MAX_RECORDS_PER_LINE};
 use sessiongraph::labels::import_body::BATCH_LINES;
 use sessiongraph::labels::LabelPolicy;
 
@@ -1042,4 +1042,26 @@ fn f9_a_line_of_a_million_values_is_refused_without_building_it() {
     assert_eq!(reply.json["results"][0]["field"], "line");
     let error = reply.json["results"][0]["error"].as_str().unwrap();
     assert!(error.contains(&format!("more than {MAX_LINE_VALUES}")), "{error}");
+}
+
+/// F9: within the value limit a line could still hold 200,000 records, each built (its
+/// set body, its unit's names) before the line was refused for holding more than
+/// [`MAX_RECORDS_PER_LINE`]: a line of 199,990 `{}` annotations (0.6 MB) held 158 MiB. The
+/// records a line lists are now counted as soon as it is parsed, before any is built.
+#[test]
+fn f9_a_line_of_too_many_records_is_refused_before_they_are_built() {
+    let records = MAX_LINE_VALUES - 10;
+    let body = format!(
+        r#"{{"session_id":"s","event_id":"U:1","annotations":[{}{{}}]}}"#,
+        "{},".repeat(records - 1)
+    )
+    .into_bytes();
+    let (work, reply) = import_measured("/api/labels/import", body);
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.json);
+    assert!(work.peak < 48 << 20, "{} bytes at the peak", work.peak);
+    let error = reply.json["results"][0]["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("more than the {MAX_RECORDS_PER_LINE}")),
+        "{error}"
+    );
 }
