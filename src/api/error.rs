@@ -282,6 +282,21 @@ fn named_error_response(status: StatusCode, error: &str, message: &str, details:
         .into_response()
 }
 
+/// A 503 `Service Unavailable` with `Retry-After` (whole seconds, at least 1) and, for
+/// an answer that must say what was done before it (an import cut part way), `details`.
+pub fn unavailable_response(
+    message: &str,
+    retry_after: std::time::Duration,
+    details: Option<&Value>,
+) -> Response {
+    let mut response = error_response(StatusCode::SERVICE_UNAVAILABLE, message, details);
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(retry_after.as_secs().max(1)),
+    );
+    response
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
@@ -291,12 +306,7 @@ impl IntoResponse for ApiError {
                 return named_error_response(status, "Parse Error", &message, Some(&details));
             }
             ApiError::Unavailable { message, retry_after } => {
-                let mut r = error_response(status, &message, None);
-                r.headers_mut().insert(
-                    header::RETRY_AFTER,
-                    HeaderValue::from(retry_after.as_secs().max(1)),
-                );
-                return r;
+                return unavailable_response(&message, retry_after, None);
             }
             ApiError::Invalid { message, details } | ApiError::PreconditionFailed { message, details } => {
                 return error_response(status, &message, Some(&details));

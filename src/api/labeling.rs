@@ -1,7 +1,7 @@
 //! The labeling routes across sessions, thin over [`crate::labels`]:
 //!
 //! - `POST /api/labels/import` (`?format=jsonl|label-studio`): sets and suggestions, one
-//!   answer per line (or task), the valid ones stored in one transaction.
+//!   answer per line (or task), the valid ones stored a batch per transaction.
 //! - `POST /api/labels/queue/next`, `POST /api/labels/queue/release`: the next unit for an
 //!   annotator, reserved for them; and giving it back.
 //! - `GET /api/labels/agreement`: Krippendorff's alpha, Cohen's and Fleiss' kappa.
@@ -19,23 +19,27 @@ use axum::Extension;
 use serde_json::{json, Value};
 
 use super::auth::Identity;
-use super::error::{echo, session_not_found, ApiError};
-use super::labels::{api_error, caller, json_response, known_session};
+use super::error::{echo, session_not_found, unavailable_response, ApiError};
+use super::labels::{api_error, caller, json_response, known_session, BUSY_RETRY_AFTER};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::labels::export::{ExportScope, Format};
-use crate::labels::import::{parse_jsonl_line, LineOutcome, Prepared, MAX_IMPORT_LINES};
+use crate::labels::import::{LineOutcome, Prepared};
+use crate::labels::import_body::{ImportFormat, SplitBody};
 use crate::labels::progress::{session_progress, UnitKind};
 use crate::labels::queue::QueueAsk;
 use crate::labels::validate::{check_annotator, Invalid};
-use crate::labels::ImportItem;
+use crate::labels::{ImportItem, LabelError};
 
 /// Largest import body, in bytes.
 pub const MAX_IMPORT_BYTES: usize = 64 << 20;
 
 /// `POST /api/labels/import` (`?format=jsonl`, the default, or `label-studio`): imports
-/// human sets and model suggestions. 200 with one result per line (or Label Studio task);
-/// 400 when the body cannot be read at all.
+/// human sets and model suggestions, a batch of lines per transaction (see
+/// [`crate::labels::import_body`]). 200 with one result per line (or Label Studio task);
+/// 400 when the body cannot be read at all or holds too many records (nothing is stored);
+/// 503 with `Retry-After` when the store is busy, saying what was stored before (see
+/// [`import_cut`]).
 pub async fn import(
     State(state): State<AppState>,
     identity: Option<Extension<Identity>>,
@@ -43,10 +47,9 @@ pub async fn import(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
-    let format = query.first("format").unwrap_or("jsonl");
-    let read: fn(&[u8]) -> Result<Records, ApiError> = match format {
-        "jsonl" => jsonl_records,
-        "label-studio" | "labelstudio" => label_studio_records,
+    let format = match query.first("format").unwrap_or("jsonl") {
+        "jsonl" => ImportFormat::Jsonl,
+        "label-studio" | "labelstudio" => ImportFormat::LabelStudio,
         other => {
             return Err(ApiError::Invalid {
                 message: format!(
@@ -57,21 +60,76 @@ pub async fn import(
             })
         }
     };
-    // Up to 64 MiB of JSON: read on the blocking pool, not on a worker serving requests.
-    let records = tokio::task::spawn_blocking(move || read(&body))
+    // Up to 64 MiB to split: on the blocking pool, not on a worker serving requests.
+    let body = tokio::task::spawn_blocking(move || SplitBody::split(body, format))
         .await
-        .map_err(|e| ApiError::Internal(format!("reading an import: {e}")))??;
-    let prepared = with_unit_texts(&state, records).await?;
-    let outcomes = state
-        .labels
-        .import(prepared, caller(&state, &identity))
-        .await
-        .map_err(api_error)?;
-    Ok(json_response(StatusCode::OK, &import_summary(&outcomes)))
+        .map_err(|e| ApiError::Internal(format!("reading an import: {e}")))?
+        .map_err(|e| ApiError::Invalid {
+            message: e.to_string(),
+            details: json!({ "field": "body" }),
+        })?;
+    import_batches(&state, Arc::new(body), identity).await
 }
 
-/// The import's answer: totals, then every line's outcome.
-fn import_summary(outcomes: &[LineOutcome]) -> Value {
+/// Imports `body` a batch at a time: each parsed and validated on the blocking pool, then
+/// stored in its own transaction.
+async fn import_batches(
+    state: &AppState,
+    body: Arc<SplitBody>,
+    identity: Option<Extension<Identity>>,
+) -> Result<Response, ApiError> {
+    let mut outcomes = Vec::with_capacity(body.len());
+    let mut from = 0;
+    while from < body.len() {
+        let split = body.clone();
+        let batch = tokio::task::spawn_blocking(move || split.batch(from))
+            .await
+            .map_err(|e| ApiError::Internal(format!("reading an import: {e}")))?;
+        let prepared = with_unit_texts(state, batch.records).await?;
+        let (state_for, identity_for) = (state.clone(), identity.clone());
+        let validated = tokio::task::spawn_blocking(move || {
+            let caller = caller(&state_for, &identity_for);
+            state_for.labels.validate_batch(prepared, caller)
+        })
+        .await
+        .map_err(|e| ApiError::Internal(format!("validating an import: {e}")))?;
+        let caller = caller(state, &identity);
+        match state.labels.store_batch(validated, caller, &mut outcomes).await {
+            Ok(()) => from = batch.next,
+            Err(LabelError::Busy(cause) | LabelError::Unreachable(cause)) => {
+                return Ok(import_cut(&body, outcomes, &cause))
+            }
+            Err(e) => return Err(api_error(e)),
+        }
+    }
+    Ok(json_response(StatusCode::OK, &import_summary(outcomes)))
+}
+
+/// The answer to an import the store was too busy to finish: 503 with `Retry-After`; the
+/// details are the answer so far (`outcomes`: the body's first lines, stored or refused)
+/// and `next_line`, the first line (or task) not stored. The same body sent again resumes
+/// it: the lines already stored come back `unchanged`.
+fn import_cut(body: &SplitBody, outcomes: Vec<LineOutcome>, cause: &str) -> Response {
+    tracing::warn!(%cause, "the label database is busy or unreachable: an import stopped part way");
+    let what = match body.format() {
+        ImportFormat::Jsonl => "line",
+        ImportFormat::LabelStudio => "task",
+    };
+    let next_line = body.name_of(outcomes.len()).unwrap_or_default();
+    let mut details = import_summary(outcomes);
+    details["next_line"] = json!(next_line);
+    let message = format!(
+        "The label database is busy: the import stopped before {what} {next_line}. The {what}s \
+         before it are answered in details.results (stored, or refused); none from it on was \
+         stored. Send the same body again in {} s: what is stored already comes back unchanged.",
+        BUSY_RETRY_AFTER.as_secs()
+    );
+    unavailable_response(&message, BUSY_RETRY_AFTER, Some(&details))
+}
+
+/// The import's answer: totals, then every line's outcome, in order.
+fn import_summary(mut outcomes: Vec<LineOutcome>) -> Value {
+    outcomes.sort_by_key(|o| o.line);
     let ok = outcomes.iter().filter(|o| o.ok).count();
     json!({
         "lines": outcomes.len(),
@@ -84,59 +142,6 @@ fn import_summary(outcomes: &[LineOutcome]) -> Value {
 }
 
 type Records = Vec<(usize, Result<Vec<ImportItem>, Invalid>)>;
-
-/// The records of a JSONL body, by line number (blank lines skipped).
-fn jsonl_records(body: &[u8]) -> Result<Records, ApiError> {
-    let text = std::str::from_utf8(body).map_err(|e| ApiError::Invalid {
-        message: format!("body: not UTF-8 ({e})"),
-        details: json!({ "field": "body" }),
-    })?;
-    let lines: Records = text
-        .split('\n')
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| (i + 1, parse_jsonl_line(l.trim_end_matches('\r'))))
-        .collect();
-    too_many(lines.len())?;
-    Ok(lines)
-}
-
-/// The records of a Label Studio JSON export, by task index.
-fn label_studio_records(body: &[u8]) -> Result<Records, ApiError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::Invalid {
-        message: format!("body: not JSON: {e}"),
-        details: json!({ "field": "body" }),
-    })?;
-    if !value.is_array() {
-        return Err(ApiError::Invalid {
-            message: "body: a Label Studio export is a JSON array of tasks".into(),
-            details: json!({ "field": "body" }),
-        });
-    }
-    let tasks = crate::labels::labelstudio::parse_export(&value);
-    too_many(tasks.len())?;
-    Ok(tasks
-        .into_iter()
-        .enumerate()
-        .map(|(i, task)| {
-            let task = task.map_err(|message| Invalid {
-                field: "task".into(),
-                message,
-            });
-            (i, task)
-        })
-        .collect())
-}
-
-fn too_many(lines: usize) -> Result<(), ApiError> {
-    if lines > MAX_IMPORT_LINES {
-        return Err(ApiError::Invalid {
-            message: format!("body: {lines} records, more than the {MAX_IMPORT_LINES} one import takes"),
-            details: json!({ "field": "body" }),
-        });
-    }
-    Ok(())
-}
 
 /// Each record with the text of its unit (`None` when the session or unit is unknown).
 async fn with_unit_texts(

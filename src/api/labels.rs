@@ -13,6 +13,8 @@
 //! key's annotator and no reviewer); 403 otherwise. In blind mode reads show what
 //! [`Viewer::visible`] allows.
 
+use std::time::Duration;
+
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -364,23 +366,29 @@ fn failure(e: LabelError) -> Response {
     response
 }
 
+/// When a client told that the label store is busy should try again.
+pub(super) const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
+
 /// A label error as the client hears it: 400 naming the field, 403, 404, 412 with the
-/// current set (and its ETag), or the generic 500 (the cause is logged).
+/// current set (and its ETag), 503 with `Retry-After` when the store is busy or cannot be
+/// reached, 507 when it is full, or the generic 500 (the cause is logged).
 pub(super) fn api_error(e: LabelError) -> ApiError {
     match e {
+        LabelError::Busy(cause) | LabelError::Unreachable(cause) => {
+            tracing::warn!(%cause, "the label database cannot serve now: answering 503");
+            ApiError::Unavailable {
+                message: format!(
+                    "{cause}. Nothing of this request was stored; retry in {} s.",
+                    BUSY_RETRY_AFTER.as_secs()
+                ),
+                retry_after: BUSY_RETRY_AFTER,
+            }
+        }
         LabelError::Invalid(i) => ApiError::Invalid {
             message: i.to_string(),
             details: json!({ "field": i.field }),
         },
         LabelError::Forbidden(m) => ApiError::Forbidden(m),
-        LabelError::Busy(message) => ApiError::Unavailable {
-            message,
-            retry_after: std::time::Duration::from_secs(1),
-        },
-        LabelError::Unreachable(message) => ApiError::Unavailable {
-            message,
-            retry_after: std::time::Duration::from_secs(2),
-        },
         e @ LabelError::StorageFull(_) => ApiError::InsufficientStorage {
             what: super::error::Stored::Labels,
             cause: e.to_string(),

@@ -1,5 +1,6 @@
 //! Importing labels: human sets and model suggestions, line by line, validated like `PUT`,
-//! the valid lines stored in one transaction.
+//! a batch at a time (see [`super::import_body`]), the valid lines stored in transactions of
+//! about [`MAX_TRANSACTION`], so that other writers get SQLite's write lock between two.
 //!
 //! A JSONL line is one of:
 //! - a set: `{"session_id", "event_id", "annotator", "labels", "status"?, "note"?,
@@ -8,14 +9,17 @@
 //! - a line of our own export (`"annotations"` and `"suggestions"` lists): every set and
 //!   suggestion it carries.
 //!
-//! A line is all or nothing: one invalid record refuses the whole line. A record that would
-//! change nothing (the same set or suggestion is stored) is left alone, so importing the
-//! same file twice changes nothing: no new version, no history row.
+//! A line is all or nothing: one invalid record refuses the whole line, and a line's records
+//! are stored in one transaction. A record that would change nothing (the same set or
+//! suggestion is stored) is left alone, so importing the same file twice changes nothing: no
+//! new version, no history row. That is also how an import cut between two transactions
+//! (the store busy) is resumed: the same file sent again stores what was left.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
-use sqlx::AnyConnection;
+use sqlx::{AnyConnection, AnyPool};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::access::Caller;
 use super::model::{ImportItem, ImportKind, LabelRecord, NewSet, Precondition, Status};
@@ -24,6 +28,21 @@ use super::validate::{invalid, validate_labels, validate_set, Invalid};
 
 /// Most lines (or Label Studio tasks) in one import request.
 pub const MAX_IMPORT_LINES: usize = 100_000;
+
+/// Most records (sets and suggestions) one line (or task) may hold: a line is one
+/// transaction, and other writers wait for it.
+pub const MAX_RECORDS_PER_LINE: usize = 1_000;
+
+/// Most JSON values one line (or task) may hold, nested ones included: counted before the
+/// line is parsed, they bound what its parse builds (an array of a million `{}` is 3 MB of
+/// JSON and was 840 MB once parsed).
+pub const MAX_LINE_VALUES: usize = 200_000;
+
+/// The longest an import's transaction goes on taking lines: once it has lasted this long
+/// it commits after the line it is on, and the next begins once other writes have had the
+/// lock. Bounds what a write made during an import waits for (a line is never split, and
+/// holds at most [`MAX_RECORDS_PER_LINE`] records).
+pub const MAX_TRANSACTION: Duration = Duration::from_millis(100);
 
 /// Longest model name, in characters (the annotator name's alphabet, plus `:` and `/`).
 pub const MAX_MODEL_CHARS: usize = 200;
@@ -60,6 +79,11 @@ fn exported_line(
         Some(Value::Array(a)) => Ok(a.as_slice()),
         Some(_) => Err(invalid(key, "must be an array")),
     };
+    check_records(
+        "line",
+        "the line",
+        list("annotations")?.len() + list("suggestions")?.len(),
+    )?;
     let mut items = Vec::new();
     for (i, set) in list("annotations")?.iter().enumerate() {
         let set = set
@@ -75,6 +99,19 @@ fn exported_line(
         items.push(item(suggestion_of(suggestion, &format!("{field}."))?));
     }
     Ok(items)
+}
+
+/// Refuses a line (or task: `field`, called `what`) holding `records` records (or at least
+/// that many) when they are more than [`MAX_RECORDS_PER_LINE`]; checked before its records
+/// are built when their number is known from the parsed line.
+pub fn check_records(field: &str, what: &str, records: usize) -> Result<(), Invalid> {
+    if records > MAX_RECORDS_PER_LINE {
+        return Err(invalid(
+            field,
+            format!("{what} holds at least {records} records, more than the {MAX_RECORDS_PER_LINE} one line may hold"),
+        ));
+    }
+    Ok(())
 }
 
 /// A `PUT` body from a line or an exported set: the set's fields, `status` defaulting to
@@ -171,25 +208,55 @@ struct ValidLine {
     records: Vec<(String, String, Valid)>,
 }
 
+/// The lines of a batch, validated: those refused, and the records of the others.
+pub struct ValidatedBatch {
+    refused: Vec<LineOutcome>,
+    valid: Vec<ValidLine>,
+}
+
 impl LabelStore {
-    /// Validates every line's records (`caller`: who the request is made as) and stores
-    /// those of the valid lines in one transaction. Returns one outcome per line, in order.
-    pub async fn import(
+    /// Validates every line's records (`caller`: who the request is made as), for
+    /// [`LabelStore::store_batch`]. Pure work on the lines (the quotes are searched in the
+    /// units' texts): run it off the async workers.
+    pub fn validate_batch(
         &self,
         lines: Vec<(usize, Result<Vec<Prepared>, Invalid>)>,
         caller: Caller<'_>,
-    ) -> Result<Vec<LineOutcome>, LabelError> {
-        let mut outcomes = Vec::with_capacity(lines.len());
+    ) -> ValidatedBatch {
+        let mut refused = Vec::new();
         let mut valid = Vec::new();
         for (line, prepared) in lines {
             match prepared.and_then(|p| self.validate_line(p, caller)) {
                 Ok(records) => valid.push(ValidLine { line, records }),
-                Err(why) => outcomes.push(LineOutcome::refused(line, why)),
+                Err(why) => refused.push(LineOutcome::refused(line, why)),
             }
         }
-        outcomes.extend(self.store_lines(&valid, caller).await?);
-        outcomes.sort_by_key(|o| o.line);
-        Ok(outcomes)
+        ValidatedBatch { refused, valid }
+    }
+
+    /// Stores the valid lines of `batch`, in transactions of about [`MAX_TRANSACTION`] at
+    /// most (a line whole in one), each begun once other writes in progress have had the
+    /// lock (see [`LabelStore::yield_to_writes`]). Appends to `answered` the outcome of each
+    /// line of the batch, refused ones included, as its transaction commits. When one
+    /// fails ([`LabelError::Busy`]: the store is busy), `answered` holds every line before
+    /// the first one not stored, and nothing from that one on is stored.
+    pub async fn store_batch(
+        &self,
+        batch: ValidatedBatch,
+        caller: Caller<'_>,
+        answered: &mut Vec<LineOutcome>,
+    ) -> Result<(), LabelError> {
+        let mut refused = batch.refused.into_iter().peekable();
+        let mut valid = batch.valid.as_slice();
+        while let Some(first) = valid.first() {
+            answered.extend(std::iter::from_fn(|| refused.next_if(|r| r.line < first.line)));
+            self.yield_to_writes().await;
+            let stored = store_lines(&self.pool, valid, caller).await?;
+            valid = &valid[stored.len()..];
+            answered.extend(stored);
+        }
+        answered.extend(refused);
+        Ok(())
     }
 
     fn validate_line(
@@ -260,35 +327,50 @@ impl LabelStore {
         }
         Ok(())
     }
+}
 
-    async fn store_lines(
-        &self,
-        lines: &[ValidLine],
-        caller: Caller<'_>,
-    ) -> Result<Vec<LineOutcome>, LabelError> {
-        let mut tx = self.pool.begin().await?;
-        let mut outcomes = Vec::with_capacity(lines.len());
-        for line in lines {
-            let mut outcome = LineOutcome {
-                line: line.line,
-                ok: true,
-                written: 0,
-                unchanged: 0,
-                error: None,
-                field: None,
-            };
-            for (session_id, event_id, record) in &line.records {
-                if store_record(&mut tx, session_id, event_id, record, caller).await? {
-                    outcome.written += 1;
-                } else {
-                    outcome.unchanged += 1;
-                }
-            }
-            outcomes.push(outcome);
+/// Stores lines from the first of `lines` on in one transaction, until it has lasted
+/// [`MAX_TRANSACTION`]; their outcomes.
+async fn store_lines(
+    pool: &AnyPool,
+    lines: &[ValidLine],
+    caller: Caller<'_>,
+) -> Result<Vec<LineOutcome>, LabelError> {
+    let mut tx = pool.begin().await?;
+    let began = Instant::now();
+    let mut outcomes = Vec::new();
+    for line in lines {
+        outcomes.push(store_line(&mut tx, line, caller).await?);
+        if began.elapsed() >= MAX_TRANSACTION {
+            break;
         }
-        tx.commit().await?;
-        Ok(outcomes)
     }
+    tx.commit().await?;
+    Ok(outcomes)
+}
+
+/// Stores the records of one line; its outcome.
+async fn store_line(
+    conn: &mut AnyConnection,
+    line: &ValidLine,
+    caller: Caller<'_>,
+) -> Result<LineOutcome, LabelError> {
+    let mut outcome = LineOutcome {
+        line: line.line,
+        ok: true,
+        written: 0,
+        unchanged: 0,
+        error: None,
+        field: None,
+    };
+    for (session_id, event_id, record) in &line.records {
+        if store_record(conn, session_id, event_id, record, caller).await? {
+            outcome.written += 1;
+        } else {
+            outcome.unchanged += 1;
+        }
+    }
+    Ok(outcome)
 }
 
 /// Stores one record; false when it was already stored as given.

@@ -311,14 +311,20 @@ pub fn parse_export(json: &Value) -> Vec<Result<Vec<ImportItem>, String>> {
         Value::Array(tasks) => tasks
             .iter()
             .enumerate()
-            .map(|(i, t)| parse_task(t).map_err(|e| format!("{}: {e}", task_name(i, t))))
+            .map(|(i, t)| parse_task_at(i, t))
             .collect(),
-        Value::Object(_) => vec![parse_task(json).map_err(|e| format!("{}: {e}", task_name(0, json)))],
+        Value::Object(_) => vec![parse_task_at(0, json)],
         other => vec![Err(format!(
             "the export must be a JSON list of tasks, not {}",
             kind(other)
         ))],
     }
+}
+
+/// The items of task `i` of an export, read as [`parse_export`] reads each: the import
+/// reads an export's tasks one at a time with it, never the whole array as a `Value`.
+pub fn parse_task_at(i: usize, task: &Value) -> Result<Vec<ImportItem>, String> {
+    parse_task(task).map_err(|e| format!("{}: {e}", task_name(i, task)))
 }
 
 /// `task 3`, with Label Studio's id when the task has one.

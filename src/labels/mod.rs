@@ -9,7 +9,9 @@
 //! - [`labelstudio`]: the codebook as a Label Studio config, units as Label Studio tasks,
 //!   Label Studio's JSON export back into import items (pure).
 //! - [`store`]: the label database (SQLite or PostgreSQL), migrations and transactions.
-//! - [`import`]: sets and suggestions imported line by line; [`reads`]: reads across sessions.
+//! - [`import`]: sets and suggestions imported line by line, in short transactions;
+//!   [`import_body`]: an import body split and counted before any record is parsed;
+//!   [`reads`]: reads across sessions.
 //! - [`sets_cache`]: the sets of recently read sessions of an SQLite database.
 //! - [`queue`]: the next unit for an annotator, with reservations and an overlap.
 //! - [`consensus`]: which labels a unit shows, and to whom (blind mode) (pure).
@@ -21,6 +23,7 @@ pub mod codebook;
 pub mod consensus;
 pub mod export;
 pub mod import;
+pub mod import_body;
 pub mod labelstudio;
 pub mod model;
 pub mod progress;

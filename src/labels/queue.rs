@@ -70,6 +70,7 @@ impl LabelStore {
             .filter(|u| check_no_nul("event_id", u).is_ok())
             .collect();
         let units = units.as_slice();
+        let _counted = self.write_in_progress();
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO label_queue_turns (session_id, turns) VALUES ($1, 0) \
@@ -123,6 +124,7 @@ impl LabelStore {
     ) -> Result<bool, LabelError> {
         check_ids(session_id, event_id)?;
         check_no_nul("annotator", annotator)?;
+        let _counted = self.write_in_progress();
         let done = sqlx::query(
             "DELETE FROM label_reservations WHERE session_id = $1 AND event_id = $2 AND annotator = $3",
         )

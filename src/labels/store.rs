@@ -12,12 +12,19 @@
 //! write that finds the set moved under it starts again in the same transaction (each
 //! statement of PostgreSQL's read committed sees the latest commits), so versions climb by
 //! one per acknowledged write on both backends, and no write is lost.
+//!
+//! An import writes in transactions of about 100 ms (see [`super::import`]), and on SQLite
+//! lets this process's other writes in progress have the lock before each
+//! ([`LabelStore::yield_to_writes`]). A write that still finds the database busy once the
+//! busy timeout (10 s) has passed, or no connection free within the pool's acquire timeout,
+//! fails with [`LabelError::Busy`], a 503 with `Retry-After` to clients.
 
 use std::borrow::Cow;
 use std::path::Path;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sqlx::any::{AnyPoolOptions, AnyRow};
@@ -194,20 +201,20 @@ impl From<sqlx::Error> for LabelError {
     fn from(e: sqlx::Error) -> LabelError {
         use sqlx::Error as E;
         match &e {
-            E::PoolTimedOut => LabelError::Unreachable(format!(
-                "The label database did not answer within {} s (busy, or not reachable); retry shortly",
-                POSTGRES_ACQUIRE_TIMEOUT.as_secs()
-            )),
+            E::PoolTimedOut => LabelError::Busy(
+                "The label database did not hand out a connection in time (busy, or not reachable)".into(),
+            ),
             E::Io(_) | E::Tls(_) | E::PoolClosed | E::WorkerCrashed | E::Protocol(_) => {
-                LabelError::Unreachable("The label database cannot be reached; retry shortly".into())
+                LabelError::Unreachable("The label database cannot be reached".into())
             }
             E::Database(d) => match database_failure(d.as_ref()) {
-                Some(DatabaseFailure::Busy) => {
-                    LabelError::Busy("The label database is busy with other writes; retry shortly".into())
-                }
-                Some(DatabaseFailure::Unreachable) => LabelError::Unreachable(
-                    "The label database is not accepting connections; retry shortly".into(),
+                Some(DatabaseFailure::Busy) => LabelError::Busy(
+                    "The label database is busy: other writes held it for longer than the server waits"
+                        .into(),
                 ),
+                Some(DatabaseFailure::Unreachable) => {
+                    LabelError::Unreachable("The label database is not accepting connections".into())
+                }
                 Some(DatabaseFailure::Full) => LabelError::StorageFull(e),
                 None => LabelError::Database(e),
             },
@@ -283,11 +290,28 @@ impl Default for LabelPolicy {
 #[derive(Debug)]
 pub struct LabelStore {
     pub(super) pool: AnyPool,
+    /// Writes of this process in progress, an import's batches left out (see
+    /// [`LabelStore::yield_to_writes`]).
+    writes_in_progress: AtomicUsize,
     /// The sets of recently read sessions (SQLite only).
     sets: Option<Arc<SetsCache>>,
     backend: Backend,
     codebook: Arc<Codebook>,
     policy: LabelPolicy,
+}
+
+/// The longest an import's batch waits for other writes in progress (see
+/// [`LabelStore::yield_to_writes`]): two tries of a long-waiting writer, so that a stream of
+/// writes slows an import down without stopping it.
+pub const YIELD_TO_WRITES: Duration = Duration::from_millis(250);
+
+/// A write in progress, counted while this lives (see [`LabelStore::write_in_progress`]).
+pub(super) struct WriteInProgress<'s>(&'s AtomicUsize);
+
+impl Drop for WriteInProgress<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// The key of a set.
@@ -378,6 +402,7 @@ impl LabelStore {
             })?;
         Ok(LabelStore {
             pool,
+            writes_in_progress: AtomicUsize::new(0),
             sets: sets_cache_of(url, backend),
             backend,
             codebook,
@@ -403,6 +428,29 @@ impl LabelStore {
     /// The labeling policy.
     pub fn policy(&self) -> &LabelPolicy {
         &self.policy
+    }
+
+    /// Marks a write in progress (waiting for a connection or for SQLite's write lock, or
+    /// holding it) until the mark is dropped. Every write but an import's batches is marked.
+    pub(super) fn write_in_progress(&self) -> WriteInProgress<'_> {
+        self.writes_in_progress.fetch_add(1, Ordering::Relaxed);
+        WriteInProgress(&self.writes_in_progress)
+    }
+
+    /// Lets other writes in before an import's batch: on SQLite, waits while any is in
+    /// progress, up to [`YIELD_TO_WRITES`]. SQLite's busy handler has a writer that waited
+    /// a while try the lock only every 100 ms, while a batch that just began waiting tries
+    /// it within milliseconds: without the wait, a `PUT` made during an import found the
+    /// lock free only by chance between two of its transactions (in the F8 test some waited
+    /// 9.6 s of the 10 s busy timeout). PostgreSQL locks rows, not the database: no wait.
+    pub(super) async fn yield_to_writes(&self) {
+        if self.backend != Backend::Sqlite {
+            return;
+        }
+        let until = Instant::now() + YIELD_TO_WRITES;
+        while self.writes_in_progress.load(Ordering::Relaxed) > 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
     }
 
     /// Whether the database answers a query within `within`: `Err` says why not (for
@@ -452,6 +500,7 @@ impl LabelStore {
             unchanged: Unchanged::Write,
             actor: caller.actor(&new.annotator),
         };
+        let _counted = self.write_in_progress();
         let mut tx = self.pool.begin().await?;
         let written = write_set(&mut tx, key, &write).await?;
         tx.commit().await?;
@@ -472,6 +521,7 @@ impl LabelStore {
         caller
             .may_act_for(key.annotator, &self.policy.reviewers)
             .map_err(LabelError::Forbidden)?;
+        let _counted = self.write_in_progress();
         let mut tx = self.pool.begin().await?;
         for _ in 0..WRITE_ATTEMPTS {
             let Some(current) = lock_and_read(&mut tx, key).await? else {
@@ -572,7 +622,7 @@ const WRITE_ATTEMPTS: usize = 16;
 
 /// A write that moved under its feet [`WRITE_ATTEMPTS`] times.
 fn moved_too_often() -> LabelError {
-    LabelError::Busy("the label set kept changing under this write; retry".into())
+    LabelError::Busy("The label set kept changing under this write".into())
 }
 
 /// Now, as the store writes times: RFC 3339, UTC, milliseconds.
@@ -856,5 +906,32 @@ mod tests {
         assert_eq!(redact("postgres://h/db"), "postgres://h/db");
         let url = default_url(Path::new("/tmp/a?b#c%/")).unwrap();
         assert_eq!(url, "sqlite:///tmp/a%3Fb%23c%25/labels.sqlite3?mode=rwc");
+    }
+
+    /// F8: a write that finds SQLite locked past the busy timeout, and a pool with no
+    /// connection free in time, are busy (a 503 to clients); other failures are not.
+    #[tokio::test]
+    async fn a_locked_database_and_an_exhausted_pool_are_busy() {
+        sqlx::any::install_default_drivers();
+        let dir = tempfile::tempdir().unwrap();
+        let url = default_url(dir.path()).unwrap();
+        let pool = AnyPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(Duration::from_millis(100))
+            .connect(&url)
+            .await
+            .unwrap();
+        pool.execute("CREATE TABLE t (x INTEGER)").await.unwrap();
+        let mut holder = pool.acquire().await.unwrap();
+        holder.execute("BEGIN IMMEDIATE").await.unwrap();
+        let mut other = pool.acquire().await.unwrap();
+        other.execute("PRAGMA busy_timeout = 0").await.unwrap();
+        let locked = other.execute("INSERT INTO t VALUES (1)").await.unwrap_err();
+        assert!(matches!(LabelError::from(locked), LabelError::Busy(_)));
+        let no_connection = pool.acquire().await.unwrap_err();
+        assert!(matches!(LabelError::from(no_connection), LabelError::Busy(_)));
+        let broken = other.execute("SELECT x FROM nowhere").await.unwrap_err();
+        assert!(matches!(LabelError::from(broken), LabelError::Database(_)));
+        holder.execute("ROLLBACK").await.unwrap();
     }
 }

@@ -83,11 +83,13 @@ unsafe impl GlobalAlloc for CountingAllocator {
 
 /// Allocations made by a piece of work.
 #[derive(Debug, Clone, Copy)]
-struct Work {
-    allocations: u64,
-    bytes: u64,
+pub(crate) struct Work {
+    /// How many allocations.
+    pub(crate) allocations: u64,
+    /// Their bytes, in all.
+    pub(crate) bytes: u64,
     /// The most bytes it held at once.
-    peak: i64,
+    pub(crate) peak: i64,
     /// The bytes it still held at its end (what it returned).
     retained: i64,
 }
@@ -117,6 +119,52 @@ fn measure<T: Send>(work: impl FnOnce() -> T + Send) -> (Work, T) {
         retained: LIVE_BYTES.load(Ordering::Relaxed),
     };
     (work, out)
+}
+
+/// A two-worker tokio runtime whose threads (workers and blocking pool) are counted, for
+/// measuring what a server does with a request: start the server on it, then read the
+/// counts of a window with [`CountedRuntime::window`]. Holds the measurement lock.
+pub(crate) struct CountedRuntime {
+    runtime: tokio::runtime::Runtime,
+    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
+}
+
+impl CountedRuntime {
+    /// The runtime, once no other measurement runs.
+    pub(crate) fn new() -> CountedRuntime {
+        let one_at_a_time = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .on_thread_start(|| COUNTED.with(|c| c.set(true)))
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        CountedRuntime {
+            runtime,
+            _one_at_a_time: one_at_a_time,
+        }
+    }
+
+    /// Runs `future` to completion (the calling thread itself is not counted).
+    pub(crate) fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    /// What the runtime's threads allocated while `future` ran.
+    pub(crate) async fn window<F: std::future::Future>(future: F) -> (Work, F::Output) {
+        ALLOCATIONS.store(0, Ordering::Relaxed);
+        ALLOCATED_BYTES.store(0, Ordering::Relaxed);
+        LIVE_BYTES.store(0, Ordering::Relaxed);
+        PEAK_BYTES.store(0, Ordering::Relaxed);
+        let out = future.await;
+        let work = Work {
+            allocations: ALLOCATIONS.load(Ordering::Relaxed),
+            bytes: ALLOCATED_BYTES.load(Ordering::Relaxed),
+            peak: PEAK_BYTES.load(Ordering::Relaxed),
+            retained: LIVE_BYTES.load(Ordering::Relaxed),
+        };
+        (work, out)
+    }
 }
 
 /// Builds the session scaled `n` times and renders every view and variant.

@@ -8,9 +8,14 @@ use std::sync::Arc;
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use sessiongraph::labels::import::{MAX_IMPORT_LINES, MAX_LINE_VALUES, MAX_RECORDS_PER_LINE};
+use sessiongraph::labels::import_body::BATCH_LINES;
 use sessiongraph::labels::LabelPolicy;
 
-use crate::labels::{labels_shown, put, quote_of, sample_server, TestDb};
+use crate::complexity::{CountedRuntime, Work};
+use crate::labels::{
+    hold_write_lock, labels_shown, put, quote_of, release_write_lock, sample_server, TestDb,
+};
 use crate::server::{Options, Reply, TestServer};
 
 /// A server's options with `lead` as its reviewer.
@@ -940,6 +945,132 @@ async fn f5_history_names_who_wrote_a_change_and_for_whom() {
     server.stop().await;
 }
 
+/// F8 (review): an import held SQLite's write lock for the whole request, and label `PUT`s
+/// made meanwhile waited out the busy timeout (10 s) to get 500 "database is locked". An
+/// import now commits in batches, and a busy store answers 503 with `Retry-After`: every
+/// `PUT` made during a long import is stored or told when to retry, and every line of the
+/// import is stored (re-sent whole after a 503: what is stored comes back unchanged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f8_puts_during_a_long_import_answer_2xx_or_503_and_every_line_is_stored() {
+    TestDb::each(puts_during_an_import).await;
+}
+
+async fn puts_during_an_import(db: &TestDb) {
+    let (server, id, units) = sample_server(db.options()).await;
+    // On SQLite the import must write for longer than the busy timeout (10 s) for the
+    // finding to show; PostgreSQL locks rows, not the database: a shorter one shows enough.
+    let wanted: usize = if db.url.is_none() { 15_000 } else { 2_000 };
+    let per_unit = wanted.div_ceil(units.len());
+    let lines: Vec<Value> = units
+        .iter()
+        .flat_map(|(event, _, _)| {
+            let id = &id;
+            (0..per_unit).map(move |i| json!({"session_id": id, "event_id": event, "annotator": format!("imp.{i}"), "labels": []}))
+        })
+        .collect();
+    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let importing = std::sync::atomic::AtomicBool::new(true);
+    let import = async {
+        let reply = import_until_not_busy(&server, &body).await;
+        importing.store(false, std::sync::atomic::Ordering::Relaxed);
+        reply
+    };
+    let putters = futures_util::future::join_all((0..4).map(|c| {
+        let (server, id, units, importing) = (&server, &id, &units, &importing);
+        async move {
+            let mut replies = Vec::new();
+            while importing.load(std::sync::atomic::Ordering::Relaxed) {
+                let (event, _, _) = &units[(replies.len() * 7 + c) % units.len()];
+                let labels: &[&str] = if replies.len() % 2 == 0 {
+                    &["EXEC_COGNITIVE"]
+                } else {
+                    &[]
+                };
+                let body = set(&format!("put.{c}"), "submitted", labels);
+                let reply = put(server, &format!("/api/graph/{id}/labels/{event}"), &body, None).await;
+                replies.push((
+                    reply.status,
+                    reply.headers.contains_key("retry-after"),
+                    reply.json,
+                ));
+                // A PUT every 20 ms or so per client: people labeling, not a stream of writes
+                // (the import gives way to writes in progress, up to 250 ms a transaction).
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            replies
+        }
+    }));
+    let (imported, putters) = tokio::join!(import, putters);
+    assert_eq!(imported.status, StatusCode::OK, "{}", imported.json);
+    assert_eq!(imported.json["ok"], lines.len(), "every line is stored");
+    let replies: Vec<_> = putters.into_iter().flatten().collect();
+    assert!(!replies.is_empty(), "PUTs were made during the import");
+    for (status, retry_after, json) in &replies {
+        let busy = *status == StatusCode::SERVICE_UNAVAILABLE && *retry_after;
+        assert!(
+            status.is_success() || busy,
+            "a PUT during the import: {status} {json}"
+        );
+    }
+    let listed = server.get(&format!("/api/graph/{id}/labels")).await;
+    let imported_sets = listed.json["labels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["annotator"].as_str().is_some_and(|a| a.starts_with("imp.")))
+        .count();
+    assert_eq!(imported_sets, lines.len());
+    server.stop().await;
+}
+
+/// F8: an import the store is too busy to go on with answers 503 with `Retry-After`, the
+/// lines answered before it stopped (here a first batch of lines that are not JSON, which
+/// need no lock) and the line to resume from; sent again once the store is free, it stores
+/// every line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f8_an_import_cut_by_a_busy_store_says_where_it_stopped_and_resumes_when_sent_again() {
+    let (server, id, units) = sample_server(Options::default()).await;
+    let mut body = "{not json\n".repeat(BATCH_LINES);
+    for (event, _, _) in units.iter().take(10) {
+        let line = json!({"session_id": id, "event_id": event, "annotator": "ann.a", "labels": []});
+        body.push_str(&format!("{line}\n"));
+    }
+    let lock = hold_write_lock(&server).await;
+    let cut = server
+        .post_bytes(
+            "/api/labels/import",
+            body.clone().into_bytes(),
+            &[("content-type", "application/x-ndjson")],
+        )
+        .await;
+    release_write_lock(lock).await;
+    assert_eq!(cut.status, StatusCode::SERVICE_UNAVAILABLE, "{}", cut.json);
+    assert!(cut.headers.contains_key("retry-after"));
+    let details = &cut.json["details"];
+    assert_eq!(details["next_line"], BATCH_LINES + 1, "{}", cut.json);
+    assert_eq!(
+        (&details["lines"], &details["failed"]),
+        (&json!(BATCH_LINES), &json!(BATCH_LINES))
+    );
+    assert_eq!(details["results"][BATCH_LINES - 1]["field"], "line");
+    let listed = server.get(&format!("/api/graph/{id}/labels")).await;
+    assert_eq!(listed.json["total"], 0, "nothing from the cut on was stored");
+
+    let resumed = server
+        .post_bytes(
+            "/api/labels/import",
+            body.into_bytes(),
+            &[("content-type", "application/x-ndjson")],
+        )
+        .await;
+    assert_eq!(resumed.status, StatusCode::OK, "{}", resumed.json);
+    assert_eq!(
+        (&resumed.json["ok"], &resumed.json["written"]),
+        (&json!(10), &json!(10))
+    );
+    server.stop().await;
+}
+
 /// Regression (F17): the queue's overlap was the client's choice: after B held a unit under
 /// overlap 1, three others asking with `overlap: 100` got the same unit. The overlap is the
 /// server's; a request naming another is refused, and the reservation rule holds.
@@ -983,4 +1114,151 @@ async fn f17_a_client_cannot_widen_the_queues_overlap() {
     let me = server.get("/api/me").await;
     assert_eq!(me.json["queue_overlap"], 1);
     server.stop().await;
+}
+
+/// The content type an import to `path` is sent with: JSON for a Label Studio export, JSON
+/// lines otherwise.
+fn import_type(path: &str) -> &'static str {
+    if path.contains("format=label-studio") {
+        "application/json"
+    } else {
+        "application/x-ndjson"
+    }
+}
+
+/// Imports JSONL `body`, sending it again after each 503 once `Retry-After` has passed.
+async fn import_until_not_busy(server: &TestServer, body: &str) -> Reply {
+    for _ in 0..20 {
+        let reply = server
+            .post_bytes(
+                "/api/labels/import",
+                body.as_bytes().to_vec(),
+                &[("content-type", "application/x-ndjson")],
+            )
+            .await;
+        if reply.status != StatusCode::SERVICE_UNAVAILABLE {
+            return reply;
+        }
+        let wait: u64 = reply.headers["retry-after"].to_str().unwrap().parse().unwrap();
+        tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+    }
+    panic!("the import was refused as busy 20 times");
+}
+
+/// An import of `body` to `path` on a fresh server, with what the server allocated for it.
+fn import_measured(path: &str, body: Vec<u8>) -> (Work, Reply) {
+    let runtime = CountedRuntime::new();
+    runtime.block_on(async {
+        let server = TestServer::start(Options::default()).await;
+        let measured =
+            CountedRuntime::window(server.post_bytes(path, body, &[("content-type", import_type(path))]))
+                .await;
+        server.stop().await;
+        measured
+    })
+}
+
+/// F9 (review): an import's record limit was checked after every line was parsed: a
+/// million JSONL lines (59 MB) peaked at 796 MB. The lines are now counted first and a body
+/// over the limit is refused before any is parsed: a few allocations, about the body held.
+#[test]
+fn f9_an_import_over_the_line_limit_is_refused_before_parsing() {
+    let lines = 2 * MAX_IMPORT_LINES;
+    let line = r#"{"session_id":"s","event_id":"U:1","annotator":"ann.a","labels":[]}"#;
+    let body = format!("{line}\n").repeat(lines).into_bytes();
+    let size = body.len() as i64;
+    let (work, reply) = import_measured("/api/labels/import", body);
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.json);
+    assert_eq!(reply.json["details"]["field"], "body");
+    let message = reply.json["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("more than the {MAX_IMPORT_LINES}")),
+        "{message}"
+    );
+    assert!(
+        work.allocations < lines as u64 / 10,
+        "{} allocations for {lines} lines: they were parsed",
+        work.allocations
+    );
+    assert!(
+        work.peak < 3 * size,
+        "{} bytes at the peak for a body of {size}",
+        work.peak
+    );
+}
+
+/// F9 (review): a Label Studio export was read whole as one `Value` before its tasks were
+/// counted: an array of 20 million `{}` (60 MB) peaked at 3.15 GB. The array is now read a
+/// task at a time, counting, and refused at the first task past the limit.
+#[test]
+fn f9_a_label_studio_array_over_the_task_limit_is_refused_without_building_it() {
+    let tasks = 20 * MAX_IMPORT_LINES;
+    let body = format!("[{}{{}}]", "{},".repeat(tasks - 1)).into_bytes();
+    let size = body.len() as i64;
+    let (work, reply) = import_measured("/api/labels/import?format=label-studio", body);
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.json);
+    assert_eq!(reply.json["details"]["field"], "body");
+    let message = reply.json["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("more than the {MAX_IMPORT_LINES}")),
+        "{message}"
+    );
+    assert!(
+        work.allocations < tasks as u64 / 10,
+        "{} allocations for {tasks} tasks: they were built",
+        work.allocations
+    );
+    assert!(
+        work.peak < 3 * size,
+        "{} bytes at the peak for a body of {size}",
+        work.peak
+    );
+}
+
+/// F9 (review): a body of one line is a whole-body `Value` too: a line of a million empty
+/// annotations (3 MB) was built whole, at some 50 times its size, before anything was
+/// checked. A line is now refused, as a line, past [`MAX_LINE_VALUES`] JSON values,
+/// counted before it is built.
+#[test]
+fn f9_a_line_of_a_million_values_is_refused_without_building_it() {
+    let values = 1_000_000;
+    let body = format!(
+        r#"{{"session_id":"s","event_id":"U:1","annotations":[{}{{}}]}}"#,
+        "{},".repeat(values - 1)
+    )
+    .into_bytes();
+    let size = body.len() as i64;
+    let (work, reply) = import_measured("/api/labels/import", body);
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.json);
+    assert!(
+        work.peak < 3 * size,
+        "{} bytes at the peak for a body of {size}",
+        work.peak
+    );
+    assert_eq!(reply.json["failed"], 1);
+    assert_eq!(reply.json["results"][0]["field"], "line");
+    let error = reply.json["results"][0]["error"].as_str().unwrap();
+    assert!(error.contains(&format!("more than {MAX_LINE_VALUES}")), "{error}");
+}
+
+/// F9: within the value limit a line could still hold 200,000 records, each built (its
+/// set body, its unit's names) before the line was refused for holding more than
+/// [`MAX_RECORDS_PER_LINE`]: a line of 199,990 `{}` annotations (0.6 MB) held 158 MiB. The
+/// records a line lists are now counted as soon as it is parsed, before any is built.
+#[test]
+fn f9_a_line_of_too_many_records_is_refused_before_they_are_built() {
+    let records = MAX_LINE_VALUES - 10;
+    let body = format!(
+        r#"{{"session_id":"s","event_id":"U:1","annotations":[{}{{}}]}}"#,
+        "{},".repeat(records - 1)
+    )
+    .into_bytes();
+    let (work, reply) = import_measured("/api/labels/import", body);
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.json);
+    assert!(work.peak < 48 << 20, "{} bytes at the peak", work.peak);
+    let error = reply.json["results"][0]["error"].as_str().unwrap();
+    assert!(
+        error.contains(&format!("more than the {MAX_RECORDS_PER_LINE}")),
+        "{error}"
+    );
 }

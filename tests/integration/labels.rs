@@ -157,6 +157,22 @@ pub fn quote_of(text: &str) -> String {
     text.chars().take(10).collect()
 }
 
+/// Takes the write lock of `server`'s SQLite label database from a connection of its own
+/// (another process would hold it so), until [`release_write_lock`].
+pub async fn hold_write_lock(server: &TestServer) -> sqlx::AnyConnection {
+    sqlx::any::install_default_drivers();
+    let url = sessiongraph::labels::store::default_url(&server.data_dir).unwrap();
+    let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+    conn.execute("BEGIN IMMEDIATE").await.unwrap();
+    conn
+}
+
+/// Gives back the lock [`hold_write_lock`] took.
+pub async fn release_write_lock(mut conn: sqlx::AnyConnection) {
+    conn.execute("ROLLBACK").await.unwrap();
+    conn.close().await.unwrap();
+}
+
 /// `PUT` a set, with an optional `If-Match`.
 pub async fn put(server: &TestServer, path: &str, body: &Value, if_match: Option<&str>) -> Reply {
     let mut request = server.client.put(format!("{}{path}", server.url)).json(body);

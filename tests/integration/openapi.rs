@@ -299,6 +299,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
 
     label_routes(&mut c, &server, &id).await;
     labeling_routes(&mut c, &server, &id).await;
+    busy_label_store(&mut c, &server, &id).await;
 
     c.check(
         "delete",
@@ -617,6 +618,51 @@ async fn label_routes(c: &mut Checker, server: &TestServer, id: &str) {
     }
     let history = server.get(&format!("{path}/history")).await;
     c.check("get", HISTORY, &history);
+}
+
+/// The label writes while another connection holds SQLite's write lock: each waits out the
+/// busy timeout (10 s, all at once), then answers 503 with `Retry-After`.
+async fn busy_label_store(c: &mut Checker, server: &TestServer, id: &str) {
+    use crate::labels::{delete, hold_write_lock, put, release_write_lock, texty, units};
+    let (event, _) = texty(&units(server, id).await);
+    let set = format!("/api/graph/{id}/labels/{event}");
+    let line = json!({"session_id": id, "event_id": event, "annotator": "ann.c", "labels": []});
+    let body = json!({"annotator": "ann.c", "status": "draft", "labels": []});
+    let removed = format!("{set}?annotator=ann.a");
+    let (ask, unit) = (
+        json!({"annotator": "q", "session": id}),
+        json!({"annotator": "q", "session_id": id, "event_id": event}),
+    );
+    let lock = hold_write_lock(server).await;
+    let (put, delete, next, release, import) = tokio::join!(
+        put(server, &set, &body, None),
+        delete(server, &removed, None),
+        server.post_json("/api/labels/queue/next", &ask, &[]),
+        server.post_json("/api/labels/queue/release", &unit, &[]),
+        server.post_bytes(
+            "/api/labels/import",
+            format!("{line}\n").into_bytes(),
+            &[("content-type", "application/x-ndjson")]
+        ),
+    );
+    release_write_lock(lock).await;
+    for (method, template, reply) in [
+        ("put", "/api/graph/{id}/labels/{event_id}", &put),
+        ("delete", "/api/graph/{id}/labels/{event_id}", &delete),
+        ("post", "/api/labels/queue/next", &next),
+        ("post", "/api/labels/queue/release", &release),
+        ("post", "/api/labels/import", &import),
+    ] {
+        assert_eq!(
+            reply.status,
+            reqwest::StatusCode::SERVICE_UNAVAILABLE,
+            "{template}: {}",
+            reply.json
+        );
+        assert!(reply.headers.contains_key("retry-after"), "{template}");
+        c.check(method, template, reply);
+    }
+    assert_eq!(import.json["details"]["next_line"], 1, "{}", import.json);
 }
 
 /// The routes across sessions (import, queue, agreement, progress, export) and the
