@@ -15,7 +15,7 @@
 
 use serde_json::{Map, Value};
 
-use super::autogen::{js_string, message_type, timestamp, truthy, AgMessage, AutogenError};
+use super::autogen::{js_string, message_type, timestamp, truthy, AgMessage};
 
 /// The party tool calls go to and tool results come from.
 pub const TOOLS: &str = "tools";
@@ -179,20 +179,6 @@ fn is_claude(object: &Map<String, Value>) -> bool {
     CLAUDE_KEYS.iter().any(|k| object.contains_key(*k))
 }
 
-/// The form of `entries`: CommuGraph's when any entry has a sender or recipient key, else
-/// the form of the first object entry.
-pub fn form_of<'a>(entries: impl Iterator<Item = &'a Value> + Clone) -> Form {
-    let mut objects = entries.filter_map(Value::as_object);
-    if objects.clone().any(names_parties) {
-        return Form::CommuGraph;
-    }
-    match objects.next() {
-        Some(o) if is_agentchat_message(o) => Form::AgentChat,
-        Some(o) if is_chat_message(o) => Form::ChatList,
-        _ => Form::CommuGraph,
-    }
-}
-
 /// What a whole-document JSON object holds.
 #[derive(Debug)]
 pub enum Wrapped<'a> {
@@ -350,15 +336,6 @@ pub(crate) struct Draft {
     speaks: bool,
 }
 
-/// Reads an AgentChat list of (step, entry).
-pub fn read_agentchat(entries: &[(usize, &Value)]) -> Vec<AgMessage> {
-    let drafts = entries
-        .iter()
-        .filter_map(|(step, entry)| agentchat_draft(entry.as_object()?, *step))
-        .collect();
-    route(drafts, |_| true).unwrap_or_default()
-}
-
 /// The draft of one AgentChat message, or `None` when it holds no text or is a streamed
 /// chunk (the whole message follows it).
 pub(crate) fn agentchat_draft(object: &Map<String, Value>, step: usize) -> Option<Draft> {
@@ -457,16 +434,6 @@ fn render_item(item: &Value) -> String {
         return "[image]".to_owned();
     }
     item.to_string()
-}
-
-/// Reads a 0.2 / AG2 list of `{role, name?, content, tool_calls?, function_call?}`, `peer` the
-/// `chat_messages` key it was saved under (if any).
-pub fn read_chat_list(entries: &[(usize, &Value)], peer: Option<&str>) -> Vec<AgMessage> {
-    let drafts = entries
-        .iter()
-        .filter_map(|(step, entry)| chat_draft(entry.as_object()?, *step, peer))
-        .collect();
-    route(drafts, |_| true).unwrap_or_default()
 }
 
 /// The draft of one 0.2 / AG2 message, or `None` when it holds no text. The sender is `name`,
@@ -611,35 +578,56 @@ impl Speakers {
     }
 }
 
-/// Reads what a whole-document object wraps; `Err` for a `null` message (its 1-based
-/// position in its list).
-pub fn read_wrapped(wrapped: &Wrapped<'_>) -> Result<Vec<AgMessage>, AutogenError> {
-    match wrapped {
-        Wrapped::List(list) => {
-            let entries = indexed(list, 0)?;
-            Ok(super::autogen::read_entries(&entries))
+/// The routing as it was before receivers were found by index: names copied per draft,
+/// twice. Kept as the reference the routing is checked against
+/// (`autogen_read::whole_document`).
+#[cfg(test)]
+pub(crate) fn route_by_names(drafts: Vec<Draft>) -> Vec<AgMessage> {
+    let mut next = speakers_by_name(drafts.iter().rev());
+    next.reverse();
+    let previous = speakers_by_name(drafts.iter());
+    let mut caller: Option<String> = None;
+    let mut messages = Vec::with_capacity(drafts.len());
+    for ((draft, next), previous) in drafts.into_iter().zip(next).zip(previous) {
+        let mut m = draft.message;
+        let turn = next
+            .or(previous)
+            .or_else(|| (m.sender != "user").then(|| "user".to_owned()));
+        let receiver = match draft.route {
+            Route::To(party) => Some(party),
+            Route::Caller => caller.clone().or(turn),
+            Route::Turn => turn,
+        };
+        if receiver.as_deref() == Some(TOOLS) {
+            caller = Some(m.sender.clone());
         }
-        Wrapped::Dict(peers) => {
-            let mut messages = Vec::new();
-            let mut first_step = 0;
-            for (peer, list) in peers {
-                let entries = indexed(list, first_step)?;
-                messages.extend(read_chat_list(&entries, Some(peer)));
-                first_step += list.len();
-            }
-            Ok(messages)
-        }
+        m.receiver = receiver.filter(|r| *r != m.sender);
+        messages.push(m);
     }
+    messages
 }
 
-fn indexed(list: &[Value], first_step: usize) -> Result<Vec<(usize, &Value)>, AutogenError> {
-    list.iter()
-        .enumerate()
-        .map(|(i, v)| match v {
-            Value::Null => Err(AutogenError::Entry(first_step + i + 1)),
-            v => Ok((first_step + i, v)),
-        })
-        .collect()
+/// For each draft in the order given, the nearest speaker seen before it (in that order)
+/// whose name differs from the draft's sender ([`route_by_names`]).
+#[cfg(test)]
+fn speakers_by_name<'a>(drafts: impl Iterator<Item = &'a Draft>) -> Vec<Option<String>> {
+    let mut nearest: Option<&str> = None;
+    let mut other_than_nearest: Option<&str> = None;
+    let mut out = Vec::new();
+    for d in drafts {
+        let sender = d.message.sender.as_str();
+        let pick = if nearest == Some(sender) {
+            other_than_nearest
+        } else {
+            nearest
+        };
+        out.push(pick.map(str::to_owned));
+        if d.speaks && nearest != Some(sender) {
+            other_than_nearest = nearest;
+            nearest = Some(sender);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
