@@ -192,7 +192,8 @@ pub enum Wrapped<'a> {
 /// `{"task_result": {...}}`, a manager's or a team's state (`message_thread`, also under
 /// `agent_states`), an agent's state (`llm_messages`, `llm_context.messages`), a `ChatResult`
 /// (`chat_history`), or a `chat_messages` dict; `None` for anything else (a CommuGraph
-/// entry, a Claude Code record).
+/// entry, a Claude Code record). This reads a file's head to tell its format; the reader
+/// follows the same rules without holding the document (`autogen_shape`'s plan).
 pub fn unwrap(object: &Map<String, Value>) -> Option<Wrapped<'_>> {
     if is_claude(object) || names_parties(object) {
         return None;
@@ -504,7 +505,7 @@ fn calls(object: &Map<String, Value>) -> Option<String> {
 /// [`Route::To`]; the sender of the last tool call for [`Route::Caller`]; else, and for a
 /// result no call precedes, the next speaker other than the sender, else the previous one,
 /// else `user` (none for `user` itself). Nothing goes from a party to itself. Each receiver
-/// given is passed to `charge` first; `None` as soon as it answers false.
+/// given is passed to `charge`; `None` as soon as it answers false.
 pub(crate) fn route(mut drafts: Vec<Draft>, mut charge: impl FnMut(&str) -> bool) -> Option<Vec<AgMessage>> {
     let next = next_speakers(&drafts);
     let mut before = Speakers::default();

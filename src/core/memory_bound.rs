@@ -12,6 +12,11 @@
 //! is parsed, so a refusal costs about the budget's worth of parsed records, not the
 //! session's.
 //!
+//! An AutoGen log's messages are charged the same way as they are read
+//! ([`message_cost`]): a fixed part, and their text, which its bodies copy (they write it
+//! afresh, where a record's text is a slice of the input the bodies refer to), less the
+//! text's share of the input the message was read from.
+//!
 //! The costs are measured, not derived: `tests/integration/complexity.rs` loads each shape
 //! of record (a tiny prompt, a system notice, an assistant turn of fifty tool calls, fifty
 //! text blocks, fifty tool results) with a counting allocator, renders every view once and
