@@ -59,8 +59,9 @@ pub const MESSAGE_COST: usize = 1_200;
 
 /// Copies of an AutoGen message's text its bodies hold, besides the message's own: the
 /// annotations, the graph and the chat log (and the graph's preview, up to [`PREVIEW_BYTES`]
-/// of it).
-pub const CONTENT_COPIES: usize = 3;
+/// of it), and one more while a body is written (measured: rendering the annotations or
+/// the graph of a log of long texts holds about twice the body at its peak).
+pub const CONTENT_COPIES: usize = 4;
 
 /// The most bytes the graph's preview of a message (100 UTF-16 units) takes in JSON.
 pub const PREVIEW_BYTES: usize = 600;
