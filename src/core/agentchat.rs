@@ -15,7 +15,7 @@
 
 use serde_json::{Map, Value};
 
-use super::autogen::{js_string, message_type, timestamp, truthy, AgMessage, AutogenError};
+use super::autogen::{js_string, message_type, timestamp, truthy, AgMessage};
 
 /// The party tool calls go to and tool results come from.
 pub const TOOLS: &str = "tools";
@@ -52,10 +52,10 @@ pub const MODEL_CONTEXT_TYPES: [&str; 4] = [
 const ROLES: [&str; 5] = ["user", "assistant", "system", "tool", "function"];
 
 /// Keys that make an entry CommuGraph's sender/recipient form.
-const COMMUGRAPH_KEYS: [&str; 4] = ["sender", "recipient", "from", "to"];
+pub(crate) const COMMUGRAPH_KEYS: [&str; 4] = ["sender", "recipient", "from", "to"];
 
 /// Keys of a Claude Code record, which is never an AutoGen message.
-const CLAUDE_KEYS: [&str; 3] = ["uuid", "sessionId", "parentUuid"];
+pub(crate) const CLAUDE_KEYS: [&str; 3] = ["uuid", "sessionId", "parentUuid"];
 
 /// The form of a list of entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,18 +68,106 @@ pub enum Form {
     ChatList,
 }
 
-/// True for an AgentChat message: a string `source` and a known AgentChat (or model-context)
-/// `type`.
-pub fn is_agentchat_message(object: &Map<String, Value>) -> bool {
-    let known = matches!(object.get("type"), Some(Value::String(t))
-        if AGENTCHAT_TYPES.contains(&t.as_str()) || MODEL_CONTEXT_TYPES.contains(&t.as_str()));
-    known && object.get("source").is_some_and(Value::is_string) && !is_claude(object)
+/// What the rules telling the forms apart look at in an object: which of a few keys it has,
+/// and what `type`, `source` and `role` hold. Read from a map ([`ObjectTraits::of`]) or
+/// member by member as an object is parsed ([`ObjectTraits::note`]), with the same rules.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ObjectTraits {
+    names_parties: bool,
+    claude: bool,
+    has_type: bool,
+    known_type: bool,
+    string_source: bool,
+    known_role: bool,
+    has_content: bool,
 }
 
-/// True for a 0.2 / AG2 chat message: a known `role` and a `content` key, no `type`.
+/// What those rules need of a member's value: whether it is a string, and if so whether it
+/// is a known AgentChat (or model-context) type and a known 0.2 / AG2 role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberValue {
+    /// A string.
+    String {
+        /// One of [`AGENTCHAT_TYPES`] or [`MODEL_CONTEXT_TYPES`].
+        known_type: bool,
+        /// One of the 0.2 / AG2 roles.
+        known_role: bool,
+    },
+    /// Anything else.
+    Other,
+}
+
+impl MemberValue {
+    /// What `s` is to the rules.
+    pub fn of_str(s: &str) -> MemberValue {
+        MemberValue::String {
+            known_type: AGENTCHAT_TYPES.contains(&s) || MODEL_CONTEXT_TYPES.contains(&s),
+            known_role: ROLES.contains(&s),
+        }
+    }
+
+    /// What `value` is to the rules.
+    pub fn of(value: &Value) -> MemberValue {
+        match value {
+            Value::String(s) => MemberValue::of_str(s),
+            _ => MemberValue::Other,
+        }
+    }
+}
+
+impl ObjectTraits {
+    /// The traits of `object`.
+    pub fn of(object: &Map<String, Value>) -> ObjectTraits {
+        let mut traits = ObjectTraits::default();
+        for (key, value) in object {
+            traits.note(key, MemberValue::of(value));
+        }
+        traits
+    }
+
+    /// Notes a member; a later member of a key overrides an earlier one, as in a map.
+    pub fn note(&mut self, key: &str, value: MemberValue) {
+        let string = matches!(value, MemberValue::String { .. });
+        match key {
+            "type" => {
+                self.has_type = true;
+                self.known_type = matches!(value, MemberValue::String { known_type: true, .. });
+            }
+            "source" => self.string_source = string,
+            "role" => self.known_role = matches!(value, MemberValue::String { known_role: true, .. }),
+            "content" => self.has_content = true,
+            _ if COMMUGRAPH_KEYS.contains(&key) => self.names_parties = true,
+            _ if CLAUDE_KEYS.contains(&key) => self.claude = true,
+            _ => {}
+        }
+    }
+
+    /// True for an AgentChat message: a string `source` and a known AgentChat (or
+    /// model-context) `type`, and no key of a Claude Code record.
+    pub fn is_agentchat_message(self) -> bool {
+        self.known_type && self.string_source && !self.claude
+    }
+
+    /// True for a 0.2 / AG2 chat message: a known `role` and a `content` key, no `type`, and
+    /// no key of a Claude Code record.
+    pub fn is_chat_message(self) -> bool {
+        self.known_role && self.has_content && !self.has_type && !self.claude
+    }
+
+    /// True for an entry of CommuGraph's form: it has a `sender`, `recipient`, `from` or `to`.
+    pub fn names_parties(self) -> bool {
+        self.names_parties
+    }
+}
+
+/// True for an AgentChat message ([`ObjectTraits::is_agentchat_message`]).
+pub fn is_agentchat_message(object: &Map<String, Value>) -> bool {
+    ObjectTraits::of(object).is_agentchat_message()
+}
+
+/// True for a 0.2 / AG2 chat message ([`ObjectTraits::is_chat_message`]).
 pub fn is_chat_message(object: &Map<String, Value>) -> bool {
-    let role = matches!(object.get("role"), Some(Value::String(r)) if ROLES.contains(&r.as_str()));
-    role && object.contains_key("content") && !object.contains_key("type") && !is_claude(object)
+    ObjectTraits::of(object).is_chat_message()
 }
 
 /// True for an entry of CommuGraph's form: it has a `sender`, `recipient`, `from` or `to`.
@@ -89,20 +177,6 @@ pub fn names_parties(object: &Map<String, Value>) -> bool {
 
 fn is_claude(object: &Map<String, Value>) -> bool {
     CLAUDE_KEYS.iter().any(|k| object.contains_key(*k))
-}
-
-/// The form of `entries`: CommuGraph's when any entry has a sender or recipient key, else
-/// the form of the first object entry.
-pub fn form_of<'a>(entries: impl Iterator<Item = &'a Value> + Clone) -> Form {
-    let mut objects = entries.filter_map(Value::as_object);
-    if objects.clone().any(names_parties) {
-        return Form::CommuGraph;
-    }
-    match objects.next() {
-        Some(o) if is_agentchat_message(o) => Form::AgentChat,
-        Some(o) if is_chat_message(o) => Form::ChatList,
-        _ => Form::CommuGraph,
-    }
 }
 
 /// What a whole-document JSON object holds.
@@ -118,7 +192,8 @@ pub enum Wrapped<'a> {
 /// `{"task_result": {...}}`, a manager's or a team's state (`message_thread`, also under
 /// `agent_states`), an agent's state (`llm_messages`, `llm_context.messages`), a `ChatResult`
 /// (`chat_history`), or a `chat_messages` dict; `None` for anything else (a CommuGraph
-/// entry, a Claude Code record).
+/// entry, a Claude Code record). This reads a file's head to tell its format; the reader
+/// follows the same rules without holding the document (`autogen_shape`'s plan).
 pub fn unwrap(object: &Map<String, Value>) -> Option<Wrapped<'_>> {
     if is_claude(object) || names_parties(object) {
         return None;
@@ -254,25 +329,17 @@ enum Route {
 
 /// A message read, its receiver not yet known.
 #[derive(Debug)]
-struct Draft {
-    message: AgMessage,
+pub(crate) struct Draft {
+    /// The message, without its receiver.
+    pub(crate) message: AgMessage,
     route: Route,
     /// True when the sender takes a turn (not the tools, not a speaker selection).
     speaks: bool,
 }
 
-/// Reads an AgentChat list of (step, entry).
-pub fn read_agentchat(entries: &[(usize, &Value)]) -> Vec<AgMessage> {
-    let drafts = entries
-        .iter()
-        .filter_map(|(step, entry)| agentchat_draft(entry.as_object()?, *step))
-        .collect();
-    route(drafts)
-}
-
 /// The draft of one AgentChat message, or `None` when it holds no text or is a streamed
 /// chunk (the whole message follows it).
-fn agentchat_draft(object: &Map<String, Value>, step: usize) -> Option<Draft> {
+pub(crate) fn agentchat_draft(object: &Map<String, Value>, step: usize) -> Option<Draft> {
     let kind = object.get("type").and_then(Value::as_str).unwrap_or("");
     if kind == "ModelClientStreamingChunkEvent" {
         return None;
@@ -370,20 +437,11 @@ fn render_item(item: &Value) -> String {
     item.to_string()
 }
 
-/// Reads a 0.2 / AG2 list of `{role, name?, content, tool_calls?, function_call?}`, `peer` the
-/// `chat_messages` key it was saved under (if any).
-pub fn read_chat_list(entries: &[(usize, &Value)], peer: Option<&str>) -> Vec<AgMessage> {
-    let drafts = entries
-        .iter()
-        .filter_map(|(step, entry)| chat_draft(entry.as_object()?, *step, peer))
-        .collect();
-    route(drafts)
-}
-
 /// The draft of one 0.2 / AG2 message, or `None` when it holds no text. The sender is `name`,
 /// else by role: `user` the peer (or `user`), `tool`/`function` the tools, any other the role
-/// (the agent who saved the list, whose name it does not hold, is `assistant`).
-fn chat_draft(object: &Map<String, Value>, step: usize, peer: Option<&str>) -> Option<Draft> {
+/// (the agent who saved the list, whose name it does not hold, is `assistant`). `peer` is
+/// the `chat_messages` key the list was saved under, if any.
+pub(crate) fn chat_draft(object: &Map<String, Value>, step: usize, peer: Option<&str>) -> Option<Draft> {
     let role = object.get("role").and_then(Value::as_str).unwrap_or("");
     let named = object.get("name").filter(|v| truthy(v)).map(js_string);
     let calls = calls(object);
@@ -446,11 +504,89 @@ fn calls(object: &Map<String, Value>) -> Option<String> {
 /// Gives every draft its receiver (the rule is the module's): a named party for
 /// [`Route::To`]; the sender of the last tool call for [`Route::Caller`]; else, and for a
 /// result no call precedes, the next speaker other than the sender, else the previous one,
-/// else `user` (none for `user` itself). Nothing goes from a party to itself.
-fn route(drafts: Vec<Draft>) -> Vec<AgMessage> {
-    let mut next = other_speakers(drafts.iter().rev());
+/// else `user` (none for `user` itself). Nothing goes from a party to itself. Each receiver
+/// given is passed to `charge`; `None` as soon as it answers false.
+pub(crate) fn route(mut drafts: Vec<Draft>, mut charge: impl FnMut(&str) -> bool) -> Option<Vec<AgMessage>> {
+    let next = next_speakers(&drafts);
+    let mut before = Speakers::default();
+    let mut caller: Option<usize> = None;
+    for (i, next) in next.into_iter().enumerate() {
+        let sender = |j: usize| drafts[j].message.sender.as_str();
+        let previous = before.other_than(sender(i), &drafts);
+        before.see(i, &drafts);
+        let turn = next
+            .or(previous)
+            .map(|j| sender(j).to_owned())
+            .or_else(|| (sender(i) != "user").then(|| "user".to_owned()));
+        let receiver = match &drafts[i].route {
+            Route::To(party) => Some(party.clone()),
+            Route::Caller => caller.map(|c| sender(c).to_owned()).or(turn),
+            Route::Turn => turn,
+        };
+        if receiver.as_deref() == Some(TOOLS) {
+            caller = Some(i);
+        }
+        let message = &mut drafts[i].message;
+        message.receiver = receiver.filter(|r| *r != message.sender);
+        if !message.receiver.as_deref().is_none_or(&mut charge) {
+            return None;
+        }
+    }
+    Some(drafts.into_iter().map(|d| d.message).collect())
+}
+
+/// For each draft, the nearest speaker after it whose name differs from its sender (an
+/// index of `drafts`).
+fn next_speakers(drafts: &[Draft]) -> Vec<Option<usize>> {
+    let mut after = Speakers::default();
+    let mut next = vec![None; drafts.len()];
+    for i in (0..drafts.len()).rev() {
+        next[i] = after.other_than(&drafts[i].message.sender, drafts);
+        after.see(i, drafts);
+    }
+    next
+}
+
+/// The speakers seen so far, walking drafts in one direction: the nearest, and the nearest
+/// whose name differs from the nearest's (indices of the drafts).
+#[derive(Debug, Default, Clone, Copy)]
+struct Speakers {
+    nearest: Option<usize>,
+    other_than_nearest: Option<usize>,
+}
+
+impl Speakers {
+    /// True when the nearest speaker seen is called `sender`.
+    fn is_nearest(self, sender: &str, drafts: &[Draft]) -> bool {
+        self.nearest.is_some_and(|n| drafts[n].message.sender == sender)
+    }
+
+    /// The nearest speaker seen whose name differs from `sender`.
+    fn other_than(self, sender: &str, drafts: &[Draft]) -> Option<usize> {
+        match self.is_nearest(sender, drafts) {
+            true => self.other_than_nearest,
+            false => self.nearest,
+        }
+    }
+
+    /// Sees draft `i`: a speaker whose name differs from the nearest's becomes the nearest.
+    fn see(&mut self, i: usize, drafts: &[Draft]) {
+        let draft = &drafts[i];
+        if draft.speaks && !self.is_nearest(&draft.message.sender, drafts) {
+            self.other_than_nearest = self.nearest;
+            self.nearest = Some(i);
+        }
+    }
+}
+
+/// The routing as it was before receivers were found by index: names copied per draft,
+/// twice. Kept as the reference the routing is checked against
+/// (`autogen_read::whole_document`).
+#[cfg(test)]
+pub(crate) fn route_by_names(drafts: Vec<Draft>) -> Vec<AgMessage> {
+    let mut next = speakers_by_name(drafts.iter().rev());
     next.reverse();
-    let previous = other_speakers(drafts.iter());
+    let previous = speakers_by_name(drafts.iter());
     let mut caller: Option<String> = None;
     let mut messages = Vec::with_capacity(drafts.len());
     for ((draft, next), previous) in drafts.into_iter().zip(next).zip(previous) {
@@ -473,8 +609,9 @@ fn route(drafts: Vec<Draft>) -> Vec<AgMessage> {
 }
 
 /// For each draft in the order given, the nearest speaker seen before it (in that order)
-/// whose name differs from the draft's sender.
-fn other_speakers<'a>(drafts: impl Iterator<Item = &'a Draft>) -> Vec<Option<String>> {
+/// whose name differs from the draft's sender ([`route_by_names`]).
+#[cfg(test)]
+fn speakers_by_name<'a>(drafts: impl Iterator<Item = &'a Draft>) -> Vec<Option<String>> {
     let mut nearest: Option<&str> = None;
     let mut other_than_nearest: Option<&str> = None;
     let mut out = Vec::new();
@@ -494,42 +631,11 @@ fn other_speakers<'a>(drafts: impl Iterator<Item = &'a Draft>) -> Vec<Option<Str
     out
 }
 
-/// Reads what a whole-document object wraps; `Err` for a `null` message (its 1-based
-/// position in its list).
-pub fn read_wrapped(wrapped: &Wrapped<'_>) -> Result<Vec<AgMessage>, AutogenError> {
-    match wrapped {
-        Wrapped::List(list) => {
-            let entries = indexed(list, 0)?;
-            Ok(super::autogen::read_entries(&entries))
-        }
-        Wrapped::Dict(peers) => {
-            let mut messages = Vec::new();
-            let mut first_step = 0;
-            for (peer, list) in peers {
-                let entries = indexed(list, first_step)?;
-                messages.extend(read_chat_list(&entries, Some(peer)));
-                first_step += list.len();
-            }
-            Ok(messages)
-        }
-    }
-}
-
-fn indexed(list: &[Value], first_step: usize) -> Result<Vec<(usize, &Value)>, AutogenError> {
-    list.iter()
-        .enumerate()
-        .map(|(i, v)| match v {
-            Value::Null => Err(AutogenError::Entry(first_step + i + 1)),
-            v => Ok((first_step + i, v)),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
-    use super::super::autogen::parse;
+    use super::super::autogen::{parse, AutogenError};
     use super::*;
 
     fn pairs(text: &str) -> Vec<(String, Option<String>)> {

@@ -18,6 +18,8 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 
 use super::agentchat;
+pub use super::autogen_read::ReadError;
+use super::memory_bound::RecordBudget;
 
 /// One message of an AutoGen log.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,97 +81,20 @@ const TYPES: [&str; 6] = [
 ];
 
 /// Reads an AutoGen log: CommuGraph's sender/recipient form, or one of AutoGen's own dumps
-/// ([`super::agentchat`]), whole-document objects first.
+/// ([`super::agentchat`]), whole-document objects first; without a memory bound (see
+/// [`parse_within`]).
 pub fn parse(text: &str) -> Result<Vec<AgMessage>, AutogenError> {
-    let trimmed = text.trim();
-    if trimmed.is_empty() {
-        return Err(AutogenError::Empty);
-    }
-    let document = trimmed
-        .starts_with('{')
-        .then(|| serde_json::from_str::<Map<String, Value>>(trimmed).ok())
-        .flatten();
-    let messages = match document.as_ref().and_then(agentchat::unwrap) {
-        Some(wrapped) => agentchat::read_wrapped(&wrapped)?,
-        None if trimmed.starts_with('[') => read_array(text)?,
-        None => read_lines(text)?,
-    };
-    if messages.is_empty() {
-        return Err(AutogenError::NoMessages);
-    }
-    Ok(messages)
+    parse_within(text, &RecordBudget::unbounded()).map_err(|e| match e {
+        ReadError::Autogen(e) => e,
+        ReadError::PastBound { .. } => unreachable!("an unbounded budget never runs out"),
+    })
 }
 
-/// The messages of a JSON array, its steps the 0-based positions; a `null` entry is an error,
-/// as is an array that does not parse.
-fn read_array(text: &str) -> Result<Vec<AgMessage>, AutogenError> {
-    let list: Vec<Value> = serde_json::from_str(text).map_err(|_| AutogenError::Array)?;
-    if let Some(i) = list.iter().position(Value::is_null) {
-        return Err(AutogenError::Entry(i + 1));
-    }
-    let entries: Vec<(usize, &Value)> = list.iter().enumerate().collect();
-    Ok(read_entries(&entries))
-}
-
-/// The messages of JSON lines, their steps the 0-based line numbers; a `null` entry or a line
-/// that does not parse is an error. CommuGraph's form is read line by line as soon as it is
-/// told (any entry with a sender or recipient key, or a first object of neither of AutoGen's
-/// own forms); AutoGen's own dumps are kept whole until the end, their receivers needing
-/// every message.
-fn read_lines(text: &str) -> Result<Vec<AgMessage>, AutogenError> {
-    let mut kept: Vec<(usize, Value)> = Vec::new();
-    let mut messages = Vec::new();
-    let mut commugraph = false;
-    for (i, line) in text.split('\n').enumerate() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let entry: Value = serde_json::from_str(line).map_err(|_| AutogenError::Line(i + 1))?;
-        if entry.is_null() {
-            return Err(AutogenError::Entry(i + 1));
-        }
-        // Scalars and arrays are no message in any form: nothing to keep.
-        if !entry.is_object() {
-            continue;
-        }
-        if !commugraph && tells_commugraph(&entry, !kept.is_empty()) {
-            commugraph = true;
-            messages.extend(kept.drain(..).filter_map(|(step, v)| message(&v, step)));
-        }
-        if commugraph {
-            messages.extend(message(&entry, i));
-        } else {
-            kept.push((i, entry));
-        }
-    }
-    if commugraph {
-        return Ok(messages);
-    }
-    let entries: Vec<(usize, &Value)> = kept.iter().map(|(step, v)| (*step, v)).collect();
-    Ok(read_entries(&entries))
-}
-
-/// True when `entry` settles a list as CommuGraph's form ([`agentchat::form_of`]): it has a
-/// sender or recipient key, or it is the first object and of neither of AutoGen's own forms.
-fn tells_commugraph(entry: &Value, object_before: bool) -> bool {
-    let Some(object) = entry.as_object() else {
-        return false;
-    };
-    let own_form = agentchat::is_agentchat_message(object) || agentchat::is_chat_message(object);
-    agentchat::names_parties(object) || !(object_before || own_form)
-}
-
-/// The messages of a list of (step, entry), read in the list's form.
-pub(crate) fn read_entries(entries: &[(usize, &Value)]) -> Vec<AgMessage> {
-    match agentchat::form_of(entries.iter().map(|(_, v)| *v)) {
-        agentchat::Form::AgentChat => agentchat::read_agentchat(entries),
-        agentchat::Form::ChatList => agentchat::read_chat_list(entries, None),
-        agentchat::Form::CommuGraph => entries
-            .iter()
-            .filter_map(|(step, entry)| message(entry, *step))
-            .collect(),
-    }
+/// Reads an AutoGen log as [`parse`] does, one entry at a time, charging each message kept
+/// to `budget` ([`super::memory_bound::message_cost`]) and stopping with
+/// [`ReadError::PastBound`] as soon as it runs out ([`super::autogen_read`]).
+pub fn parse_within(text: &str, budget: &RecordBudget) -> Result<Vec<AgMessage>, ReadError> {
+    super::autogen_read::read(text, budget)
 }
 
 /// How much of a file [`looks_like`] needs to see.
@@ -196,8 +121,7 @@ pub fn looks_like_bytes(bytes: &[u8]) -> bool {
 }
 
 /// The message of one entry in CommuGraph's form; `None` when it holds no text.
-fn message(entry: &Value, step: usize) -> Option<AgMessage> {
-    let object = entry.as_object()?;
+pub(crate) fn message(object: &Map<String, Value>, step: usize) -> Option<AgMessage> {
     let field = |k: &str| object.get(k).filter(|v| truthy(v));
     let sender = ["sender", "name", "from"]
         .iter()

@@ -12,6 +12,11 @@
 //! is parsed, so a refusal costs about the budget's worth of parsed records, not the
 //! session's.
 //!
+//! An AutoGen log's messages are charged the same way as they are read
+//! ([`message_cost`]): a fixed part, and their text, which its bodies copy (they write it
+//! afresh, where a record's text is a slice of the input the bodies refer to), less the
+//! text's share of the input the message was read from.
+//!
 //! The costs are measured, not derived: `tests/integration/complexity.rs` loads each shape
 //! of record (a tiny prompt, a system notice, an assistant turn of fifty tool calls, fifty
 //! text blocks, fifty tool results) with a counting allocator, renders every view once and
@@ -19,6 +24,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use super::autogen::AgMessage;
 use super::records::{Block, Content, Record};
 
 /// Fixed cost of any kept record (measured at the peak of loading and rendering every
@@ -44,6 +50,57 @@ pub const TEXT_SHARE: f64 = 2.5;
 /// the server's peak RSS: 40 to 70 MB more than was allocated, for sessions of 1,000 to
 /// 200,000 records). The records' fixed costs get the rest.
 pub const PROCESS_RESERVE: usize = 64 << 20;
+
+/// Fixed cost of an AutoGen message, whatever its text: the message, its annotation unit,
+/// graph interaction and chat-log entry, and their JSON (measured at the peak of loading
+/// and rendering every view: 896 to 968 bytes beyond its text for a message of a few words,
+/// in each form the reader takes).
+pub const MESSAGE_COST: usize = 1_200;
+
+/// Copies of an AutoGen message's text its bodies hold, besides the message's own: the
+/// annotations, the graph and the chat log (and the graph's preview, up to [`PREVIEW_BYTES`]
+/// of it), and one more while a body is written (measured: rendering the annotations or
+/// the graph of a log of long texts holds about twice the body at its peak).
+pub const CONTENT_COPIES: usize = 4;
+
+/// The most bytes the graph's preview of a message (100 UTF-16 units) takes in JSON.
+pub const PREVIEW_BYTES: usize = 600;
+
+/// Copies of a party's name an AutoGen message may cost: the message, its unit and chat-log
+/// entry, and, once per party or pair, the graph's node and edge and the metrics' three maps
+/// (each a copy and its JSON).
+pub const NAME_COPIES: usize = 12;
+
+/// The cost of an AutoGen message read from `input_bytes` of its log (its receiver, if it
+/// is not known yet, is charged apart: [`receiver_cost`]): [`MESSAGE_COST`], and its text
+/// (what the message holds, and the copies the bodies write) less the [`TEXT_SHARE`] of its
+/// input, which the bound leaves to text.
+pub fn message_cost(message: &AgMessage, input_bytes: usize) -> usize {
+    let content = json_len(&message.content);
+    let names = json_len(&message.sender) + message.receiver.as_deref().map_or(0, json_len);
+    let text = message.content.capacity()
+        + CONTENT_COPIES * content
+        + content.min(PREVIEW_BYTES)
+        + NAME_COPIES * names;
+    let covered = (TEXT_SHARE * input_bytes as f64) as usize;
+    MESSAGE_COST.saturating_add(text.saturating_sub(covered))
+}
+
+/// The cost of giving an AutoGen message `receiver` once it was read.
+pub fn receiver_cost(receiver: &str) -> usize {
+    NAME_COPIES * json_len(receiver)
+}
+
+/// The length of `text` as a JSON string's inside (serde_json's escapes).
+fn json_len(text: &str) -> usize {
+    text.bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum()
+}
 
 /// How much memory loading a session and rendering its views once may take: `per_input_byte`
 /// times the input plus `allowance`.

@@ -18,6 +18,8 @@
 
 pub mod agentchat;
 pub mod autogen;
+pub mod autogen_read;
+pub mod autogen_shape;
 pub mod classify;
 pub mod dedup;
 pub mod diagnostics;

@@ -6,12 +6,13 @@ use bytes::Bytes;
 use foldhash::{HashMap, HashMapExt};
 use rayon::prelude::*;
 
+use super::autogen::ReadError;
 use super::classify::{self, NoticeKind, UserClass};
 use super::dedup::{dedup_records, Dedup, DropReason};
 use super::diagnostics::{Diagnostics, FileSummary, LineIssue, RecordIssue, TypeCounts};
 use super::group::{group_turns, Turn};
 use super::input::{agent_id_from_name, FileRole, Format, SessionInput, SourceFile};
-use super::memory_bound::{MemoryBound, RecordBudget, RECORD_COST};
+use super::memory_bound::{MemoryBound, RecordBudget, MESSAGE_COST, RECORD_COST};
 use super::order::{order_units, OrderUnit, Ordering, ParentLink, ParentSlot, SortKey};
 use super::parse::{parse_file_parts, FileIdentity, ParsedFile};
 use super::pi::{parse_pi_file_within, PiHeader};
@@ -57,17 +58,20 @@ pub enum SessionError {
     #[error(transparent)]
     Autogen(#[from] super::autogen::AutogenError),
     /// The records are too many for the input's size: loading them would pass the memory
-    /// bound (issue 15, D1). Reading stopped when the bound was reached.
+    /// bound (issue 15, D1). Reading stopped when the bound was reached. (An AutoGen log's
+    /// records are its messages.)
     #[error(
         "too many records for the session's size: the {records} records read from its \
          {input} of input already cost more than the {room} its memory bound leaves them \
-         (a record costs about {record_cost} bytes beyond its text)",
+         (a record costs about {record_cost} bytes beyond its text, an AutoGen message \
+         {message_cost})",
         input = mebibytes(*input_bytes),
         room = mebibytes(*room),
-        record_cost = RECORD_COST
+        record_cost = RECORD_COST,
+        message_cost = MESSAGE_COST
     )]
     TooManyRecords {
-        /// Records kept when reading stopped.
+        /// Records (or AutoGen messages) kept when reading stopped.
         records: usize,
         /// Bytes of input (all files).
         input_bytes: usize,
@@ -336,15 +340,9 @@ impl Session {
         let format = options.format.unwrap_or_else(|| input.detect_format());
         let budget = record_budget(&sources, options.memory_bound);
         let autogen = match format {
-            Format::Autogen => Some(super::autogen::parse(&String::from_utf8_lossy(
-                &input.files[main_input].bytes,
-            ))?),
+            Format::Autogen => Some(budget.read_autogen(&input.files[main_input].bytes)?),
             _ => None,
         };
-        if let Some(messages) = &autogen {
-            budget.charge(messages.len().saturating_mul(RECORD_COST));
-            budget.refuse_past_room(messages.len())?;
-        }
         let mut timings = Timings::start();
         let mut diagnostics = Diagnostics::default();
         let (records, file_stats, pi_header) =
@@ -743,8 +741,17 @@ impl SessionBudget {
         })
     }
 
-    fn charge(&self, cost: usize) {
-        self.records.charge(cost);
+    /// The messages of an AutoGen log, each charged as it is read.
+    fn read_autogen(&self, log: &[u8]) -> Result<Vec<super::autogen::AgMessage>, SessionError> {
+        let text = String::from_utf8_lossy(log);
+        super::autogen::parse_within(&text, &self.records).map_err(|e| match e {
+            ReadError::Autogen(e) => SessionError::Autogen(e),
+            ReadError::PastBound { messages } => SessionError::TooManyRecords {
+                records: messages,
+                input_bytes: self.input_bytes,
+                room: self.records.room(),
+            },
+        })
     }
 }
 

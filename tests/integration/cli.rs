@@ -321,3 +321,36 @@ async fn labels_export_prints_what_the_export_route_serves() {
     assert!(xml.status.success());
     assert_eq!(xml.stdout, [config, b"\n".to_vec()].concat());
 }
+
+/// F10: `export` refuses an AutoGen log whose messages are too many for its size as it does
+/// a Claude Code log, with an error naming the bound's settings, while reading it.
+#[test]
+fn f10_export_refuses_autogen_messages_past_the_memory_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.jsonl");
+    let lines: String = (0..20_000)
+        .map(|i| {
+            format!(
+                "{{\"sender\":\"a{}\",\"recipient\":\"a{}\",\"message\":\"m{i}\"}}\n",
+                i % 10,
+                (i + 1) % 10
+            )
+        })
+        .collect();
+    std::fs::write(&log, lines).unwrap();
+    let path = log.to_str().unwrap();
+    let refused = export(&["--view", "graph", "--memory-allowance", "68M", path]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("too many records for the session's size"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--memory-allowance"), "{stderr}");
+    let loaded = export(&["--view", "graph", "--memory-per-input-byte", "inf", path]);
+    assert!(
+        loaded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&loaded.stderr)
+    );
+}

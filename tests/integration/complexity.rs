@@ -10,8 +10,12 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use sessiongraph::core::autogen::AutogenError;
 use sessiongraph::core::heap::HeapSize;
-use sessiongraph::core::memory_bound::{fixed_cost, MemoryBound, PROCESS_RESERVE, RECORD_COST, TEXT_SHARE};
+use sessiongraph::core::input::Format;
+use sessiongraph::core::memory_bound::{
+    fixed_cost, MemoryBound, MESSAGE_COST, PROCESS_RESERVE, RECORD_COST, TEXT_SHARE,
+};
 use sessiongraph::core::parse::parse_file;
 use sessiongraph::core::session::Branch;
 use sessiongraph::core::views::{self, View, ViewOptions};
@@ -760,4 +764,484 @@ fn tool_calls_sharing_an_id_get_distinct_node_ids_in_linear_time() {
     assert_eq!(calls.len(), n);
     assert_eq!(&calls[..3], ["a1", "a1/x", "a1/x#2"]);
     assert_eq!(calls[n - 1], format!("a1/x#{}", n - 1));
+}
+
+/// An AutoGen log of one file.
+fn autogen_input(bytes: Vec<u8>) -> SessionInput {
+    SessionInput::new(vec![SourceFile::new("log.json", bytes)])
+}
+
+/// Loads `bytes` as an AutoGen log under `bound` and renders every view once (bodies
+/// kept), measuring the peak; the messages loaded, or why the session was refused.
+fn autogen_peak_under_bound(bytes: &[u8], bound: MemoryBound) -> (i64, Result<usize, SessionError>) {
+    let input = autogen_input(bytes.to_vec());
+    let options = LoadOptions {
+        format: Some(Format::Autogen),
+        memory_bound: Some(bound),
+        ..LoadOptions::default()
+    };
+    let (work, loaded) = measure(|| {
+        let session = Session::build(&input, options)?;
+        std::hint::black_box(render_every_view_kept(&session));
+        Ok(session.autogen.as_ref().map_or(0, Vec::len))
+    });
+    (work.peak, loaded)
+}
+
+/// The bound of issue 15 with an allowance of `allowance` bytes beyond the process's reserve.
+fn bound_with_allowance(allowance: usize) -> MemoryBound {
+    MemoryBound {
+        per_input_byte: 4.0,
+        allowance: PROCESS_RESERVE + allowance,
+    }
+}
+
+/// `entries` (JSON texts) as a JSON array.
+fn json_array(entries: impl Iterator<Item = String>) -> Vec<u8> {
+    let mut out = b"[".to_vec();
+    for (i, entry) in entries.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(entry.as_bytes());
+    }
+    out.push(b']');
+    out
+}
+
+/// F10: an AutoGen log was read whole into `serde_json::Value`s before its messages were
+/// charged, so input that holds no message at all escaped the memory bound (a 28 MiB JSON
+/// array of `{}` peaked at 1.63 GB against a bound of 214 MiB). Read one entry at a time, a
+/// million `{}` (3 MB) as an array, as JSON lines or wrapped in a `TaskResult` take no more
+/// than the bound (here 4 times the input plus 4 MiB), and get CommuGraph's error.
+#[test]
+fn f10_an_autogen_array_of_empty_objects_stays_within_the_memory_bound() {
+    let n = 1_000_000;
+    let array = json_array(std::iter::repeat_n("{}".to_owned(), n));
+    let lines = b"{}\n".repeat(n);
+    let wrapped = [b"{\"messages\": ".as_slice(), &array, b"}"].concat();
+    for (shape, bytes) in [
+        ("an array", array),
+        ("JSON lines", lines),
+        ("a TaskResult", wrapped),
+    ] {
+        let allowance = 4 << 20;
+        let (peak, loaded) = autogen_peak_under_bound(&bytes, bound_with_allowance(allowance));
+        let limit = 4 * bytes.len() as i64 + allowance as i64 + FIXED_SLACK;
+        eprintln!(
+            "{shape} of {n} {{}}: {} bytes, peak {peak} (bound {limit})",
+            bytes.len()
+        );
+        assert!(
+            matches!(loaded, Err(SessionError::Autogen(AutogenError::NoMessages))),
+            "{shape}: {loaded:?}"
+        );
+        assert!(
+            peak <= limit,
+            "{shape}: {peak} bytes at the peak, past the bound's {limit}"
+        );
+    }
+}
+
+/// `n` small AutoGen messages among ten agents, in each form the reader takes: CommuGraph's
+/// as JSON lines and as an array, an AgentChat `TaskResult`, a 0.2 `chat_messages` dict.
+fn small_autogen_logs(n: usize) -> Vec<(&'static str, Vec<u8>)> {
+    let commugraph = |i: usize| {
+        format!(
+            r#"{{"sender":"a{}","recipient":"a{}","message":"m{i}"}}"#,
+            i % 10,
+            (i + 1) % 10
+        )
+    };
+    let agentchat = |i: usize| {
+        format!(
+            r#"{{"source":"a{}","type":"TextMessage","content":"m{i}"}}"#,
+            i % 10
+        )
+    };
+    let chat = |i: usize| format!(r#"{{"role":"user","name":"a{}","content":"m{i}"}}"#, i % 10);
+    let lines: String = (0..n).map(|i| commugraph(i) + "\n").collect();
+    vec![
+        ("CommuGraph's JSON lines", lines.into_bytes()),
+        ("CommuGraph's array", json_array((0..n).map(commugraph))),
+        (
+            "an AgentChat TaskResult",
+            [
+                b"{\"messages\":".as_slice(),
+                &json_array((0..n).map(agentchat)),
+                b"}",
+            ]
+            .concat(),
+        ),
+        (
+            "a chat_messages dict",
+            [
+                b"{\"critic\":".as_slice(),
+                &json_array((0..n / 2).map(chat)),
+                b",\"manager\":",
+                &json_array((n / 2..n).map(chat)),
+                b"}",
+            ]
+            .concat(),
+        ),
+    ]
+}
+
+/// F10: a million small AutoGen messages (50 MB) peaked at 906 MB against a bound of 301
+/// MB, and an AgentChat dump at 1.06 GB: every message was read, and routed, before any was
+/// charged. Each is now charged as it is read, and reading stops once the bound is reached:
+/// 100,000 of them (5 MB) under 4 times the input plus 8 MiB are refused, in every form,
+/// with at most the bound taken.
+#[test]
+fn f10_autogen_messages_past_the_bound_are_refused_before_they_cost_it() {
+    for (form, bytes) in small_autogen_logs(100_000) {
+        let allowance = 8 << 20;
+        let (peak, loaded) = autogen_peak_under_bound(&bytes, bound_with_allowance(allowance));
+        let limit = 4 * bytes.len() as i64 + allowance as i64 + FIXED_SLACK;
+        eprintln!(
+            "{form}: {} bytes, refused at a peak of {peak} (bound {limit})",
+            bytes.len()
+        );
+        assert!(
+            matches!(loaded, Err(SessionError::TooManyRecords { .. })),
+            "{form}: {loaded:?}"
+        );
+        assert!(
+            peak <= limit,
+            "{form}: {peak} bytes at the peak, past the bound's {limit}"
+        );
+    }
+}
+
+/// F10: the same happened at a server's start, the background count of a sessions
+/// directory reading such a log whole. Counting a directory that holds an AgentChat dump of
+/// 100,000 messages (its file read included) takes no more than the bound.
+#[test]
+fn f10_counting_a_sessions_directory_stays_within_the_memory_bound() {
+    use sessiongraph::store::{Store, StoreConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let (_, dump) = small_autogen_logs(100_000).swap_remove(2);
+    std::fs::create_dir(dir.path().join("team")).unwrap();
+    std::fs::write(dir.path().join("team/run.json"), &dump).unwrap();
+    let allowance = 8 << 20;
+    let store = Store::new(StoreConfig {
+        sessions_dirs: vec![dir.path().to_owned()],
+        background_counts: true,
+        memory_bound: Some(bound_with_allowance(allowance)),
+        ..StoreConfig::default()
+    })
+    .unwrap();
+    store.restore().unwrap();
+    assert_eq!(store.list().len(), 1, "the dump is a session");
+    let (work, ()) = measure(|| store.count_unopened());
+    let limit = 4 * dump.len() as i64 + allowance as i64 + FIXED_SLACK;
+    eprintln!(
+        "counted a dump of {} bytes at a peak of {} (bound {limit})",
+        dump.len(),
+        work.peak
+    );
+    assert!(store.list()[0].counts.is_none(), "refused, so not counted");
+    assert!(
+        work.peak <= limit,
+        "{} bytes at the peak, past the bound's {limit}",
+        work.peak
+    );
+}
+
+/// One kind of AutoGen message, for the memory bound's property test.
+#[derive(Debug, Clone, Copy)]
+enum MessageShape {
+    /// A message of a few words.
+    Tiny,
+    /// A message of `n` paragraphs of prose (quotes, line breaks).
+    Prose(usize),
+    /// A message between two parties new to the log, whose names are `n` bytes long.
+    LongNames(usize),
+    /// A message whose content is `n` empty objects, which CommuGraph's rules write as
+    /// `[object Object]` each (its text five times its input).
+    Objects(usize),
+    /// A message whose `message` is an object of `n` members, which CommuGraph's rules write
+    /// as JSON.
+    Object(usize),
+    /// A message addressed to nobody.
+    Unaddressed,
+    /// `{}`: no message.
+    Empty,
+}
+
+/// The form an AutoGen log comes in.
+#[derive(Debug, Clone, Copy)]
+enum LogForm {
+    /// CommuGraph's sender/recipient messages, one a line.
+    Lines,
+    /// CommuGraph's messages in a JSON array.
+    Array,
+    /// An AgentChat `TaskResult`.
+    AgentChat,
+    /// A 0.2 `chat_messages` dict of two peers.
+    ChatDict,
+}
+
+impl MessageShape {
+    /// The sender, the receiver and the content (as JSON) of message `i`.
+    fn parts(self, i: usize) -> Option<(String, Option<String>, String)> {
+        let prose = |n: usize| {
+            let paragraph =
+                format!(r#"Paragraph of message {i}: the \"quick\" brown fox jumps over the lazy dog."#);
+            format!("\"{}\"", vec![paragraph; n].join(r"\n\n"))
+        };
+        let (sender, receiver) = (format!("agent{}", i % 7), Some(format!("agent{}", (i + 1) % 7)));
+        Some(match self {
+            MessageShape::Tiny => (sender, receiver, format!("\"hi {i}\"")),
+            MessageShape::Prose(n) => (sender, receiver, prose(n)),
+            MessageShape::LongNames(n) => {
+                let name = |k: usize| format!("{}{k}", "n".repeat(n));
+                (name(i), Some(name(i + 1)), format!("\"{i}\""))
+            }
+            MessageShape::Objects(n) => (sender, receiver, format!("[{}]", vec!["{}"; n].join(","))),
+            MessageShape::Object(n) => {
+                let members: Vec<String> = (0..n).map(|k| format!(r#""k{k}":[{k}]"#)).collect();
+                (sender, receiver, format!("{{{}}}", members.join(",")))
+            }
+            MessageShape::Unaddressed => (sender, None, format!("\"to whom it may concern {i}\"")),
+            MessageShape::Empty => return None,
+        })
+    }
+
+    /// Message `i` as an entry of a log of `form`.
+    fn entry(self, i: usize, form: LogForm) -> String {
+        let Some((sender, receiver, content)) = self.parts(i) else {
+            return "{}".to_owned();
+        };
+        let to = receiver.map_or(String::new(), |r| format!(r#","recipient":"{r}""#));
+        match form {
+            LogForm::Lines | LogForm::Array => {
+                // An object is read as a message from `message`, a list written with
+                // JavaScript's rules from `content`.
+                let key = match self {
+                    MessageShape::Object(_) => "message",
+                    _ => "content",
+                };
+                format!(r#"{{"sender":"{sender}"{to},"{key}":{content}}}"#)
+            }
+            LogForm::AgentChat => {
+                format!(r#"{{"source":"{sender}","type":"TextMessage","content":{content}}}"#)
+            }
+            LogForm::ChatDict => format!(r#"{{"role":"user","name":"{sender}","content":{content}}}"#),
+        }
+    }
+}
+
+/// An AutoGen log of `form` made of runs of messages, each run `count` messages of one
+/// shape.
+fn autogen_log(runs: &[(MessageShape, usize)], form: LogForm) -> Vec<u8> {
+    let mut entries = Vec::new();
+    for &(shape, count) in runs {
+        // A `{}` in a chat_messages dict would make it no dict: a tiny message instead.
+        let shape = match (shape, form) {
+            (MessageShape::Empty, LogForm::ChatDict) => MessageShape::Tiny,
+            _ => shape,
+        };
+        let first = entries.len();
+        entries.extend((first..first + count).map(|i| shape.entry(i, form)));
+    }
+    match form {
+        LogForm::Lines => entries.join("\n").into_bytes(),
+        LogForm::Array => json_array(entries.into_iter()),
+        LogForm::AgentChat => [
+            b"{\"messages\":".as_slice(),
+            &json_array(entries.into_iter()),
+            b"}",
+        ]
+        .concat(),
+        LogForm::ChatDict => {
+            let second = entries.split_off(entries.len() / 2);
+            [
+                b"{\"critic\":".as_slice(),
+                &json_array(entries.into_iter()),
+                b",\"manager\":",
+                &json_array(second.into_iter()),
+                b"}",
+            ]
+            .concat()
+        }
+    }
+}
+
+fn message_shape() -> impl proptest::strategy::Strategy<Value = MessageShape> {
+    use proptest::prelude::*;
+    prop_oneof![
+        Just(MessageShape::Tiny),
+        (1..40usize).prop_map(MessageShape::Prose),
+        (1..400usize).prop_map(MessageShape::LongNames),
+        (1..400usize).prop_map(MessageShape::Objects),
+        (1..400usize).prop_map(MessageShape::Object),
+        Just(MessageShape::Unaddressed),
+        Just(MessageShape::Empty),
+    ]
+}
+
+fn log_form() -> impl proptest::strategy::Strategy<Value = LogForm> {
+    proptest::sample::select(vec![
+        LogForm::Lines,
+        LogForm::Array,
+        LogForm::AgentChat,
+        LogForm::ChatDict,
+    ])
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+    /// F10: whatever messages an AutoGen log is made of, in whatever form, a session loaded
+    /// under a memory bound either is refused or stays within it: loaded, its peak (the
+    /// session and every view rendered and kept) is within the text's share of the bound
+    /// plus what its reading charged; refused, within the bound.
+    #[test]
+    fn f10_an_autogen_log_under_a_memory_bound_is_refused_or_stays_within_it(
+        runs in proptest::collection::vec((message_shape(), 1..600usize), 1..6),
+        form in log_form(),
+        allowance_kib in 256..16_384usize,
+    ) {
+        use sessiongraph::core::autogen::parse_within;
+        use sessiongraph::core::memory_bound::RecordBudget;
+        let bytes = autogen_log(&runs, form);
+        let allowance = allowance_kib << 10;
+        let charges = RecordBudget::unbounded();
+        let _ = parse_within(&String::from_utf8_lossy(&bytes), &charges);
+        let (peak, loaded) = autogen_peak_under_bound(&bytes, bound_with_allowance(allowance));
+        let input = bytes.len() as i64;
+        match loaded {
+            Ok(messages) => {
+                let model = (TEXT_SHARE * input as f64) as i64 + charges.charged() as i64 + FIXED_SLACK;
+                proptest::prop_assert!(
+                    peak <= model,
+                    "{messages} messages, {input} bytes: peak {peak} past the charges' {model}"
+                );
+            }
+            // Past the bound, or holding no message (a log of `{}` only).
+            Err(SessionError::TooManyRecords { .. } | SessionError::Autogen(AutogenError::NoMessages)) => {
+                let limit = 4 * input + allowance as i64 + FIXED_SLACK;
+                proptest::prop_assert!(peak <= limit, "refused, yet the peak {peak} passed {limit}");
+            }
+            Err(e) => proptest::prop_assert!(false, "an unexpected error: {e}"),
+        }
+    }
+}
+
+/// F10: an AutoGen message costs a bounded number of bytes beyond its text at the peak of
+/// loading and rendering every view ([`MESSAGE_COST`] is that, with some room), in each form
+/// the reader takes.
+#[test]
+fn f10_a_small_autogen_message_costs_at_most_its_charge() {
+    let unbounded = MemoryBound {
+        per_input_byte: f64::INFINITY,
+        allowance: 0,
+    };
+    for (form, bytes) in small_autogen_logs(50_000) {
+        let (peak, loaded) = autogen_peak_under_bound(&bytes, unbounded);
+        let messages = loaded.expect("loaded without a bound") as i64;
+        let per_message = (peak - bytes.len() as i64) / messages;
+        eprintln!(
+            "{form}: {} bytes in, peak {peak}, {per_message} bytes per message beyond its text",
+            bytes.len()
+        );
+        assert!(
+            per_message <= MESSAGE_COST as i64,
+            "{form}: {per_message} bytes per message"
+        );
+    }
+}
+
+/// The messages of an AutoGen log of `n` messages, message `i` from agent `i` to agent
+/// `i + 1`: its graph has `n + 1` parties and `n` edges.
+fn chain_of_agents(n: usize) -> Vec<sessiongraph::core::autogen::AgMessage> {
+    let log: String = (0..n)
+        .map(|i| {
+            format!(
+                "{{\"sender\":\"agent{i}\",\"recipient\":\"agent{}\",\"message\":\"hello {i}\"}}\n",
+                i + 1
+            )
+        })
+        .collect();
+    sessiongraph::core::autogen::parse(&log).expect("the log reads")
+}
+
+/// The allocations of rendering the graph of `messages` cut at `step`.
+fn graph_allocations(messages: &[sessiongraph::core::autogen::AgMessage], step: Option<u64>) -> u64 {
+    use sessiongraph::core::views::autogen_graph::graph;
+    let (work, body) = measure(|| serde_json::to_vec(&graph(messages, step)).expect("JSON"));
+    std::hint::black_box(body);
+    work.allocations
+}
+
+/// Review finding: `GET /api/graph/{id}?step=N` on an AutoGen log whose messages involve
+/// 100,000 agents took 2.6 to 4.1 s against 0.4 s for the whole graph: the cut built the
+/// whole log's graph, then matched every party against every edge it kept. The cut now
+/// builds the graph of the messages up to the step and keeps the parties its edges touch
+/// (the later messages are only looked through for their senders' last activity, without
+/// allocating). Counted in allocations: a cut at step 10 costs the same in a log of 100,000
+/// agents as in one of 1,000, and a cut anywhere costs no more than the whole graph.
+#[test]
+fn a_step_cut_of_a_graph_of_many_agents_costs_no_more_than_the_whole() {
+    let many = chain_of_agents(100_000);
+    let few = chain_of_agents(1_000);
+    let (cut_of_many, cut_of_few) = (
+        graph_allocations(&many, Some(10)),
+        graph_allocations(&few, Some(10)),
+    );
+    eprintln!("a cut at step 10: {cut_of_many} allocations among 100,000 agents, {cut_of_few} among 1,000");
+    assert!(
+        cut_of_many <= cut_of_few + 8,
+        "a cut at step 10 allocates {cut_of_many} times among 100,000 agents, {cut_of_few} among 1,000"
+    );
+    let whole = graph_allocations(&many, None);
+    for step in [50_000, 99_998] {
+        let cut = graph_allocations(&many, Some(step));
+        eprintln!("a cut at step {step}: {cut} allocations, the whole graph {whole}");
+        assert!(
+            cut <= whole,
+            "a cut at step {step} allocates {cut} times, the whole graph {whole}"
+        );
+    }
+}
+
+/// F10: a `chat_messages` dict is read as a map of its peers, each kept with its key while
+/// the log is read. A dict of 200,000 empty conversations and one message costs its keys'
+/// charges at most when loaded, and is refused within the bound when they pass it.
+#[test]
+fn f10_a_dict_of_many_empty_conversations_stays_within_the_memory_bound() {
+    use sessiongraph::core::autogen::parse_within;
+    use sessiongraph::core::memory_bound::RecordBudget;
+    let peers: String = (0..200_000).map(|i| format!("\"peer{i}\":[],")).collect();
+    let bytes = format!("{{{peers}\"critic\":[{{\"role\":\"user\",\"content\":\"x\"}}]}}").into_bytes();
+    let charges = RecordBudget::unbounded();
+    let messages = parse_within(&String::from_utf8_lossy(&bytes), &charges).expect("one message");
+    assert_eq!(messages.len(), 1);
+    let unbounded = MemoryBound {
+        per_input_byte: f64::INFINITY,
+        allowance: 0,
+    };
+    let (peak, loaded) = autogen_peak_under_bound(&bytes, unbounded);
+    let model = (TEXT_SHARE * bytes.len() as f64) as i64 + charges.charged() as i64 + FIXED_SLACK;
+    eprintln!(
+        "{} bytes: loaded ({loaded:?}) at a peak of {peak}, charged {}",
+        bytes.len(),
+        charges.charged()
+    );
+    assert!(
+        peak <= model,
+        "loaded at a peak of {peak}, past the charges' {model}"
+    );
+    let allowance = 4 << 20;
+    let (peak, refused) = autogen_peak_under_bound(&bytes, bound_with_allowance(allowance));
+    let limit = 4 * bytes.len() as i64 + allowance as i64 + FIXED_SLACK;
+    assert!(
+        matches!(refused, Err(SessionError::TooManyRecords { .. })),
+        "{refused:?}"
+    );
+    assert!(
+        peak <= limit,
+        "refused at a peak of {peak}, past the bound's {limit}"
+    );
 }

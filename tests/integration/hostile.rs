@@ -977,3 +977,69 @@ async fn d1_a_session_on_disk_too_many_records_for_its_size_is_422() {
     assert_still_serving(&server, "a session too dense on disk").await;
     server.stop().await;
 }
+
+/// An AgentChat `TaskResult` of `n` messages of a few words among ten agents.
+fn agentchat_dump(n: usize) -> Vec<u8> {
+    let messages: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"source":"a{}","type":"TextMessage","content":"m{i}"}}"#,
+                i % 10
+            )
+        })
+        .collect();
+    format!("{{\"messages\":[{}]}}", messages.join(",")).into_bytes()
+}
+
+/// F10: an AutoGen log was read whole before its messages were charged. Charged as they
+/// are read, messages too many for the log's size are refused as records are: a JSON 413
+/// for an upload (nothing kept), a JSON 422 for the session of a sessions directory, both
+/// naming the bound's settings; a log within the bound still loads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f10_autogen_messages_past_the_memory_bound_are_413_uploaded_and_422_on_disk() {
+    let sessions = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(sessions.path().join("team")).unwrap();
+    std::fs::write(sessions.path().join("team/run.json"), agentchat_dump(20_000)).unwrap();
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![sessions.path().to_owned()],
+        memory_bound: small_memory_bound(),
+        ..Options::default()
+    })
+    .await;
+    let refused = server
+        .upload_raw("framework=autogen&filename=run.json", agentchat_dump(20_000))
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{:?}",
+        refused.json
+    );
+    let message = refused.json["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("too many records for the session's size"),
+        "{message}"
+    );
+    assert!(message.contains("--memory-per-input-byte"), "{message}");
+    let stored = std::fs::read_dir(server.data_dir.join("uploads"))
+        .map(|dir| dir.count())
+        .unwrap_or(0);
+    assert_eq!(stored, 0, "nothing of the refused upload is on disk");
+
+    let on_disk = server.get("/api/graph/run").await;
+    assert_eq!(
+        on_disk.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{:?}",
+        on_disk.json
+    );
+    let message = on_disk.json["message"].as_str().unwrap_or_default();
+    assert!(message.contains("too many records"), "{message}");
+
+    let accepted = server
+        .upload_raw("framework=autogen&filename=small.json", agentchat_dump(200))
+        .await;
+    assert_eq!(accepted.status, StatusCode::OK, "{:?}", accepted.json);
+    assert_eq!(accepted.json["message_count"], 200);
+    server.stop().await;
+}

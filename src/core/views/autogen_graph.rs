@@ -28,18 +28,19 @@ struct Party<'a> {
 /// The parties (in order of first appearance) and the edges (source, target, messages).
 struct Built<'a> {
     parties: Vec<Party<'a>>,
+    index: HashMap<&'a str, usize>,
     edges: Vec<(usize, usize, Vec<&'a AgMessage>)>,
 }
 
 fn build(messages: &[AgMessage]) -> Built<'_> {
-    let mut index: HashMap<&str, usize> = HashMap::new();
     let mut built = Built {
         parties: Vec::new(),
+        index: HashMap::new(),
         edges: Vec::new(),
     };
     let mut pairs: HashMap<(usize, usize), usize> = HashMap::new();
     for m in messages {
-        let s = party(&mut built.parties, &mut index, &m.sender, m);
+        let s = built.party(&m.sender, m);
         built.parties[s].sent += 1;
         if m.timestamp.as_str() > built.parties[s].last {
             built.parties[s].last = &m.timestamp;
@@ -47,7 +48,7 @@ fn build(messages: &[AgMessage]) -> Built<'_> {
         let Some(receiver) = m.receiver.as_deref() else {
             continue;
         };
-        let r = party(&mut built.parties, &mut index, receiver, m);
+        let r = built.party(receiver, m);
         built.parties[r].received += 1;
         let e = *pairs.entry((s, r)).or_insert_with(|| {
             built.edges.push((s, r, Vec::new()));
@@ -59,89 +60,94 @@ fn build(messages: &[AgMessage]) -> Built<'_> {
     built
 }
 
-fn party<'a>(
-    parties: &mut Vec<Party<'a>>,
-    index: &mut HashMap<&'a str, usize>,
-    id: &'a str,
-    m: &'a AgMessage,
-) -> usize {
-    *index.entry(id).or_insert_with(|| {
-        parties.push(Party {
-            id,
-            sent: 0,
-            received: 0,
-            first: &m.timestamp,
-            last: &m.timestamp,
-        });
-        parties.len() - 1
-    })
+impl<'a> Built<'a> {
+    /// The party called `id`, added (first seen in `m`) if it is new.
+    fn party(&mut self, id: &'a str, m: &'a AgMessage) -> usize {
+        let parties = &mut self.parties;
+        *self.index.entry(id).or_insert_with(|| {
+            parties.push(Party {
+                id,
+                sent: 0,
+                received: 0,
+                first: &m.timestamp,
+                last: &m.timestamp,
+            });
+            parties.len() - 1
+        })
+    }
+
+    /// For each party, true when an edge starts or ends at it.
+    fn linked(&self) -> Vec<bool> {
+        let mut linked = vec![false; self.parties.len()];
+        for &(s, t, _) in &self.edges {
+            linked[s] = true;
+            linked[t] = true;
+        }
+        linked
+    }
 }
 
-/// The graph body of `messages` (in step order), cut at `step` if given.
+/// The graph body of `messages` (in step order, as the reader gives them), cut at `step` if
+/// given.
 pub fn graph(messages: &[AgMessage], step: Option<u64>) -> GraphBody<'_> {
-    let built = build(messages);
-    let upto = |s: usize| step.is_none_or(|n| (s as u64) <= n);
-    let edges: Vec<(usize, usize, Vec<&AgMessage>)> = built
-        .edges
-        .iter()
-        .map(|(s, t, list)| {
-            (
-                *s,
-                *t,
-                list.iter().copied().filter(|m| upto(m.step)).collect::<Vec<_>>(),
-            )
-        })
-        .filter(|(_, _, list)| !list.is_empty())
-        .collect();
-    let (mut sent, mut received) = (
-        vec![0usize; built.parties.len()],
-        vec![0usize; built.parties.len()],
-    );
-    let index: HashMap<&str, usize> = built.parties.iter().enumerate().map(|(i, p)| (p.id, i)).collect();
-    for m in messages.iter().filter(|m| upto(m.step)) {
-        sent[index[m.sender.as_str()]] += 1;
-        if let Some(r) = m.receiver.as_deref() {
-            received[index[r]] += 1;
+    let total_steps = messages.last().map_or(0, |m| m.step);
+    let (built, linked) = match step {
+        None => (build(messages), None),
+        Some(n) => {
+            let (built, linked) = cut(messages, n);
+            (built, Some(linked))
         }
-    }
+    };
     let nodes: Vec<SenderNode> = built
         .parties
         .iter()
         .enumerate()
-        .filter(|(i, _)| step.is_none() || edges.iter().any(|(s, t, _)| s == i || t == i))
-        .map(|(i, p)| {
-            let (sent, received) = if step.is_some() {
-                (sent[i], received[i])
-            } else {
-                (p.sent, p.received)
-            };
-            SenderNode {
-                id: p.id.to_owned(),
-                label: p.id.to_owned(),
-                message_count: sent,
-                messages_sent: sent,
-                messages_received: received,
-                first_appearance: Some(p.first),
-                last_activity: Some(p.last),
-                metadata: BTreeMap::new(),
-            }
+        .filter(|(i, _)| linked.as_ref().is_none_or(|linked| linked[*i]))
+        .map(|(_, p)| SenderNode {
+            id: p.id.to_owned(),
+            label: p.id.to_owned(),
+            message_count: p.sent,
+            messages_sent: p.sent,
+            messages_received: p.received,
+            first_appearance: Some(p.first),
+            last_activity: Some(p.last),
+            metadata: BTreeMap::new(),
         })
         .collect();
-    let edges: Vec<EdgeJson> = edges
-        .into_iter()
-        .map(|(s, t, list)| edge_json(&built, s, t, list))
+    let edges: Vec<EdgeJson> = built
+        .edges
+        .iter()
+        .map(|(s, t, list)| edge_json(&built, *s, *t, list))
         .collect();
-    let total_steps = messages.iter().map(|m| m.step).max().unwrap_or(0);
     snapshot(nodes, edges, step, total_steps, messages.len())
 }
 
-fn edge_json<'a>(built: &Built<'a>, s: usize, t: usize, list: Vec<&'a AgMessage>) -> EdgeJson<'a> {
+/// The graph of the messages up to step `n` (the edges and the parties' counts are theirs),
+/// and which parties it keeps: those an edge starts or ends at. A kept party's
+/// `last_activity` is the whole log's, as CommuGraph keeps it, so the later messages are
+/// looked through for their senders' times: one look-up each, nothing kept.
+fn cut(messages: &[AgMessage], n: u64) -> (Built<'_>, Vec<bool>) {
+    let upto = messages.partition_point(|m| m.step as u64 <= n);
+    let mut built = build(&messages[..upto]);
+    let linked = built.linked();
+    for m in &messages[upto..] {
+        if let Some(&p) = built.index.get(m.sender.as_str()) {
+            let party = &mut built.parties[p];
+            if linked[p] && m.timestamp.as_str() > party.last {
+                party.last = &m.timestamp;
+            }
+        }
+    }
+    (built, linked)
+}
+
+fn edge_json<'a>(built: &Built<'a>, s: usize, t: usize, list: &[&'a AgMessage]) -> EdgeJson<'a> {
     EdgeJson {
         source: Cow::Owned(built.parties[s].id.to_owned()),
         target: Cow::Owned(built.parties[t].id.to_owned()),
         weight: list.len(),
         interactions: list
-            .into_iter()
+            .iter()
             .map(|m| InteractionJson {
                 step_index: m.step,
                 timestamp: Some(&m.timestamp),
@@ -202,5 +208,109 @@ pub fn chatlog(messages: &[AgMessage]) -> ChatLog<'_> {
     ChatLog {
         total: entries.len(),
         messages: entries,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The graph as it was cut before (every party matched against every kept edge): the
+    /// reference a cut must render byte for byte.
+    fn graph_cut_by_search(messages: &[AgMessage], step: Option<u64>) -> GraphBody<'_> {
+        let built = build(messages);
+        let upto = |s: usize| step.is_none_or(|n| (s as u64) <= n);
+        let edges: Vec<(usize, usize, Vec<&AgMessage>)> = built
+            .edges
+            .iter()
+            .map(|(s, t, list)| {
+                (
+                    *s,
+                    *t,
+                    list.iter().copied().filter(|m| upto(m.step)).collect::<Vec<_>>(),
+                )
+            })
+            .filter(|(_, _, list)| !list.is_empty())
+            .collect();
+        let (mut sent, mut received) = (
+            vec![0usize; built.parties.len()],
+            vec![0usize; built.parties.len()],
+        );
+        for m in messages.iter().filter(|m| upto(m.step)) {
+            sent[built.index[m.sender.as_str()]] += 1;
+            if let Some(r) = m.receiver.as_deref() {
+                received[built.index[r]] += 1;
+            }
+        }
+        let nodes: Vec<SenderNode> = built
+            .parties
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| step.is_none() || edges.iter().any(|(s, t, _)| s == i || t == i))
+            .map(|(i, p)| {
+                let (sent, received) = if step.is_some() {
+                    (sent[i], received[i])
+                } else {
+                    (p.sent, p.received)
+                };
+                SenderNode {
+                    id: p.id.to_owned(),
+                    label: p.id.to_owned(),
+                    message_count: sent,
+                    messages_sent: sent,
+                    messages_received: received,
+                    first_appearance: Some(p.first),
+                    last_activity: Some(p.last),
+                    metadata: BTreeMap::new(),
+                }
+            })
+            .collect();
+        let edges: Vec<EdgeJson> = edges
+            .into_iter()
+            .map(|(s, t, list)| edge_json(&built, s, t, &list))
+            .collect();
+        let total_steps = messages.iter().map(|m| m.step).max().unwrap_or(0);
+        snapshot(nodes, edges, step, total_steps, messages.len())
+    }
+
+    /// Messages among a few parties, some addressing nobody, with times out of order.
+    fn messages() -> impl Strategy<Value = Vec<AgMessage>> {
+        let party = || prop::sample::select(vec!["a", "b", "c", "d", "user"]);
+        let message = (party(), proptest::option::of(party()), 0u8..5, any::<bool>());
+        prop::collection::vec(message, 0..24).prop_map(|drawn| {
+            let mut step = 0;
+            drawn
+                .into_iter()
+                .map(|(sender, receiver, time, gap)| {
+                    step += 1 + usize::from(gap);
+                    AgMessage {
+                        step,
+                        timestamp: format!("2024-01-01T00:00:0{time}.000Z"),
+                        sender: sender.to_owned(),
+                        receiver: receiver.filter(|r| *r != sender).map(str::to_owned),
+                        message_type: "response",
+                        content: format!("m{step}"),
+                        human: false,
+                    }
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        /// A cut at any step (and the whole graph) is the body the search rendered.
+        #[test]
+        fn a_cut_renders_what_matching_every_party_against_every_edge_rendered(
+            messages in messages(),
+            step in 0u64..60,
+        ) {
+            for step in [None, Some(step)] {
+                let got = serde_json::to_string(&graph(&messages, step)).unwrap();
+                let want = serde_json::to_string(&graph_cut_by_search(&messages, step)).unwrap();
+                prop_assert_eq!(got, want);
+            }
+        }
     }
 }
