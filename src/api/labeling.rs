@@ -39,7 +39,7 @@ pub const MAX_IMPORT_BYTES: usize = 64 << 20;
 /// [`crate::labels::import_body`]). 200 with one result per line (or Label Studio task);
 /// 400 when the body cannot be read at all or holds too many records (nothing is stored);
 /// 503 with `Retry-After` when the store is busy, saying what was stored before (see
-/// [`import_cut`]).
+/// `import_cut`).
 pub async fn import(
     State(state): State<AppState>,
     identity: Option<Extension<Identity>>,

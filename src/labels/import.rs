@@ -236,7 +236,7 @@ impl LabelStore {
 
     /// Stores the valid lines of `batch`, in transactions of about [`MAX_TRANSACTION`] at
     /// most (a line whole in one), each begun once other writes in progress have had the
-    /// lock (see [`LabelStore::yield_to_writes`]). Appends to `answered` the outcome of each
+    /// lock (see `LabelStore::yield_to_writes`). Appends to `answered` the outcome of each
     /// line of the batch, refused ones included, as its transaction commits. When one
     /// fails ([`LabelError::Busy`]: the store is busy), `answered` holds every line before
     /// the first one not stored, and nothing from that one on is stored.

@@ -15,7 +15,7 @@
 //!
 //! An import writes in transactions of about 100 ms (see [`super::import`]), and on SQLite
 //! lets this process's other writes in progress have the lock before each
-//! ([`LabelStore::yield_to_writes`]). A write that still finds the database busy once the
+//! (`LabelStore::yield_to_writes`). A write that still finds the database busy once the
 //! busy timeout (10 s) has passed, or no connection free within the pool's acquire timeout,
 //! fails with [`LabelError::Busy`], a 503 with `Retry-After` to clients.
 
@@ -301,7 +301,7 @@ pub struct LabelStore {
 }
 
 /// The longest an import's batch waits for other writes in progress (see
-/// [`LabelStore::yield_to_writes`]): two tries of a long-waiting writer, so that a stream of
+/// `LabelStore::yield_to_writes`): two tries of a long-waiting writer, so that a stream of
 /// writes slows an import down without stopping it.
 pub const YIELD_TO_WRITES: Duration = Duration::from_millis(250);
 
