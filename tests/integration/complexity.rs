@@ -713,3 +713,48 @@ fn tool_calls_sharing_an_id_get_distinct_node_ids_in_linear_time() {
     assert_eq!(&calls[..3], ["a1", "a1/x", "a1/x#2"]);
     assert_eq!(calls[n - 1], format!("a1/x#{}", n - 1));
 }
+
+/// Regression (F7): progress tallied every annotator against every unit of the session:
+/// 20,000 annotators on 40,000 units took 39 s of CPU per request. Each set is now counted
+/// in its unit's type: 4x the units and 4x the annotators (each with one set) is about 4x
+/// the allocations, not 16x.
+#[test]
+fn f7_progress_grows_with_the_units_and_sets_not_their_product() {
+    use sessiongraph::labels::model::{LabelSet, Status};
+    use sessiongraph::labels::progress::{session_progress, UnitKind};
+    let run = |units: usize, annotators: usize| {
+        let ids: Vec<String> = (0..units).map(|u| format!("U:{u:06}")).collect();
+        let kinds: Vec<UnitKind> = ids
+            .iter()
+            .enumerate()
+            .map(|(u, event_id)| UnitKind {
+                event_id,
+                unit_type: ["user_turn", "assistant_turn"][u % 2],
+            })
+            .collect();
+        let sets: Vec<LabelSet> = (0..annotators)
+            .map(|a| LabelSet {
+                event_id: ids[(a * 7) % units].clone(),
+                annotator: format!("ann-{a:06}"),
+                status: Status::Submitted,
+                labels: Vec::new(),
+                note: None,
+                lead_time: Some(a as f64),
+                version: 1,
+                updated_at: "2026-01-01T00:00:00.000Z".into(),
+            })
+            .collect();
+        measure(|| session_progress("s", &kinds, &sets).annotators.len())
+    };
+    let (small, small_annotators) = run(500, 250);
+    let (large, large_annotators) = run(2_000, 1_000);
+    assert_eq!((small_annotators, large_annotators), (250, 1_000));
+    let allocations = large.allocations as f64 / small.allocations as f64;
+    let bytes = large.bytes as f64 / small.bytes as f64;
+    eprintln!("4x the units and annotators: allocations {allocations:.2}x, bytes {bytes:.2}x");
+    assert!(
+        allocations <= MAX_GROWTH && bytes <= MAX_GROWTH,
+        "4x the units and annotators: allocations grew {allocations:.2}x, bytes {bytes:.2}x \
+         ({small:?} -> {large:?})"
+    );
+}
