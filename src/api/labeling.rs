@@ -23,6 +23,7 @@ use super::error::{echo, session_not_found, ApiError};
 use super::labels::{api_error, json_response, known_session, writer};
 use super::query::QueryPairs;
 use super::AppState;
+use crate::labels::agreement::PairPage;
 use crate::labels::export::{ExportScope, Format};
 use crate::labels::import::{parse_jsonl_line, LineOutcome, Prepared, MAX_IMPORT_LINES};
 use crate::labels::progress::{session_progress, UnitKind};
@@ -464,20 +465,22 @@ pub async fn export(State(state): State<AppState>, RawQuery(query): RawQuery) ->
     Ok(response)
 }
 
-/// `GET /api/labels/agreement` (`?session=ID`, `?label=ID`, `?annotators=a,b`): agreement of
-/// the submitted sets (drafts, skips, adjudicated sets and suggestions never count), per
-/// label and overall, with the units and annotators behind each figure (see
+/// `GET /api/labels/agreement` (`?session=ID`, `?label=ID`, `?annotators=a,b`,
+/// `?pairs_limit=N`, `?pairs_after=a,b`): agreement of the submitted sets (drafts, skips,
+/// adjudicated sets and suggestions never count), per label and overall, with the units
+/// and annotators behind each figure, and a page of the pairs of annotators (see
 /// [`crate::labels::agreement`]).
 pub async fn agreement(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    use crate::labels::agreement::agreement_report;
+    use crate::labels::agreement::report;
     let query = QueryPairs::parse(query.as_deref());
     let session = query.first("session");
     if let Some(id) = session {
         known_session(&state, id)?;
     }
+    let page = pair_page(&query)?;
     let annotators: Option<Vec<String>> = query.first("annotators").map(|a| {
         a.split(',')
             .map(|n| n.trim().to_owned())
@@ -501,10 +504,41 @@ pub async fn agreement(
         .submitted_codings(session, &keep_annotator, &keep_label)
         .await
         .map_err(api_error)?;
-    let report = tokio::task::spawn_blocking(move || agreement_report(&codings.codings(), &label_ids))
+    let report = tokio::task::spawn_blocking(move || report(codings, &label_ids, &page))
         .await
         .map_err(|e| ApiError::Internal(format!("agreement: {e}")))?;
     Ok(json_response(StatusCode::OK, &report))
+}
+
+/// The page of pairs an agreement request asks for: `?pairs_limit=` (1 to
+/// [`PairPage::MAX_LIMIT`], default [`PairPage::DEFAULT_LIMIT`]) pairs after
+/// `?pairs_after=` (a report's `pairs_next`); 400 naming the parameter otherwise.
+fn pair_page(query: &QueryPairs) -> Result<PairPage, ApiError> {
+    let limit = match query.first("pairs_limit") {
+        None => PairPage::DEFAULT_LIMIT,
+        Some(n) => n
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=PairPage::MAX_LIMIT).contains(n))
+            .ok_or_else(|| ApiError::Invalid {
+                message: format!(
+                    "pairs_limit: must be an integer from 1 to {}",
+                    PairPage::MAX_LIMIT
+                ),
+                details: json!({ "field": "pairs_limit" }),
+            })?,
+    };
+    let after = match query.first("pairs_after") {
+        None => None,
+        Some(cursor) => Some(PairPage::parse_cursor(cursor).ok_or_else(|| ApiError::Invalid {
+            message: format!(
+                "pairs_after: '{}' is not a pair (expected FIRST,SECOND, as pairs_next gives it)",
+                echo(cursor)
+            ),
+            details: json!({ "field": "pairs_after" }),
+        })?),
+    };
+    Ok(PairPage { after, limit })
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Labeling: what a team codes annotation units with, and where their labels live.
 //!
 //! - [`agreement`]: inter-annotator agreement (Krippendorff's alpha, Cohen's and Fleiss'
-//!   kappa) and the label-set agreement report (pure).
+//!   kappa) and the label-set agreement report, its pairs a page at a time (pure).
+//! - [`codings`]: the submitted sets agreement is computed from, held compactly (pure).
 //! - [`codebook`]: the labels, their definitions, rules, cues and typed output fields.
 //! - [`model`]: label records, sets, history entries, `If-Match` preconditions.
 //! - [`validate`]: a set write checked against the codebook and the unit's text (pure).
@@ -16,6 +17,7 @@
 //! - [`export`]: every unit with its labels, streamed as JSONL or Label Studio tasks.
 pub mod agreement;
 pub mod codebook;
+pub mod codings;
 pub mod consensus;
 pub mod export;
 pub mod import;

@@ -4,6 +4,7 @@
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
+use super::codings::CodingTable;
 use super::model::{Status, Suggestion};
 use super::store::{LabelError, LabelStore};
 
@@ -52,31 +53,6 @@ fn suggestion_of_row(row: &AnyRow) -> Result<Suggestion, LabelError> {
     })
 }
 
-/// The submitted sets as agreement needs them, held compactly: each distinct unit key,
-/// annotator and label combination once, and one small row per set. A million sets take
-/// tens of megabytes, not the gigabytes full sets would.
-#[derive(Debug, Default)]
-pub struct SubmittedCodings {
-    units: Vec<String>,
-    annotators: Vec<String>,
-    label_sets: Vec<Vec<String>>,
-    rows: Vec<(u32, u32, u32)>,
-}
-
-impl SubmittedCodings {
-    /// The codings, borrowing the interned strings.
-    pub fn codings(&self) -> Vec<super::agreement::Coding<'_>> {
-        self.rows
-            .iter()
-            .map(|&(u, a, l)| super::agreement::Coding {
-                unit: &self.units[u as usize],
-                annotator: &self.annotators[a as usize],
-                labels: &self.label_sets[l as usize],
-            })
-            .collect()
-    }
-}
-
 /// A stored label record's id alone (the rest of the record is not read).
 #[derive(serde::Deserialize)]
 struct LabelId {
@@ -84,14 +60,14 @@ struct LabelId {
 }
 
 impl LabelStore {
-    /// The submitted sets of one session or all, streamed from the database into
-    /// [`SubmittedCodings`]: `keep_annotator` picks annotators, `keep_label` label ids.
+    /// The submitted sets of one session or all, streamed from the database into a
+    /// [`CodingTable`]: `keep_annotator` picks annotators, `keep_label` label ids.
     pub async fn submitted_codings(
         &self,
         session_id: Option<&str>,
         keep_annotator: &(dyn Fn(&str) -> bool + Sync),
         keep_label: &(dyn Fn(&str) -> bool + Sync),
-    ) -> Result<SubmittedCodings, LabelError> {
+    ) -> Result<CodingTable, LabelError> {
         use tokio_stream::StreamExt;
         let mut sql =
             "SELECT session_id, event_id, annotator, labels FROM label_sets WHERE status = $1".to_owned();
@@ -103,18 +79,18 @@ impl LabelStore {
             query = query.bind(s);
         }
         let mut rows = query.fetch(&self.pool);
-        let mut out = SubmittedCodings::default();
-        let mut units: foldhash::HashMap<String, u32> = Default::default();
-        let mut annotators: foldhash::HashMap<String, u32> = Default::default();
-        let mut label_sets: foldhash::HashMap<Vec<String>, u32> = Default::default();
+        let mut table = CodingTable::default();
+        let mut unit = String::new();
         while let Some(row) = rows.next().await {
             let row = row?;
             let annotator: String = row.try_get("annotator")?;
             if !keep_annotator(&annotator) {
                 continue;
             }
-            let session: String = row.try_get("session_id")?;
-            let event: String = row.try_get("event_id")?;
+            unit.clear();
+            unit.push_str(&row.try_get::<String, _>("session_id")?);
+            unit.push('\u{0}');
+            unit.push_str(&row.try_get::<String, _>("event_id")?);
             let labels: String = row.try_get("labels")?;
             let ids: Vec<LabelId> =
                 serde_json::from_str(&labels).map_err(|e| LabelError::Corrupt(format!("labels: {e}")))?;
@@ -123,26 +99,8 @@ impl LabelStore {
                 .map(|l| l.id)
                 .filter(|id| keep_label(id))
                 .collect();
-            let u = intern(&mut units, &mut out.units, format!("{session}\u{0}{event}"));
-            let a = intern(&mut annotators, &mut out.annotators, annotator);
-            let l = intern(&mut label_sets, &mut out.label_sets, ids);
-            out.rows.push((u, a, l));
+            table.push(&unit, &annotator, ids);
         }
-        Ok(out)
+        Ok(table)
     }
-}
-
-/// The index of `value` in `list`, adding it the first time.
-fn intern<T: std::hash::Hash + Eq + Clone>(
-    index: &mut foldhash::HashMap<T, u32>,
-    list: &mut Vec<T>,
-    value: T,
-) -> u32 {
-    if let Some(&i) = index.get(&value) {
-        return i;
-    }
-    let i = list.len() as u32;
-    index.insert(value.clone(), i);
-    list.push(value);
-    i
 }

@@ -714,6 +714,108 @@ fn tool_calls_sharing_an_id_get_distinct_node_ids_in_linear_time() {
     assert_eq!(calls[n - 1], format!("a1/x#{}", n - 1));
 }
 
+/// The label ids the agreement and progress measurements choose among.
+fn label_ids() -> Vec<String> {
+    ["EXEC_COGNITIVE", "EXEC_DIGITAL", "TASK_DECOMPOSITION"]
+        .map(str::to_owned)
+        .to_vec()
+}
+
+/// A sparse team: `annotators` annotators and twice as many units, each unit coded by two
+/// of them picked pseudo-randomly: every annotator shares units with a few others.
+fn sparse_codings(annotators: usize) -> Vec<(String, String, Vec<String>)> {
+    let labels = label_ids();
+    (0..2 * annotators)
+        .flat_map(|u| {
+            let first = (u * 7_919) % annotators;
+            let second = (first + 1 + (u * 104_729) % (annotators - 1)) % annotators;
+            [first, second].map(|a| {
+                let chosen = vec![labels[(u + a) % labels.len()].clone()];
+                (format!("s\u{0}U:{u:06}"), format!("ann-{a:06}"), chosen)
+            })
+        })
+        .collect()
+}
+
+/// Codings borrowing `rows`.
+fn as_codings(rows: &[(String, String, Vec<String>)]) -> Vec<sessiongraph::labels::agreement::Coding<'_>> {
+    rows.iter()
+        .map(
+            |(unit, annotator, labels)| sessiongraph::labels::agreement::Coding {
+                unit,
+                annotator,
+                labels,
+            },
+        )
+        .collect()
+}
+
+/// Regression (F6): agreement listed every pair of annotators, whether they shared a unit
+/// or not: 20,000 annotators made 200 million pairs (past 5.9 GB). Only pairs that share a
+/// unit are listed now, so a sparse team's report grows with its codings: 4x the
+/// annotators (and codings) is about 4x the allocations and bytes, not 16x.
+#[test]
+fn f6_agreement_over_a_sparse_team_grows_with_the_codings_not_the_pairs() {
+    use sessiongraph::labels::agreement::agreement_report;
+    let labels = label_ids();
+    let run = |annotators: usize| {
+        let rows = sparse_codings(annotators);
+        let codings = as_codings(&rows);
+        measure(|| agreement_report(&codings, &labels).pairs.len())
+    };
+    let (small, small_pairs) = run(500);
+    let (large, large_pairs) = run(2_000);
+    assert!(
+        small_pairs <= 1_000 && large_pairs <= 4_000,
+        "only pairs that share a unit (one per unit at most): {small_pairs}, {large_pairs}"
+    );
+    let allocations = large.allocations as f64 / small.allocations as f64;
+    let peak = large.peak as f64 / small.peak as f64;
+    eprintln!("4x the annotators: allocations {allocations:.2}x, peak bytes {peak:.2}x");
+    assert!(
+        allocations <= MAX_GROWTH && peak <= MAX_GROWTH,
+        "4x the annotators: allocations grew {allocations:.2}x, peak bytes {peak:.2}x ({small:?} -> {large:?})"
+    );
+}
+
+/// F6: a unit coded by every annotator forms n(n-1)/2 pairs; a page of them costs the
+/// annotators walked, not every pair: 4x the annotators on the unit is at most about 4x
+/// the allocations and peak bytes, and the page holds the default 1,000 pairs.
+#[test]
+fn f6_a_page_of_a_crowded_units_pairs_grows_linearly_with_its_annotators() {
+    use sessiongraph::labels::agreement::{report, PairPage};
+    use sessiongraph::labels::codings::CodingTable;
+    let labels = label_ids();
+    let run = |annotators: usize| {
+        let rows: Vec<(String, String, Vec<String>)> = (0..annotators)
+            .map(|a| {
+                (
+                    "s\u{0}U:1".to_owned(),
+                    format!("ann-{a:06}"),
+                    vec![labels[a % 3].clone()],
+                )
+            })
+            .collect();
+        let codings = as_codings(&rows);
+        measure(|| {
+            let page = report(CodingTable::from_codings(&codings), &labels, &PairPage::default());
+            (page.pairs.len(), page.pairs_next)
+        })
+    };
+    let (small, (small_pairs, small_next)) = run(500);
+    let (large, (large_pairs, large_next)) = run(2_000);
+    assert_eq!((small_pairs, large_pairs), (1_000, 1_000));
+    assert_eq!(small_next.as_deref(), Some("ann-000002,ann-000005"));
+    assert_eq!(large_next.as_deref(), Some("ann-000000,ann-001000"));
+    let allocations = large.allocations as f64 / small.allocations as f64;
+    let peak = large.peak as f64 / small.peak as f64;
+    eprintln!("4x the annotators: allocations {allocations:.2}x, peak bytes {peak:.2}x");
+    assert!(
+        allocations <= MAX_GROWTH && peak <= MAX_GROWTH,
+        "4x the annotators: allocations grew {allocations:.2}x, peak bytes {peak:.2}x ({small:?} -> {large:?})"
+    );
+}
+
 /// Regression (F7): progress tallied every annotator against every unit of the session:
 /// 20,000 annotators on 40,000 units took 39 s of CPU per request. Each set is now counted
 /// in its unit's type: 4x the units and 4x the annotators (each with one set) is about 4x

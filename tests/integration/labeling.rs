@@ -811,3 +811,86 @@ async fn labels_on_a_unit_that_disappears_are_kept_and_reported_orphaned() {
     assert_eq!(exported[0]["orphaned"], true);
     server.stop().await;
 }
+
+/// Regression (F6): agreement listed every pair of annotators, sharing units or not, in
+/// one body (3,000 annotators on one unit: a 1.2 GB body). Pairs that share no unit are
+/// no longer listed, and the others come a page at a time (`pairs_limit`, default 1,000;
+/// `pairs_after` the previous page's `pairs_next`), the figures unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f6_agreement_lists_a_page_of_the_pairs_that_share_units() {
+    TestDb::each(agreement_pages).await;
+}
+
+async fn agreement_pages(db: &TestDb) {
+    let (server, id, units) = sample_server(db.options()).await;
+    let picked = texty_units(&units, 4);
+    // 50 annotators on the first unit (1,225 pairs); three more alone on other units.
+    let mut writes: Vec<(String, Value)> = (0..50)
+        .map(|a| {
+            (
+                picked[0].0.clone(),
+                set(&format!("a-{a:02}"), "submitted", &["EXEC_COGNITIVE"]),
+            )
+        })
+        .collect();
+    writes.extend((1..4).map(|i| (picked[i].0.clone(), set(&format!("solo-{i}"), "submitted", &[]))));
+    let writes: Vec<(String, Value)> = writes
+        .into_iter()
+        .map(|(unit, body)| (format!("/api/graph/{id}/labels/{unit}"), body))
+        .collect();
+    for chunk in writes.chunks(10) {
+        let written =
+            futures_util::future::join_all(chunk.iter().map(|(path, body)| put(&server, path, body, None)))
+                .await;
+        assert!(written.iter().all(|w| w.status == StatusCode::CREATED));
+    }
+    let agreement = |query: String| {
+        let server = &server;
+        async move { server.get(&format!("/api/labels/agreement{query}")).await }
+    };
+    let first = agreement(String::new()).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.json);
+    assert_eq!(first.json["pairs"].as_array().unwrap().len(), 1_000);
+    assert_eq!(first.json["pairs_next"], "a-28,a-34", "the last pair listed");
+    assert_eq!(first.json["annotators"].as_array().unwrap().len(), 53);
+    assert_eq!(
+        (first.json["units"].clone(), first.json["codings"].clone()),
+        (json!(1), json!(53))
+    );
+    let next = agreement("?pairs_after=a-28,a-34&pairs_limit=500".to_owned()).await;
+    let rest = next.json["pairs"].as_array().unwrap();
+    assert_eq!(rest.len(), 225);
+    assert_eq!(rest[0]["annotators"], json!(["a-28", "a-35"]));
+    assert_eq!(next.json["pairs_next"], Value::Null, "the last page");
+    assert_eq!(
+        next.json["overall"], first.json["overall"],
+        "every page has the figures"
+    );
+    let every: Vec<&Value> = first.json["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(rest)
+        .collect();
+    assert!(
+        every.iter().all(|p| p["units"] == 1),
+        "only pairs that share a unit"
+    );
+    assert!(every
+        .iter()
+        .all(|p| !p["annotators"][1].as_str().unwrap().starts_with("solo")));
+    let pairs: HashSet<String> = every.iter().map(|p| p["annotators"].to_string()).collect();
+    assert_eq!(pairs.len(), 50 * 49 / 2, "each pair once");
+
+    for (query, field) in [
+        ("?pairs_limit=0", "pairs_limit"),
+        ("?pairs_limit=10001", "pairs_limit"),
+        ("?pairs_limit=ten", "pairs_limit"),
+        ("?pairs_after=a-01", "pairs_after"),
+    ] {
+        let refused = agreement(query.to_owned()).await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{query}");
+        assert_eq!(refused.json["details"]["field"], field, "{query}");
+    }
+    server.stop().await;
+}
