@@ -403,7 +403,7 @@ pub async fn progress(
                     unit_type: u.unit_type,
                 })
                 .collect();
-            session_progress(&id, &units, &sets)
+            session_progress(&id, &units, sets.as_slice())
         })
         .await
         .map_err(|e| ApiError::Internal(format!("progress: {e}")))?;

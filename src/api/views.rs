@@ -187,8 +187,22 @@ async fn unit_labels(
         return Ok(None);
     }
     let viewer = labels::viewer(state, identity, query);
-    let visible = labels::visible_sets(state, &viewer, &sets);
-    let asked = query.first("annotator");
+    let blind = state.labels.policy().blind;
+    let asked = query.first("annotator").map(str::to_owned);
+    // A session may hold millions of sets: worked through on the blocking pool.
+    tokio::task::spawn_blocking(move || {
+        shown_on_units(&labels::visible_in(&viewer, &sets, blind), asked.as_deref())
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("labels shown: {e}")))?
+}
+
+/// The labels each unit of `visible` (sets sorted by unit) shows, with a digest of them;
+/// `None` when no unit shows any.
+fn shown_on_units(
+    visible: &[&crate::labels::LabelSet],
+    asked: Option<&str>,
+) -> Result<Option<(Arc<UnitLabels>, String)>, ApiError> {
     let mut shown = UnitLabels::default();
     let mut digest = Sha256::new();
     for unit in visible.chunk_by(|a, b| a.event_id == b.event_id) {
@@ -220,15 +234,13 @@ async fn orphaned_labels(state: &AppState, id: &str) -> Result<Option<serde_json
     if orphaned.is_empty() {
         return Ok(None);
     }
-    let listed: Vec<serde_json::Value> = orphaned
-        .iter()
-        .map(|event_id| {
-            let annotators: Vec<&str> = sets
-                .iter()
-                .filter(|s| &s.event_id == event_id)
-                .map(|s| s.annotator.as_str())
-                .collect();
-            serde_json::json!({ "event_id": event_id, "annotators": annotators })
+    let orphaned: std::collections::HashSet<&str> = orphaned.iter().map(String::as_str).collect();
+    let listed: Vec<serde_json::Value> = sets
+        .chunk_by(|a, b| a.event_id == b.event_id)
+        .filter(|unit| orphaned.contains(unit[0].event_id.as_str()))
+        .map(|unit| {
+            let annotators: Vec<&str> = unit.iter().map(|s| s.annotator.as_str()).collect();
+            serde_json::json!({ "event_id": unit[0].event_id, "annotators": annotators })
         })
         .collect();
     Ok(Some(serde_json::Value::Array(listed)))

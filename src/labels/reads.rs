@@ -41,7 +41,8 @@ impl LabelStore {
     }
 }
 
-fn suggestion_of_row(row: &AnyRow) -> Result<Suggestion, LabelError> {
+/// The suggestion a row of `label_suggestions` holds.
+pub(super) fn suggestion_of_row(row: &AnyRow) -> Result<Suggestion, LabelError> {
     let labels: String = row.try_get("labels")?;
     Ok(Suggestion {
         event_id: row.try_get("event_id")?,

@@ -21,7 +21,7 @@ use sqlx::{AnyConnection, AnyPool, Executor, Row};
 
 use super::codebook::Codebook;
 use super::model::{Action, HistoryEntry, LabelSet, NewSet, Precondition, Status};
-use super::sets_cache::SetsCache;
+use super::sets_cache::{Sets, SetsCache};
 use super::validate::{validate_set, Invalid};
 
 /// Which database holds the labels.
@@ -225,7 +225,9 @@ fn sets_cache_of(url: &str, backend: Backend) -> Option<Arc<SetsCache>> {
     Some(Arc::new(SetsCache::of_database(options.get_filename())))
 }
 
-const SET_COLUMNS: &str = "event_id, annotator, status, labels, note, lead_time_ms, version, updated_at";
+/// The columns [`set_of_row`] reads.
+pub(super) const SET_COLUMNS: &str =
+    "event_id, annotator, status, labels, note, lead_time_ms, version, updated_at";
 const KEY_WHERE: &str = "session_id = $1 AND event_id = $2 AND annotator = $3";
 
 impl LabelStore {
@@ -382,29 +384,35 @@ impl LabelStore {
     }
 
     /// Every set of the session, by unit then annotator (callers filter with
-    /// [`super::model::SetFilter::matches`] after deciding what the asker may see).
-    pub async fn list(&self, session_id: &str) -> Result<Vec<LabelSet>, LabelError> {
+    /// [`super::model::SetFilter::matches`] after deciding what the asker may see). Shared,
+    /// not copied: on SQLite the same sets answer every read until a commit (see
+    /// [`SetsCache`]); a copy per read cost seconds for a session of millions of sets.
+    pub async fn list(&self, session_id: &str) -> Result<Sets, LabelError> {
         let Some(cache) = &self.sets else {
-            return self.read_sets(session_id).await;
+            return Ok(Arc::new(self.read_sets(session_id).await?));
         };
         let fill = match cache.get(session_id) {
-            Ok(sets) => return Ok(sets.as_ref().clone()),
+            Ok(sets) => return Ok(sets),
             Err(fill) => fill,
         };
         let sets = Arc::new(self.read_sets(session_id).await?);
         cache.fill(session_id, fill, &sets);
-        Ok(Arc::unwrap_or_clone(sets))
+        Ok(sets)
     }
 
-    /// Every set of the session, read from the database.
+    /// Every set of the session, read from the database row by row (not every row first,
+    /// then every set).
     async fn read_sets(&self, session_id: &str) -> Result<Vec<LabelSet>, LabelError> {
-        let rows = sqlx::query(&format!(
+        use tokio_stream::StreamExt;
+        let sql = format!(
             "SELECT {SET_COLUMNS} FROM label_sets WHERE session_id = $1 ORDER BY event_id, annotator"
-        ))
-        .bind(session_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(set_of_row).collect()
+        );
+        let mut rows = sqlx::query(&sql).bind(session_id).fetch(&self.pool);
+        let mut sets = Vec::new();
+        while let Some(row) = rows.next().await {
+            sets.push(set_of_row(&row?)?);
+        }
+        Ok(sets)
     }
 
     /// The changes of the unit's sets (all annotators, or one), oldest first.
@@ -613,7 +621,8 @@ async fn append_history(
     Ok(())
 }
 
-fn set_of_row(row: &AnyRow) -> Result<LabelSet, LabelError> {
+/// The set a row of [`SET_COLUMNS`] holds.
+pub(super) fn set_of_row(row: &AnyRow) -> Result<LabelSet, LabelError> {
     let status: String = row.try_get("status")?;
     let labels: String = row.try_get("labels")?;
     let lead_time_ms: Option<i64> = row.try_get("lead_time_ms")?;

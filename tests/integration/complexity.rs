@@ -860,3 +860,138 @@ fn f7_progress_grows_with_the_units_and_sets_not_their_product() {
          ({small:?} -> {large:?})"
     );
 }
+
+/// A label store on SQLite in `dir`, on a runtime whose threads are not counted, with the
+/// sets of session `s`: `per_unit` annotators on each of `units` units, each set with a
+/// 200-character note.
+fn label_store_with(
+    dir: &std::path::Path,
+    units: usize,
+    per_unit: usize,
+) -> (tokio::runtime::Runtime, sessiongraph::labels::LabelStore) {
+    use sqlx::{Connection, Executor};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = sessiongraph::labels::store::default_url(dir).unwrap();
+    let store = runtime.block_on(async {
+        let codebook = std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap());
+        let store = sessiongraph::labels::LabelStore::open(&url, codebook, Default::default())
+            .await
+            .unwrap();
+        let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+        conn.execute("BEGIN").await.unwrap();
+        let note = "n".repeat(200);
+        for u in 0..units {
+            let mut sql = String::from(
+                "INSERT INTO label_sets (session_id, event_id, annotator, status, labels, note, \
+                 lead_time_ms, version, updated_at) VALUES ",
+            );
+            let rows: Vec<String> = (0..per_unit)
+                .map(|a| {
+                    format!(
+                        "('s', 'U:{u:06}', 'ann-{a:06}', 'submitted', '[{{\"id\":\"EXEC_COGNITIVE\"}}]', \
+                         '{note}', 1000, 1, '2026-01-01T00:00:00.000Z')"
+                    )
+                })
+                .collect();
+            sql.push_str(&rows.join(","));
+            conn.execute(sql.as_str()).await.unwrap();
+        }
+        conn.execute("COMMIT").await.unwrap();
+        conn.close().await.unwrap();
+        store
+    });
+    (runtime, store)
+}
+
+/// Regression (F13): every read of a session's sets copied them out of the SQLite store's
+/// cache: with 2.6 million sets in one session, each annotations body spent 2 s copying.
+/// The cache's sets are shared: a second read allocates nothing per set.
+#[test]
+fn f13_a_sessions_sets_are_shared_not_copied_per_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, store) = label_store_with(dir.path(), 100, 100);
+    let first = runtime.block_on(store.list("s")).unwrap();
+    assert_eq!(first.len(), 10_000);
+    let (second, listed) = measure(|| runtime.block_on(store.list("s")).unwrap().len());
+    eprintln!("a second read of 10,000 sets: {second:?}");
+    assert_eq!(listed, 10_000);
+    assert!(
+        second.allocations < 100,
+        "a read from the cache allocated per set: {second:?}"
+    );
+}
+
+/// A session of units `U:000000`, `U:000001`, ... for the export, each with a short text.
+struct Units(usize);
+
+impl sessiongraph::labels::export::UnitSource for Units {
+    fn session_ids(&self) -> Vec<String> {
+        vec!["s".into()]
+    }
+
+    async fn unit_rows(&self, _: &str) -> Option<Vec<sessiongraph::labels::export::UnitRow>> {
+        Some(
+            (0..self.0)
+                .map(|u| sessiongraph::labels::export::UnitRow {
+                    event_id: format!("U:{u:06}"),
+                    unit_type: "user_turn",
+                    text: "a prompt".into(),
+                    json: serde_json::value::to_raw_value(&serde_json::json!({ "event_id": u })).unwrap(),
+                })
+                .collect(),
+        )
+    }
+}
+
+/// What the export of session `s` allocates until its output channel (four chunks) is
+/// full and nobody reads it: what it read before writing its first lines.
+fn export_until_blocked(units: usize, per_unit: usize) -> Work {
+    use sessiongraph::labels::export::{ExportScope, Format};
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, store) = label_store_with(dir.path(), units, per_unit);
+    let scope = ExportScope {
+        session_id: Some("s".into()),
+        ..Default::default()
+    };
+    let (work, full) = measure(|| {
+        runtime.block_on(async {
+            let (tx, rx) = tokio::sync::mpsc::channel(4);
+            let source = Units(units);
+            let export = store.export(&source, Format::Jsonl, &scope, tx);
+            let blocked = std::future::poll_fn(|cx| {
+                if rx.len() == rx.max_capacity() {
+                    return std::task::Poll::Ready(());
+                }
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            });
+            tokio::select! {
+                biased;
+                done = export => { done.unwrap(); false }
+                () = blocked => true,
+            }
+        })
+    });
+    assert!(full, "the export ended before filling its channel");
+    work
+}
+
+/// Regression (F13): the export read a whole session's sets before writing its first line:
+/// 2.6 million sets in one session took 3.4 GB. It now reads a few units at a time: with
+/// 4x the sets on the same units, what it allocates before its first lines are sent stays
+/// about the same (a batch), where it grew 4x.
+#[test]
+fn f13_the_export_reads_a_sessions_sets_a_batch_at_a_time() {
+    let small = export_until_blocked(100, 100);
+    let large = export_until_blocked(100, 400);
+    let bytes = large.bytes as f64 / small.bytes as f64;
+    eprintln!("4x the session's sets: {bytes:.2}x allocated before the first lines ({small:?} -> {large:?})");
+    assert!(
+        bytes <= 1.5,
+        "4x the session's sets: the export allocated {bytes:.2}x before its first lines ({small:?} -> {large:?})"
+    );
+}
