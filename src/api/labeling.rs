@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 
 use super::auth::Identity;
 use super::error::{echo, session_not_found, ApiError};
-use super::labels::{api_error, json_response, known_session, writer};
+use super::labels::{api_error, json_response, known_session, viewer, visible_in, writer};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::labels::agreement::PairPage;
@@ -367,9 +367,11 @@ async fn session_unit_ids(state: &AppState, id: &str) -> Option<Vec<String>> {
 
 /// `GET /api/labels/progress` (`?session=ID`; `?all=true` for every session, labeled or
 /// not): per session and annotator, units labeled out of the session's by unit type,
-/// drafts, skips, median lead time, agreement with the adjudicated sets.
+/// drafts, skips, median lead time, agreement with the adjudicated sets. In blind mode,
+/// over the sets the asker may see.
 pub async fn progress(
     State(state): State<AppState>,
+    identity: Option<Extension<Identity>>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
@@ -386,13 +388,14 @@ pub async fn progress(
             .collect(),
         None => state.labels.labeled_sessions().await.map_err(api_error)?,
     };
+    let viewer = Arc::new(viewer(&state, &identity, &query));
     let mut out = Vec::with_capacity(sessions.len());
     for session_id in sessions {
         let sets = state.labels.list(&session_id).await.map_err(api_error)?;
         let Ok((_, loaded)) = state.store.get(&session_id).await else {
             continue;
         };
-        let id = session_id.clone();
+        let (id, viewer, blind) = (session_id.clone(), viewer.clone(), state.labels.policy().blind);
         let progress = tokio::task::spawn_blocking(move || {
             let units: Vec<UnitKind> = loaded
                 .units()
@@ -403,7 +406,7 @@ pub async fn progress(
                     unit_type: u.unit_type,
                 })
                 .collect();
-            session_progress(&id, &units, sets.as_slice())
+            session_progress(&id, &units, &visible_in(&viewer, &sets, blind))
         })
         .await
         .map_err(|e| ApiError::Internal(format!("progress: {e}")))?;
@@ -414,8 +417,12 @@ pub async fn progress(
 
 /// `GET /api/labels/export` (`?format=jsonl`, the default, `label-studio` or
 /// `label-studio-config`; `?session=ID`; `?all_units=true`): the labels with their units,
-/// streamed (see [`crate::labels::export`]).
-pub async fn export(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
+/// streamed (see [`crate::labels::export`]). In blind mode, the sets the asker may see.
+pub async fn export(
+    State(state): State<AppState>,
+    identity: Option<Extension<Identity>>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
     let name = query.first("format").unwrap_or("jsonl");
     if name == "label-studio-config" {
@@ -436,6 +443,8 @@ pub async fn export(State(state): State<AppState>, RawQuery(query): RawQuery) ->
     let scope = ExportScope {
         session_id: query.first("session").map(str::to_owned),
         all_units: query.flag("all_units"),
+        viewer: viewer(&state, &identity, &query),
+        blind: state.labels.policy().blind,
     };
     if let Some(id) = &scope.session_id {
         state
@@ -469,9 +478,10 @@ pub async fn export(State(state): State<AppState>, RawQuery(query): RawQuery) ->
 /// `?pairs_limit=N`, `?pairs_after=a,b`): agreement of the submitted sets (drafts, skips,
 /// adjudicated sets and suggestions never count), per label and overall, with the units
 /// and annotators behind each figure, and a page of the pairs of annotators (see
-/// [`crate::labels::agreement`]).
+/// [`crate::labels::agreement`]). In blind mode, over the sets the asker may see.
 pub async fn agreement(
     State(state): State<AppState>,
+    identity: Option<Extension<Identity>>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     use crate::labels::agreement::report;
@@ -499,9 +509,15 @@ pub async fn agreement(
     }
     let keep_annotator = |a: &str| annotators.as_ref().is_none_or(|list| list.iter().any(|n| n == a));
     let keep_label = |l: &str| label_ids.iter().any(|id| id == l);
+    let viewer = viewer(&state, &identity, &query);
     let codings = state
         .labels
-        .submitted_codings(session, &keep_annotator, &keep_label)
+        .submitted_codings(
+            session,
+            &keep_annotator,
+            &keep_label,
+            viewer.sight(state.labels.policy().blind),
+        )
         .await
         .map_err(api_error)?;
     let report = tokio::task::spawn_blocking(move || report(codings, &label_ids, &page))

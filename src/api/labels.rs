@@ -163,12 +163,10 @@ pub async fn list_sets(
     };
     let viewer = viewer(&state, &identity, &query);
     let all = session_sets(&state, &id).await?;
-    let sets: Vec<&LabelSet> = visible_sets(&state, &viewer, &all)
-        .into_iter()
-        .filter(|s| filter.matches(s))
-        .collect();
+    let visible = visible_sets(&state, &viewer, &all);
+    let sets: Vec<&LabelSet> = visible.iter().copied().filter(|s| filter.matches(s)).collect();
     let suggestions = state.labels.suggestions(&id, None).await.map_err(api_error)?;
-    let orphaned = orphaned_units(&state, &id, &all).await?;
+    let orphaned = orphaned_units(&state, &id, &visible).await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({ "total": sets.len(), "labels": sets, "suggestions": suggestions, "orphaned": orphaned }),
@@ -182,11 +180,12 @@ pub(super) async fn session_sets(state: &AppState, id: &str) -> Result<Sets, Api
     state.labels.list(id).await.map_err(api_error)
 }
 
-/// The event ids of `sets` that session `id` no longer has, sorted.
+/// The event ids of `sets` (sorted by unit: the sets the asker may see) that session `id`
+/// no longer has, sorted.
 pub(super) async fn orphaned_units(
     state: &AppState,
     id: &str,
-    sets: &[LabelSet],
+    sets: &[&LabelSet],
 ) -> Result<Vec<String>, ApiError> {
     if sets.is_empty() {
         return Ok(Vec::new());

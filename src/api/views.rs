@@ -134,7 +134,7 @@ async fn serve(
         ));
     }
     if route.view == View::Diagnostics {
-        if let Some(orphans) = orphaned_labels(&state, &id).await? {
+        if let Some(orphans) = orphaned_labels(&state, &id, &identity, &query).await? {
             return diagnostics_with_orphans(&state, &loaded, options, orphans).await;
         }
     }
@@ -227,9 +227,16 @@ fn shown_on_units(
 }
 
 /// The units of session `id` that have labels but are no longer in the session, each with
-/// the annotators whose sets are on it; `None` when there are none.
-async fn orphaned_labels(state: &AppState, id: &str) -> Result<Option<serde_json::Value>, ApiError> {
-    let sets = labels::session_sets(state, id).await?;
+/// the annotators whose sets are on it (in blind mode, those the asker may see); `None`
+/// when there are none.
+async fn orphaned_labels(
+    state: &AppState,
+    id: &str,
+    identity: &Option<Extension<Identity>>,
+    query: &QueryPairs,
+) -> Result<Option<serde_json::Value>, ApiError> {
+    let all = labels::session_sets(state, id).await?;
+    let sets = labels::visible_sets(state, &labels::viewer(state, identity, query), &all);
     let orphaned = labels::orphaned_units(state, id, &sets).await?;
     if orphaned.is_empty() {
         return Ok(None);

@@ -1,6 +1,7 @@
 //! The label export: one line per unit, the unit as its annotations body shows it with
-//! every annotator's set, the suggestions and the adjudicated set, streamed session by
-//! session, and within a session a few units at a time.
+//! every annotator's set (in blind mode, those the asker may see), the suggestions and the
+//! adjudicated set, streamed session by session, and within a session a few units at a
+//! time.
 //!
 //! Memory: one session's units (as the session store renders them) and the labels of at
 //! most [`BATCH_LABELS`] sets and suggestions at a time (more only when one unit alone has
@@ -19,6 +20,7 @@ use serde_json::value::RawValue;
 use sqlx::Row;
 use tokio::sync::mpsc;
 
+use super::consensus::Viewer;
 use super::model::{ExportedUnit, LabelSet, Status, Suggestion};
 use super::reads::suggestion_of_row;
 use super::store::{set_of_row, LabelError, LabelStore, SET_COLUMNS};
@@ -74,7 +76,7 @@ impl Format {
     }
 }
 
-/// What to export.
+/// What to export, and for whom.
 #[derive(Debug, Clone, Default)]
 pub struct ExportScope {
     /// Only this session.
@@ -82,6 +84,12 @@ pub struct ExportScope {
     /// Every unit of the sessions, labeled or not (default: units with labels or
     /// suggestions only).
     pub all_units: bool,
+    /// Who asks: in blind mode each unit lists only the sets they may see (see
+    /// [`Viewer::visible`]), and a unit left with nothing to show is left out (kept, empty,
+    /// with `all_units`, unless the session no longer has it).
+    pub viewer: Viewer,
+    /// Blind mode is on (the operator's `labels export` leaves it off: it sees every set).
+    pub blind: bool,
 }
 
 /// Stored sets and suggestions read at once, at most, when a session is exported (a unit
@@ -150,7 +158,8 @@ impl LabelStore {
         for batch in batches(units, labeled, scope.all_units) {
             let mut labels = self.batch_labels(session_id, &batch).await?;
             for entry in batch {
-                let (sets, suggestions) = labels.remove(&entry.event_id).unwrap_or_default();
+                let (mut sets, suggestions) = labels.remove(&entry.event_id).unwrap_or_default();
+                scope.viewer.retain_visible(&mut sets, scope.blind);
                 let shown = !sets.is_empty() || !suggestions.is_empty();
                 let kept_empty = scope.all_units && entry.unit.is_some();
                 if !(shown || kept_empty) {
@@ -286,7 +295,7 @@ fn batches(units: Vec<UnitRow>, mut labeled: BTreeMap<String, usize>, all_units:
     batches
 }
 
-/// The line of `entry` with its sets and suggestions.
+/// The line of `entry` with its (visible) sets and suggestions.
 fn line(session_id: &str, entry: Entry, sets: Vec<LabelSet>, suggestions: Vec<Suggestion>) -> ExportedUnit {
     let adjudicated = sets
         .iter()
