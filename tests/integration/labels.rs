@@ -641,3 +641,105 @@ async fn replicas(db: &TestDb) {
     a.stop().await;
     b.stop().await;
 }
+
+/// The codings agreement reads, over a store larger than one of SQLite's packed reads
+/// (8,192 row ids) with gaps in its row ids, drafts and adjudicated sets, equal what a plain
+/// query of every row gives: for the whole store and one session, and for a blind viewer
+/// (only the units they submitted or adjudicated).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agreement_reads_every_submitted_set_whatever_the_backend_packs() {
+    TestDb::each(codings_read_whole).await;
+}
+
+async fn codings_read_whole(db: &TestDb) {
+    use sessiongraph::labels::agreement::{report, PairPage};
+    use sessiongraph::labels::codings::CodingTable;
+    use sessiongraph::labels::consensus::Sight;
+    let data = tempfile::tempdir().unwrap();
+    let url = db
+        .url
+        .clone()
+        .unwrap_or_else(|| sessiongraph::labels::store::default_url(data.path()).unwrap());
+    let codebook = std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap());
+    let store = sessiongraph::labels::LabelStore::open(&url, codebook, Default::default())
+        .await
+        .unwrap();
+    let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+    conn.execute("BEGIN").await.unwrap();
+    let statuses = ["submitted", "submitted", "submitted", "draft", "adjudicated"];
+    let labels = ["[]", r#"[{"id":"EXEC_COGNITIVE"}]"#, r#"[{"id":"EXEC_DIGITAL","confidence":0.5},{"id":"EXEC_COGNITIVE"}]"#];
+    for chunk in (0..21_000usize).collect::<Vec<_>>().chunks(1_000) {
+        let rows: Vec<String> = chunk
+            .iter()
+            .map(|&i| {
+                let (session, unit, annotator) = (i % 3, (i / 3) % 2_000, i / 6_000);
+                format!(
+                    "('s{session}', 'U:{unit:05}', 'ann-{annotator}', '{}', '{}', NULL, NULL, 1, '2026-01-01T00:00:00.000Z')",
+                    statuses[(i / 7) % statuses.len()],
+                    labels[i % labels.len()]
+                )
+            })
+            .collect();
+        conn.execute(
+            format!(
+                "INSERT INTO label_sets (session_id, event_id, annotator, status, labels, note, lead_time_ms, \
+                 version, updated_at) VALUES {}",
+                rows.join(",")
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    }
+    conn.execute("DELETE FROM label_sets WHERE event_id LIKE '%7'").await.unwrap();
+    conn.execute("COMMIT").await.unwrap();
+    // Every row, as agreement counts them: (unit, annotator, status, label ids).
+    let rows: Vec<(String, String, String, Vec<String>)> =
+        sqlx::query_as::<_, (String, String, String, String, String)>(
+            "SELECT session_id, event_id, annotator, status, labels FROM label_sets",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(s, e, a, status, labels)| {
+            let ids: Vec<Value> = serde_json::from_str(&labels).unwrap();
+            let ids = ids.iter().map(|l| l["id"].as_str().unwrap().to_owned()).collect();
+            (format!("{s}\u{0}{e}"), a, status, ids)
+        })
+        .collect();
+    conn.close().await.unwrap();
+    let expected = |session: Option<&str>, viewer: Option<&str>| {
+        let opened: std::collections::HashSet<&str> = rows
+            .iter()
+            .filter(|r| viewer == Some(r.1.as_str()) && (r.2 == "submitted" || r.2 == "adjudicated"))
+            .map(|r| r.0.as_str())
+            .collect();
+        let mut table = CodingTable::default();
+        for (unit, annotator, status, ids) in &rows {
+            let in_session = session.is_none_or(|s| unit.starts_with(&format!("{s}\u{0}")));
+            if in_session && status == "submitted" && (viewer.is_none() || opened.contains(unit.as_str())) {
+                table.push(unit, annotator, ids.clone());
+            }
+        }
+        table
+    };
+    let label_ids: Vec<String> = ["EXEC_COGNITIVE", "EXEC_DIGITAL"].map(str::to_owned).to_vec();
+    let everything = |_: &str| true;
+    for (session, viewer) in [(None, None), (Some("s1"), None), (None, Some("ann-1")), (Some("s2"), Some("ann-2"))] {
+        let sight = viewer.map_or(Sight::Everything, Sight::OwnUntilSubmitted);
+        let read = store
+            .submitted_codings(session, &everything, &everything, sight)
+            .await
+            .unwrap();
+        let want = expected(session, viewer);
+        assert!(!want.is_empty());
+        assert_eq!(read.len(), want.len(), "{session:?} {viewer:?}");
+        assert_eq!(
+            report(read, &label_ids, &PairPage::all()),
+            report(want, &label_ids, &PairPage::all()),
+            "{session:?} {viewer:?}"
+        );
+    }
+    store.close().await;
+}
