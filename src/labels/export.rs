@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use super::consensus::Viewer;
 use super::model::{ExportedUnit, LabelSet, Status, Suggestion};
 use super::reads::suggestion_of_row;
-use super::store::{set_of_row, LabelError, LabelStore, SET_COLUMNS};
+use super::store::{LabelError, LabelStore};
 
 /// A unit of a session, rendered for the export.
 #[derive(Debug)]
@@ -191,7 +191,7 @@ impl LabelStore {
     }
 
     /// The sets and suggestions of the units of `batch` that have any, by unit (sets by
-    /// annotator, suggestions by model).
+    /// annotator, suggestions by model; the sets read as [`LabelStore::list`] reads them).
     async fn batch_labels(&self, session_id: &str, batch: &[Entry]) -> Result<UnitLabels, LabelError> {
         use tokio_stream::StreamExt;
         let ids: Vec<&str> = batch
@@ -203,23 +203,16 @@ impl LabelStore {
         if ids.is_empty() {
             return Ok(labels);
         }
+        self.for_each_unit_sets(session_id, Some(&ids), |unit| {
+            if let Some(event_id) = unit.first().map(|s| s.event_id.clone()) {
+                labels.entry(event_id).or_default().0 = unit;
+            }
+        })
+        .await?;
         let within = (2..ids.len() + 2)
             .map(|i| format!("${i}"))
             .collect::<Vec<_>>()
             .join(", ");
-        let sql = format!(
-            "SELECT {SET_COLUMNS} FROM label_sets WHERE session_id = $1 AND event_id IN ({within}) \
-             ORDER BY event_id, annotator"
-        );
-        let query = ids
-            .iter()
-            .fold(sqlx::query(&sql).bind(session_id), |q, id| q.bind(*id));
-        let mut rows = query.fetch(&self.pool);
-        while let Some(row) = rows.next().await {
-            let set = set_of_row(&row?)?;
-            labels.entry(set.event_id.clone()).or_default().0.push(set);
-        }
-        drop(rows);
         let sql = format!(
             "SELECT event_id, model, score, labels, updated_at FROM label_suggestions \
              WHERE session_id = $1 AND event_id IN ({within}) ORDER BY event_id, model"

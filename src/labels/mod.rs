@@ -9,7 +9,8 @@
 //! - [`labelstudio`]: the codebook as a Label Studio config, units as Label Studio tasks,
 //!   Label Studio's JSON export back into import items (pure).
 //! - [`store`]: the label database (SQLite or PostgreSQL), migrations and transactions.
-//! - [`import`]: sets and suggestions imported line by line; [`reads`]: reads across sessions.
+//! - [`import`]: sets and suggestions imported line by line; [`reads`]: reads across sessions;
+//!   [`set_reads`]: a session's sets read in bulk, a unit at a time.
 //! - [`sets_cache`]: the sets of recently read sessions of an SQLite database.
 //! - [`queue`]: the next unit for an annotator, with reservations and an overlap.
 //! - [`consensus`]: which labels a unit shows, and to whom (blind mode) (pure).
@@ -26,6 +27,7 @@ pub mod model;
 pub mod progress;
 pub mod queue;
 pub mod reads;
+pub mod set_reads;
 pub mod sets_cache;
 pub mod store;
 pub mod validate;

@@ -400,18 +400,12 @@ impl LabelStore {
         Ok(sets)
     }
 
-    /// Every set of the session, read from the database row by row (not every row first,
-    /// then every set).
+    /// Every set of the session, read from the database a unit at a time (see
+    /// [`super::set_reads`]) into a list sized by the database's count.
     async fn read_sets(&self, session_id: &str) -> Result<Vec<LabelSet>, LabelError> {
-        use tokio_stream::StreamExt;
-        let sql = format!(
-            "SELECT {SET_COLUMNS} FROM label_sets WHERE session_id = $1 ORDER BY event_id, annotator"
-        );
-        let mut rows = sqlx::query(&sql).bind(session_id).fetch(&self.pool);
-        let mut sets = Vec::new();
-        while let Some(row) = rows.next().await {
-            sets.push(set_of_row(&row?)?);
-        }
+        let mut sets = Vec::with_capacity(self.count_sets(session_id).await?);
+        self.for_each_unit_sets(session_id, None, |unit| sets.extend(unit))
+            .await?;
         Ok(sets)
     }
 
