@@ -369,3 +369,66 @@ impl LineWriter {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(event_id: &str) -> UnitRow {
+        UnitRow {
+            event_id: event_id.to_owned(),
+            unit_type: "user_turn",
+            text: String::new(),
+            json: serde_json::value::to_raw_value(&serde_json::json!({})).unwrap(),
+        }
+    }
+
+    /// (event ids, labels) of each batch.
+    fn shape(batches: &[Vec<Entry>]) -> Vec<(Vec<&str>, usize)> {
+        batches
+            .iter()
+            .map(|b| {
+                let ids = b.iter().map(|e| e.event_id.as_str()).collect();
+                (ids, b.iter().map(|e| e.labels).sum())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn batches_keep_the_order_and_bound_the_labels_read_at_once() {
+        let ids = ["u0", "u1", "u2", "u3", "u4"];
+        let labeled = BTreeMap::from([
+            ("u0".to_owned(), 3_000),
+            ("u1".to_owned(), 2_000),
+            ("u3".to_owned(), 5_000),
+            ("u4".to_owned(), 1),
+            ("gone".to_owned(), 10),
+        ]);
+        let labeled_only = batches(ids.map(unit).into(), labeled.clone(), false);
+        assert_eq!(
+            shape(&labeled_only),
+            [
+                (vec!["u0"], 3_000),
+                (vec!["u1"], 2_000),
+                (vec!["u3"], 5_000),
+                (vec!["u4", "gone"], 11),
+            ],
+            "a unit with more than a batch's labels is read alone; orphans come last"
+        );
+        assert!(labeled_only.last().unwrap()[1].unit.is_none(), "gone is orphaned");
+        let every = batches(ids.map(unit).into(), labeled, true);
+        assert_eq!(
+            shape(&every)[1],
+            (vec!["u1", "u2"], 2_000),
+            "a unit without labels rides along"
+        );
+    }
+
+    #[test]
+    fn batches_bound_the_units_read_at_once() {
+        let units: Vec<UnitRow> = (0..1_200).map(|i| unit(&format!("u{i:04}"))).collect();
+        let labeled: BTreeMap<String, usize> = (0..1_200).map(|i| (format!("u{i:04}"), 1)).collect();
+        let sizes: Vec<usize> = batches(units, labeled, false).iter().map(Vec::len).collect();
+        assert_eq!(sizes, [BATCH_UNITS, BATCH_UNITS, 200]);
+    }
+}
