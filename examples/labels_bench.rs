@@ -29,6 +29,8 @@
 //! (server and client): the resident set before each phase and its peak during it (the peak
 //! is reset through `/proc/self/clear_refs` before each phase); CPU time is the process's
 //! (user and system) during the phase. Prints a markdown table and one JSON line.
+//! `--keep` leaves the generated sessions and SQLite database behind, to serve them with
+//! the release binary and measure it alone (`/usr/bin/time -v`).
 //!
 //! ```sh
 //! cargo run --release --example labels_bench
@@ -127,6 +129,10 @@ struct Args {
     /// Agreement and the export of the first session only (`?session=`).
     #[arg(long)]
     one_session: bool,
+    /// Keep the sessions and data directory (SQLite) after the run, and print where they
+    /// are: to serve them with `sessiongraph serve` and measure it alone.
+    #[arg(long)]
+    keep: bool,
 }
 
 impl Args {
@@ -1013,6 +1019,14 @@ async fn main() -> anyhow::Result<()> {
     };
     if let Some((admin, name)) = postgres {
         drop_postgres(&admin, &name).await?;
+    }
+    if args.keep {
+        let kept = temp.keep();
+        eprintln!(
+            "kept: sessiongraph serve --sessions-dir {} --data-dir {}",
+            kept.join("sessions").display(),
+            kept.join("data").display()
+        );
     }
     outcome?;
     println!("| figure | {backend} |");
