@@ -1,5 +1,5 @@
-//! A session's sets read in bulk, a unit at a time: what [`LabelStore::list`] and the
-//! export read.
+//! A session's sets read in bulk, a unit at a time: what [`LabelStore::list`], the export
+//! and (on PostgreSQL, which keeps no sets in memory) the annotations body read.
 //!
 //! SQLite hands its rows over one at a time from its connection's thread, a switch
 //! between threads per row: reading 2.6 million sets cost more switching than reading.
@@ -65,8 +65,9 @@ impl LabelStore {
     }
 
     /// The sets of session `session_id` on the units `event_ids` (every unit: `None`),
-    /// unit by unit in event id order, each unit's by annotator, handed to `each`.
-    pub(super) async fn for_each_unit_sets(
+    /// unit by unit in event id order, each unit's by annotator, handed to `each`: the
+    /// session's sets are never all held at once.
+    pub async fn for_each_unit_sets(
         &self,
         session_id: &str,
         event_ids: Option<&[&str]>,

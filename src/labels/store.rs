@@ -288,6 +288,13 @@ impl LabelStore {
         self.backend
     }
 
+    /// True when [`LabelStore::list`] answers from memory (SQLite, see [`SetsCache`]): a
+    /// caller reading a session's sets more than once gains from holding them; otherwise
+    /// [`LabelStore::for_each_unit_sets`] reads them without holding them all.
+    pub fn caches_sets(&self) -> bool {
+        self.sets.is_some()
+    }
+
     /// The codebook sets are checked against.
     pub fn codebook(&self) -> &Arc<Codebook> {
         &self.codebook
