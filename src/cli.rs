@@ -257,9 +257,11 @@ pub async fn labels_export(args: &LabelsExportArgs, out: &mut impl Write) -> Res
     let labels =
         crate::labels::LabelStore::open(&args.serve.database_url()?, codebook, args.serve.label_policy())
             .await?;
+    // The operator's export: every set, blind mode or not.
     let scope = ExportScope {
         session_id: args.session.clone(),
         all_units: args.all_units,
+        ..ExportScope::default()
     };
     let (tx, mut rx) = tokio::sync::mpsc::channel(4);
     let export = labels.export(&store, format, &scope, tx);

@@ -20,9 +20,10 @@ use serde_json::{json, Value};
 
 use super::auth::Identity;
 use super::error::{echo, session_not_found, unavailable_response, ApiError};
-use super::labels::{api_error, caller, json_response, known_session, BUSY_RETRY_AFTER};
+use super::labels::{api_error, caller, json_response, known_session, viewer, visible_in, BUSY_RETRY_AFTER};
 use super::query::QueryPairs;
 use super::AppState;
+use crate::labels::agreement::PairPage;
 use crate::labels::export::{ExportScope, Format};
 use crate::labels::import::{LineOutcome, Prepared};
 use crate::labels::import_body::{ImportFormat, SplitBody};
@@ -369,9 +370,11 @@ async fn session_unit_ids(state: &AppState, id: &str) -> Option<Vec<String>> {
 
 /// `GET /api/labels/progress` (`?session=ID`; `?all=true` for every session, labeled or
 /// not): per session and annotator, units labeled out of the session's by unit type,
-/// drafts, skips, median lead time, agreement with the adjudicated sets.
+/// drafts, skips, median lead time, agreement with the adjudicated sets. In blind mode,
+/// over the sets the asker may see.
 pub async fn progress(
     State(state): State<AppState>,
+    identity: Option<Extension<Identity>>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
@@ -388,13 +391,14 @@ pub async fn progress(
             .collect(),
         None => state.labels.labeled_sessions().await.map_err(api_error)?,
     };
+    let viewer = Arc::new(viewer(&state, &identity, &query));
     let mut out = Vec::with_capacity(sessions.len());
     for session_id in sessions {
         let sets = state.labels.list(&session_id).await.map_err(api_error)?;
         let Ok((_, loaded)) = state.store.get(&session_id).await else {
             continue;
         };
-        let id = session_id.clone();
+        let (id, viewer, blind) = (session_id.clone(), viewer.clone(), state.labels.policy().blind);
         let progress = tokio::task::spawn_blocking(move || {
             let units: Vec<UnitKind> = loaded
                 .units()
@@ -405,7 +409,7 @@ pub async fn progress(
                     unit_type: u.unit_type,
                 })
                 .collect();
-            session_progress(&id, &units, &sets)
+            session_progress(&id, &units, &visible_in(&viewer, &sets, blind))
         })
         .await
         .map_err(|e| ApiError::Internal(format!("progress: {e}")))?;
@@ -416,8 +420,12 @@ pub async fn progress(
 
 /// `GET /api/labels/export` (`?format=jsonl`, the default, `label-studio` or
 /// `label-studio-config`; `?session=ID`; `?all_units=true`): the labels with their units,
-/// streamed (see [`crate::labels::export`]).
-pub async fn export(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
+/// streamed (see [`crate::labels::export`]). In blind mode, the sets the asker may see.
+pub async fn export(
+    State(state): State<AppState>,
+    identity: Option<Extension<Identity>>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
     let name = query.first("format").unwrap_or("jsonl");
     if name == "label-studio-config" {
@@ -438,6 +446,8 @@ pub async fn export(State(state): State<AppState>, RawQuery(query): RawQuery) ->
     let scope = ExportScope {
         session_id: query.first("session").map(str::to_owned),
         all_units: query.flag("all_units"),
+        viewer: viewer(&state, &identity, &query),
+        blind: state.labels.policy().blind,
     };
     if let Some(id) = &scope.session_id {
         state
@@ -467,20 +477,23 @@ pub async fn export(State(state): State<AppState>, RawQuery(query): RawQuery) ->
     Ok(response)
 }
 
-/// `GET /api/labels/agreement` (`?session=ID`, `?label=ID`, `?annotators=a,b`): agreement of
-/// the submitted sets (drafts, skips, adjudicated sets and suggestions never count), per
-/// label and overall, with the units and annotators behind each figure (see
-/// [`crate::labels::agreement`]).
+/// `GET /api/labels/agreement` (`?session=ID`, `?label=ID`, `?annotators=a,b`,
+/// `?pairs_limit=N`, `?pairs_after=a,b`): agreement of the submitted sets (drafts, skips,
+/// adjudicated sets and suggestions never count), per label and overall, with the units
+/// and annotators behind each figure, and a page of the pairs of annotators (see
+/// [`crate::labels::agreement`]). In blind mode, over the sets the asker may see.
 pub async fn agreement(
     State(state): State<AppState>,
+    identity: Option<Extension<Identity>>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    use crate::labels::agreement::agreement_report;
+    use crate::labels::agreement::report;
     let query = QueryPairs::parse(query.as_deref());
     let session = query.first("session");
     if let Some(id) = session {
         known_session(&state, id)?;
     }
+    let page = pair_page(&query)?;
     let annotators: Option<Vec<String>> = query.first("annotators").map(|a| {
         a.split(',')
             .map(|n| n.trim().to_owned())
@@ -499,15 +512,52 @@ pub async fn agreement(
     }
     let keep_annotator = |a: &str| annotators.as_ref().is_none_or(|list| list.iter().any(|n| n == a));
     let keep_label = |l: &str| label_ids.iter().any(|id| id == l);
+    let viewer = viewer(&state, &identity, &query);
     let codings = state
         .labels
-        .submitted_codings(session, &keep_annotator, &keep_label)
+        .submitted_codings(
+            session,
+            &keep_annotator,
+            &keep_label,
+            viewer.sight(state.labels.policy().blind),
+        )
         .await
         .map_err(api_error)?;
-    let report = tokio::task::spawn_blocking(move || agreement_report(&codings.codings(), &label_ids))
+    let report = tokio::task::spawn_blocking(move || report(codings, &label_ids, &page))
         .await
         .map_err(|e| ApiError::Internal(format!("agreement: {e}")))?;
     Ok(json_response(StatusCode::OK, &report))
+}
+
+/// The page of pairs an agreement request asks for: `?pairs_limit=` (1 to
+/// [`PairPage::MAX_LIMIT`], default [`PairPage::DEFAULT_LIMIT`]) pairs after
+/// `?pairs_after=` (a report's `pairs_next`); 400 naming the parameter otherwise.
+fn pair_page(query: &QueryPairs) -> Result<PairPage, ApiError> {
+    let limit = match query.first("pairs_limit") {
+        None => PairPage::DEFAULT_LIMIT,
+        Some(n) => n
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=PairPage::MAX_LIMIT).contains(n))
+            .ok_or_else(|| ApiError::Invalid {
+                message: format!(
+                    "pairs_limit: must be an integer from 1 to {}",
+                    PairPage::MAX_LIMIT
+                ),
+                details: json!({ "field": "pairs_limit" }),
+            })?,
+    };
+    let after = match query.first("pairs_after") {
+        None => None,
+        Some(cursor) => Some(PairPage::parse_cursor(cursor).ok_or_else(|| ApiError::Invalid {
+            message: format!(
+                "pairs_after: '{}' is not a pair (expected FIRST,SECOND, as pairs_next gives it)",
+                echo(cursor)
+            ),
+            details: json!({ "field": "pairs_after" }),
+        })?),
+    };
+    Ok(PairPage { after, limit })
 }
 
 #[cfg(test)]

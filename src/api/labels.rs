@@ -28,6 +28,7 @@ use super::etag::none_match;
 use super::query::QueryPairs;
 use super::AppState;
 use crate::labels::consensus::Viewer;
+use crate::labels::sets_cache::Sets;
 use crate::labels::store::check_ids;
 use crate::labels::validate::check_annotator;
 use crate::labels::{Caller, LabelError, LabelSet, Precondition, SetFilter, SetKey, Status};
@@ -168,29 +169,29 @@ pub async fn list_sets(
     };
     let viewer = viewer(&state, &identity, &query);
     let all = session_sets(&state, &id).await?;
-    let sets: Vec<LabelSet> = visible_sets(&state, &viewer, &all)
-        .into_iter()
-        .filter(|s| filter.matches(s))
-        .cloned()
-        .collect();
+    let visible = visible_sets(&state, &viewer, &all);
+    let sets: Vec<&LabelSet> = visible.iter().copied().filter(|s| filter.matches(s)).collect();
     let suggestions = state.labels.suggestions(&id, None).await.map_err(api_error)?;
-    let orphaned = orphaned_units(&state, &id, &all).await?;
+    let orphaned = orphaned_units(&state, &id, &visible).await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({ "total": sets.len(), "labels": sets, "suggestions": suggestions, "orphaned": orphaned }),
     ))
 }
 
-/// Every set of session `id`, by unit then annotator.
-pub(super) async fn session_sets(state: &AppState, id: &str) -> Result<Vec<LabelSet>, ApiError> {
+/// Every set of session `id`, by unit then annotator (shared: see [`LabelStore::list`]).
+///
+/// [`LabelStore::list`]: crate::labels::LabelStore::list
+pub(super) async fn session_sets(state: &AppState, id: &str) -> Result<Sets, ApiError> {
     state.labels.list(id).await.map_err(api_error)
 }
 
-/// The event ids of `sets` that session `id` no longer has, sorted.
+/// The event ids of `sets` (sorted by unit: the sets the asker may see) that session `id`
+/// no longer has, sorted.
 pub(super) async fn orphaned_units(
     state: &AppState,
     id: &str,
-    sets: &[LabelSet],
+    sets: &[&LabelSet],
 ) -> Result<Vec<String>, ApiError> {
     if sets.is_empty() {
         return Ok(Vec::new());
@@ -200,8 +201,10 @@ pub(super) async fn orphaned_units(
         .get(id)
         .await
         .map_err(|e| ApiError::from_store(e, session_not_found))?;
-    let mut ids: Vec<String> = sets.iter().map(|s| s.event_id.clone()).collect();
-    ids.dedup();
+    let mut ids: Vec<String> = sets
+        .chunk_by(|a, b| a.event_id == b.event_id)
+        .map(|unit| unit[0].event_id.clone())
+        .collect();
     tokio::task::spawn_blocking(move || {
         let units = loaded.units();
         ids.retain(|e| units.get(e).is_none());
@@ -238,7 +241,11 @@ pub(super) fn viewer(state: &AppState, identity: &Option<Extension<Identity>>, q
 
 /// Of `sets` (sorted by unit), those `viewer` may see in the server's mode.
 pub(super) fn visible_sets<'s>(state: &AppState, viewer: &Viewer, sets: &'s [LabelSet]) -> Vec<&'s LabelSet> {
-    let blind = state.labels.policy().blind;
+    visible_in(viewer, sets, state.labels.policy().blind)
+}
+
+/// Of `sets` (sorted by unit), those `viewer` may see (`blind`: blind mode is on).
+pub(super) fn visible_in<'s>(viewer: &Viewer, sets: &'s [LabelSet], blind: bool) -> Vec<&'s LabelSet> {
     sets.chunk_by(|a, b| a.event_id == b.event_id)
         .flat_map(|unit| viewer.visible(unit, blind))
         .collect()
@@ -274,9 +281,12 @@ pub async fn history(
     let viewer = viewer(&state, &identity, &query);
     if state.labels.policy().blind && !viewer.reviewer {
         let sets = session_sets(&state, &id).await?;
-        let unit: Vec<LabelSet> = sets.into_iter().filter(|s| s.event_id == event_id).collect();
+        let unit = sets
+            .chunk_by(|a, b| a.event_id == b.event_id)
+            .find(|unit| unit[0].event_id == event_id)
+            .unwrap_or_default();
         let seen: Vec<&str> = viewer
-            .visible(&unit, true)
+            .visible(unit, true)
             .iter()
             .map(|s| s.annotator.as_str())
             .chain(viewer.annotator.as_deref())

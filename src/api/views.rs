@@ -135,7 +135,7 @@ async fn serve(
     }
     let mut labels_unreachable = false;
     if route.view == View::Diagnostics {
-        match without_unreachable_labels(orphaned_labels(&state, &id).await)? {
+        match without_unreachable_labels(orphaned_labels(&state, &id, &identity, &query).await)? {
             Some(Some(orphans)) => return diagnostics_with_orphans(&state, &loaded, options, orphans).await,
             Some(None) => {}
             None => labels_unreachable = true,
@@ -215,60 +215,101 @@ fn without_labels_response(served: Served) -> Result<Response, ApiError> {
 
 /// The labels the annotations body shows on each unit for this request (see
 /// [`crate::labels::consensus`]), with a digest of them for the ETag; `None` when no unit
-/// shows any (the kept body is served).
+/// shows any (the kept body is served). On SQLite from the session's sets held in memory,
+/// worked through on the blocking pool; on PostgreSQL unit by unit as they are read, a
+/// session of millions of sets never held whole.
 async fn unit_labels(
     state: &AppState,
     id: &str,
     identity: &Option<Extension<Identity>>,
     query: &QueryPairs,
 ) -> Result<Option<(Arc<UnitLabels>, String)>, ApiError> {
-    let sets = labels::session_sets(state, id).await?;
-    if sets.is_empty() {
-        return Ok(None);
-    }
     let viewer = labels::viewer(state, identity, query);
-    let visible = labels::visible_sets(state, &viewer, &sets);
-    let asked = query.first("annotator");
-    let mut shown = UnitLabels::default();
-    let mut digest = Sha256::new();
-    for unit in visible.chunk_by(|a, b| a.event_id == b.event_id) {
-        let records = shown_labels(unit, asked);
-        if records.is_empty() {
-            continue;
+    let blind = state.labels.policy().blind;
+    let asked = query.first("annotator").map(str::to_owned);
+    if !state.labels.caches_sets() {
+        let mut shown = ShownByUnit::default();
+        let mut failed = None;
+        state
+            .labels
+            .for_each_unit_sets(id, None, |unit| {
+                if let Err(e) = shown.add(&viewer.visible(&unit, blind), asked.as_deref()) {
+                    failed.get_or_insert(e);
+                }
+            })
+            .await
+            .map_err(labels::api_error)?;
+        return failed.map_or_else(|| Ok(shown.finish()), Err);
+    }
+    let sets = labels::session_sets(state, id).await?;
+    tokio::task::spawn_blocking(move || {
+        let mut shown = ShownByUnit::default();
+        for unit in labels::visible_in(&viewer, &sets, blind).chunk_by(|a, b| a.event_id == b.event_id) {
+            shown.add(unit, asked.as_deref())?;
         }
+        Ok(shown.finish())
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("labels shown: {e}")))?
+}
+
+/// The labels each unit shows, gathered unit by unit, with a running digest of them.
+#[derive(Default)]
+struct ShownByUnit {
+    shown: UnitLabels,
+    digest: Sha256,
+}
+
+impl ShownByUnit {
+    /// Adds the labels a unit shows from its (visible) `sets`, if any.
+    fn add(&mut self, sets: &[&crate::labels::LabelSet], asked: Option<&str>) -> Result<(), ApiError> {
+        let records = shown_labels(sets, asked);
+        let Some(first) = sets.first().filter(|_| !records.is_empty()) else {
+            return Ok(());
+        };
         let json =
             serde_json::value::to_raw_value(&records).map_err(|e| ApiError::Internal(e.to_string()))?;
-        digest.update(unit[0].event_id.as_bytes());
-        digest.update([0]);
-        digest.update(json.get().as_bytes());
-        digest.update([0]);
-        shown.insert(unit[0].event_id.clone(), json);
+        self.digest.update(first.event_id.as_bytes());
+        self.digest.update([0]);
+        self.digest.update(json.get().as_bytes());
+        self.digest.update([0]);
+        self.shown.insert(first.event_id.clone(), json);
+        Ok(())
     }
-    if shown.is_empty() {
-        return Ok(None);
+
+    /// The labels with the digest's first 8 bytes in hex; `None` when no unit shows any.
+    fn finish(self) -> Option<(Arc<UnitLabels>, String)> {
+        if self.shown.is_empty() {
+            return None;
+        }
+        let digest: [u8; 32] = self.digest.finalize().into();
+        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        Some((Arc::new(self.shown), hex))
     }
-    let digest: [u8; 32] = digest.finalize().into();
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    Ok(Some((Arc::new(shown), hex)))
 }
 
 /// The units of session `id` that have labels but are no longer in the session, each with
-/// the annotators whose sets are on it; `None` when there are none.
-async fn orphaned_labels(state: &AppState, id: &str) -> Result<Option<serde_json::Value>, ApiError> {
-    let sets = labels::session_sets(state, id).await?;
+/// the annotators whose sets are on it (in blind mode, those the asker may see); `None`
+/// when there are none.
+async fn orphaned_labels(
+    state: &AppState,
+    id: &str,
+    identity: &Option<Extension<Identity>>,
+    query: &QueryPairs,
+) -> Result<Option<serde_json::Value>, ApiError> {
+    let all = labels::session_sets(state, id).await?;
+    let sets = labels::visible_sets(state, &labels::viewer(state, identity, query), &all);
     let orphaned = labels::orphaned_units(state, id, &sets).await?;
     if orphaned.is_empty() {
         return Ok(None);
     }
-    let listed: Vec<serde_json::Value> = orphaned
-        .iter()
-        .map(|event_id| {
-            let annotators: Vec<&str> = sets
-                .iter()
-                .filter(|s| &s.event_id == event_id)
-                .map(|s| s.annotator.as_str())
-                .collect();
-            serde_json::json!({ "event_id": event_id, "annotators": annotators })
+    let orphaned: std::collections::HashSet<&str> = orphaned.iter().map(String::as_str).collect();
+    let listed: Vec<serde_json::Value> = sets
+        .chunk_by(|a, b| a.event_id == b.event_id)
+        .filter(|unit| orphaned.contains(unit[0].event_id.as_str()))
+        .map(|unit| {
+            let annotators: Vec<&str> = unit.iter().map(|s| s.annotator.as_str()).collect();
+            serde_json::json!({ "event_id": unit[0].event_id, "annotators": annotators })
         })
         .collect();
     Ok(Some(serde_json::Value::Array(listed)))

@@ -15,9 +15,9 @@
 //! # The report
 //!
 //! Annotators code each unit with a *set* of label ids (possibly empty). For agreement each
-//! label is a binary decision per unit: present or absent. The caller passes one [`Coding`]
-//! per (unit, annotator), human sets with status `submitted` only. [`agreement_report`]
-//! follows these rules:
+//! label is a binary decision per unit: present or absent. The caller passes one coding
+//! per (unit, annotator), human sets with status `submitted` only, gathered compactly in a
+//! [`CodingTable`]. [`report`] follows these rules:
 //!
 //! - A unit counts only when at least two annotators coded it (a *pairable* unit). Units with
 //!   one coding are in no figure; only the top-level `codings` (every distinct coding given)
@@ -34,19 +34,26 @@
 //!   one item of binary values (pooled decisions); alpha and Fleiss' kappa over those items.
 //!   `decisions` counts the values (items times codings). Labels nobody chose add agreeing
 //!   "absent" decisions, as they do for a team reading the codebook.
-//! - Pairs: for every pair of annotators (sorted, each pair once, name order within it),
-//!   Cohen's kappa over the pooled (unit, label) decisions of the units both coded, the share
-//!   of those decisions that agree, and per label a Cohen's kappa over the units both coded,
-//!   listed for the labels either of the two chose on one of those units. A pair with no unit
-//!   in common is listed with `units` 0 and null figures.
+//! - Pairs: for every pair of annotators who coded at least one unit in common (sorted,
+//!   each pair once, name order within it), Cohen's kappa over the pooled (unit, label)
+//!   decisions of the units both coded, the share of those decisions that agree, and per
+//!   label a Cohen's kappa over the units both coded, listed for the labels either of the
+//!   two chose on one of those units. A pair with no unit in common is not listed.
+//! - The pairs are listed a page at a time ([`PairPage`]: at most `limit` pairs after a
+//!   given pair); `pairs_next` names the last pair listed when more follow. A page costs
+//!   the codings of the annotators it walks and the pairs they form, never every pair:
+//!   a thousand annotators on one unit form half a million pairs, twenty thousand two
+//!   hundred million.
 //! - Nothing is rounded: figures are full `f64`, `null` where undefined. Full agreement gives
 //!   1, except where a single value is ever used (for instance a label nobody chose): there
 //!   chance agreement is certain and the figure is `null`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::hash::Hash;
 
 use serde::Serialize;
+
+use super::codings::{CodingParts, CodingTable, Row};
 
 /// Accumulates Krippendorff's coincidences for nominal data, one unit's category counts at
 /// a time, without building the matrix: for nominal data only its diagonal and its margins
@@ -216,33 +223,55 @@ where
     I: IntoIterator,
     I::Item: AsRef<[usize]>,
 {
-    let mut totals: Vec<usize> = Vec::new();
-    let mut agreement_sum = 0.0;
-    let mut kept = 0usize;
+    let mut fleiss = FleissItems::default();
     for item in items {
-        let item = item.as_ref();
+        fleiss.add_item(item.as_ref());
+    }
+    fleiss.kappa()
+}
+
+/// Accumulates Fleiss' kappa one item at a time (what [`fleiss_kappa`] folds), so that a
+/// caller can feed several statistics in one pass over its data.
+#[derive(Default)]
+struct FleissItems {
+    /// Ratings per category over the kept items.
+    totals: Vec<usize>,
+    /// The sum of the kept items' `P_i`.
+    agreement_sum: f64,
+    /// Items with at least two raters.
+    kept: usize,
+}
+
+impl FleissItems {
+    /// Adds an item given as its count of raters per category; one with fewer than two
+    /// raters is skipped.
+    fn add_item(&mut self, item: &[usize]) {
         let n: usize = item.iter().sum();
         if n < 2 {
-            continue;
+            return;
         }
-        if totals.len() < item.len() {
-            totals.resize(item.len(), 0);
+        if self.totals.len() < item.len() {
+            self.totals.resize(item.len(), 0);
         }
         let mut squares = 0;
-        for (total, &c) in totals.iter_mut().zip(item) {
+        for (total, &c) in self.totals.iter_mut().zip(item) {
             *total += c;
             squares += c * c;
         }
-        agreement_sum += (squares - n) as f64 / (n * (n - 1)) as f64;
-        kept += 1;
+        self.agreement_sum += (squares - n) as f64 / (n * (n - 1)) as f64;
+        self.kept += 1;
     }
-    if totals.iter().filter(|&&t| t > 0).count() < 2 {
-        return None;
+
+    /// Kappa over the items added; `None` when fewer than two categories were used.
+    fn kappa(&self) -> Option<f64> {
+        if self.totals.iter().filter(|&&t| t > 0).count() < 2 {
+            return None;
+        }
+        let all: usize = self.totals.iter().sum();
+        let chance: f64 = self.totals.iter().map(|&t| (t as f64 / all as f64).powi(2)).sum();
+        let observed = self.agreement_sum / self.kept as f64;
+        Some((observed - chance) / (1.0 - chance))
     }
-    let all: usize = totals.iter().sum();
-    let chance: f64 = totals.iter().map(|&t| (t as f64 / all as f64).powi(2)).sum();
-    let observed = agreement_sum / kept as f64;
-    Some((observed - chance) / (1.0 - chance))
 }
 
 /// The Jaccard similarity of two label sets, `|A ∩ B| / |A ∪ B|`: 1.0 when both are empty
@@ -284,8 +313,11 @@ pub struct AgreementReport {
     /// Per label: the codebook's in order, then other label ids chosen on a pairable unit,
     /// sorted.
     pub labels: Vec<LabelAgreement>,
-    /// Every pair of annotators, sorted.
+    /// The pairs of annotators who coded a unit in common, sorted: the page asked for.
     pub pairs: Vec<PairAgreement>,
+    /// More pairs follow: the cursor to ask for the next page with (`pairs_after`);
+    /// `None` on the last page.
+    pub pairs_next: Option<String>,
 }
 
 /// Agreement pooled over every (unit, label) binary decision of the pairable units.
@@ -346,11 +378,340 @@ pub struct PairLabelAgreement {
     pub units: usize,
 }
 
-/// A pairable unit: its codings as (annotator index, sorted distinct label indices), and
-/// how many of them chose each label.
-struct Unit {
-    codings: Vec<(usize, Vec<usize>)>,
-    present: Vec<usize>,
+/// Which pairs of annotators a report lists: a page of the pairs that share units, in
+/// name order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PairPage {
+    /// List the pairs after this one (first, second), as a report's `pairs_next` names it;
+    /// `None`: from the first pair.
+    pub after: Option<(String, String)>,
+    /// At most this many pairs (at least one is listed when there is one).
+    pub limit: usize,
+}
+
+impl Default for PairPage {
+    /// The first page of [`PairPage::DEFAULT_LIMIT`] pairs.
+    fn default() -> PairPage {
+        PairPage {
+            after: None,
+            limit: PairPage::DEFAULT_LIMIT,
+        }
+    }
+}
+
+impl PairPage {
+    /// Pairs listed when the request does not say how many.
+    pub const DEFAULT_LIMIT: usize = 1_000;
+    /// The most pairs a request may ask for.
+    pub const MAX_LIMIT: usize = 10_000;
+
+    /// Every pair, unpaged (callers with few annotators: the tests).
+    pub fn all() -> PairPage {
+        PairPage {
+            after: None,
+            limit: usize::MAX,
+        }
+    }
+
+    /// The cursor naming the pair `(first, second)`: `first,second` (annotator names hold
+    /// no comma).
+    pub fn cursor(first: &str, second: &str) -> String {
+        format!("{first},{second}")
+    }
+
+    /// The pair a [`PairPage::cursor`] names; `None` when it names no pair.
+    pub fn parse_cursor(cursor: &str) -> Option<(String, String)> {
+        let (first, second) = cursor.split_once(',')?;
+        (!first.is_empty() && !second.is_empty()).then(|| (first.to_owned(), second.to_owned()))
+    }
+}
+
+/// Computes the agreement report over `codings` with the codebook's `label_ids`, listing
+/// the pairs of `page` (see the [module documentation](self) for the rules).
+pub fn report(codings: CodingTable, label_ids: &[String], page: &PairPage) -> AgreementReport {
+    let prepared = Prepared::new(codings.into_parts(), label_ids);
+    let (labels, overall) = prepared.label_figures();
+    let (pairs, pairs_next) = prepared.pair_page(page);
+    AgreementReport {
+        units: prepared.units(),
+        annotators: prepared.annotators.iter().map(|a| a.to_string()).collect(),
+        codings: prepared.distinct,
+        overall,
+        labels,
+        pairs,
+        pairs_next,
+    }
+}
+
+/// The report over a list of `codings`, every pair listed (for callers holding few
+/// codings; the server streams them into a [`CodingTable`] and pages the pairs).
+pub fn agreement_report(codings: &[Coding<'_>], label_ids: &[String]) -> AgreementReport {
+    report(CodingTable::from_codings(codings), label_ids, &PairPage::all())
+}
+
+/// The pairable codings, sorted, with what every figure needs. Memory: 16 bytes per
+/// coding of a pairable unit, plus the annotators' names and the label combinations.
+struct Prepared {
+    /// Every annotator who gave a coding, sorted; codings name them by this order.
+    annotators: Vec<Box<str>>,
+    /// The distinct codings given (single-coded units included).
+    distinct: usize,
+    /// The report's labels.
+    labels: Vec<String>,
+    /// Per label combination: the indices of its report labels, sorted, each once.
+    chosen: Vec<Vec<usize>>,
+    /// The codings of the pairable units as (annotator, label combination), unit by unit
+    /// in unit key order, each unit's in annotator order.
+    rows: Vec<(u32, u32)>,
+    /// Where each pairable unit's codings start in `rows`, and `rows.len()` last.
+    starts: Vec<usize>,
+    /// Per annotator, the positions in `rows` of their codings.
+    by_annotator: Vec<Vec<usize>>,
+    /// Annotators with a coding of a pairable unit.
+    coders: usize,
+}
+
+impl Prepared {
+    fn new(parts: CodingParts, label_ids: &[String]) -> Prepared {
+        let CodingParts {
+            units,
+            annotators,
+            label_sets,
+            mut rows,
+        } = parts;
+        let unit_rank = ranks(&units);
+        drop(units);
+        let annotator_rank = ranks(&annotators);
+        let mut annotators = annotators;
+        annotators.sort_unstable();
+        for row in &mut rows {
+            row.unit = unit_rank[row.unit as usize];
+            row.annotator = annotator_rank[row.annotator as usize];
+        }
+        // Stable: of two codings of a unit by one annotator, the first given stays.
+        rows.sort_by_key(|r| (r.unit, r.annotator));
+        rows.dedup_by_key(|r| (r.unit, r.annotator));
+        let distinct = rows.len();
+        let (rows, starts) = pairable(&rows);
+        let mut used = vec![false; label_sets.len()];
+        rows.iter().for_each(|&(_, l)| used[l as usize] = true);
+        let labels = report_labels(&label_sets, &used, label_ids);
+        let chosen = label_indices(&label_sets, &labels);
+        let mut by_annotator = vec![Vec::new(); annotators.len()];
+        for (position, &(a, _)) in rows.iter().enumerate() {
+            by_annotator[a as usize].push(position);
+        }
+        let coders = by_annotator.iter().filter(|p| !p.is_empty()).count();
+        Prepared {
+            annotators,
+            distinct,
+            labels,
+            chosen,
+            rows,
+            starts,
+            by_annotator,
+            coders,
+        }
+    }
+
+    /// Pairable units.
+    fn units(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    /// Each pairable unit's codings.
+    fn unit_rows(&self) -> impl Iterator<Item = &[(u32, u32)]> {
+        self.starts.windows(2).map(|w| &self.rows[w[0]..w[1]])
+    }
+
+    /// True when label combination `set` holds the report's label `label`.
+    fn has(&self, set: u32, label: usize) -> bool {
+        self.chosen[set as usize].binary_search(&label).is_ok()
+    }
+
+    /// Per label, and pooled over every (unit, label) item in label then unit order,
+    /// Krippendorff's alpha and Fleiss' kappa over the present/absent values.
+    fn label_figures(&self) -> (Vec<LabelAgreement>, OverallAgreement) {
+        let (mut pooled_alpha, mut pooled_fleiss) = (Coincidences::default(), FleissItems::default());
+        let mut per_label = Vec::with_capacity(self.labels.len());
+        for (l, label) in self.labels.iter().enumerate() {
+            let (mut alpha, mut fleiss, mut present) = (Coincidences::default(), FleissItems::default(), 0);
+            for unit in self.unit_rows() {
+                let chose = unit.iter().filter(|&&(_, set)| self.has(set, l)).count();
+                let item = [chose, unit.len() - chose];
+                alpha.add_unit(&item);
+                fleiss.add_item(&item);
+                pooled_alpha.add_unit(&item);
+                pooled_fleiss.add_item(&item);
+                present += chose;
+            }
+            per_label.push(LabelAgreement {
+                label: label.clone(),
+                krippendorff_alpha: alpha.alpha(),
+                fleiss_kappa: fleiss.kappa(),
+                units: self.units(),
+                annotators: self.coders,
+                present,
+            });
+        }
+        let overall = OverallAgreement {
+            krippendorff_alpha: pooled_alpha.alpha(),
+            fleiss_kappa: pooled_fleiss.kappa(),
+            units: self.units(),
+            annotators: self.coders,
+            decisions: self.rows.len() * self.labels.len(),
+        };
+        (per_label, overall)
+    }
+
+    /// The pairs of `page`, and the cursor of the next page when there are more. Walks the
+    /// annotators in order from the page's first, each with the partners after them on
+    /// their units: the work is the codings of the annotators walked and the pairs they
+    /// form, never every pair of the store.
+    fn pair_page(&self, page: &PairPage) -> (Vec<PairAgreement>, Option<String>) {
+        let (first, after) = self.page_start(page);
+        let limit = page.limit.max(1);
+        let mut partners = Partners::new(self.annotators.len(), self.labels.len());
+        let mut listed: Vec<PairAgreement> = Vec::new();
+        for a in first..self.annotators.len() {
+            self.partners_of(a, &mut partners);
+            for (b, units, cells) in partners.sorted() {
+                if a == first && after.is_some_and(|after| *self.annotators[b] <= *after) {
+                    continue;
+                }
+                if listed.len() == limit {
+                    let last = &listed[limit - 1].annotators;
+                    let next = PairPage::cursor(&last[0], &last[1]);
+                    return (listed, Some(next));
+                }
+                listed.push(self.pair_agreement(a, b, units, cells));
+            }
+        }
+        (listed, None)
+    }
+
+    /// The first annotator a page walks, and the name its first pairs must come after
+    /// (when the page starts within that annotator's pairs).
+    fn page_start<'p>(&self, page: &'p PairPage) -> (usize, Option<&'p str>) {
+        let Some((first, second)) = &page.after else {
+            return (0, None);
+        };
+        let at = self.annotators.partition_point(|a| **a < **first);
+        match self.annotators.get(at) {
+            Some(a) if **a == **first => (at, Some(second.as_str())),
+            _ => (at, None),
+        }
+    }
+
+    /// Annotator `a`'s pairs with the annotators after them: on each unit `a` coded, the
+    /// codings after theirs (the unit's are in annotator order).
+    fn partners_of(&self, a: usize, partners: &mut Partners) {
+        partners.clear();
+        for &position in &self.by_annotator[a] {
+            let unit_end = self.starts[self.starts.partition_point(|&s| s <= position)];
+            let first = &self.chosen[self.rows[position].1 as usize];
+            for &(b, set) in &self.rows[position + 1..unit_end] {
+                let (units, cells) = partners.cells_of(b as usize);
+                *units += 1;
+                add_decisions(cells, first, &self.chosen[set as usize]);
+            }
+        }
+    }
+
+    /// One pair's figures from its accumulated cells.
+    fn pair_agreement(&self, a: usize, b: usize, units: usize, cells: &[BinaryCells]) -> PairAgreement {
+        let mut pooled = [[0usize; 2]; 2];
+        let mut per_label = Vec::new();
+        for (label, c) in self.labels.iter().zip(cells) {
+            let table = c.table(units);
+            for (sum, cell) in pooled.iter_mut().flatten().zip(table.iter().flatten()) {
+                *sum += cell;
+            }
+            if c.both + c.first_only + c.second_only > 0 {
+                per_label.push(PairLabelAgreement {
+                    label: label.clone(),
+                    cohen_kappa: cohen_kappa(table),
+                    units,
+                });
+            }
+        }
+        let decisions = units * self.labels.len();
+        PairAgreement {
+            annotators: [self.annotators[a].to_string(), self.annotators[b].to_string()],
+            cohen_kappa: cohen_kappa(pooled),
+            units,
+            observed_agreement: (decisions > 0)
+                .then(|| (pooled[0][0] + pooled[1][1]) as f64 / decisions as f64),
+            labels: per_label,
+        }
+    }
+}
+
+/// Each string's rank in sorted order (the strings are distinct).
+fn ranks(values: &[Box<str>]) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_unstable_by(|&a, &b| values[a].cmp(&values[b]));
+    let mut rank = vec![0; values.len()];
+    for (r, i) in order.into_iter().enumerate() {
+        // Fewer values than codings, and codings are counted in u32 (see `codings`).
+        rank[i] = r as u32;
+    }
+    rank
+}
+
+/// The codings of units coded at least twice, from codings sorted by unit: (annotator,
+/// label combination) each, and where each unit starts (then the end).
+fn pairable(rows: &[Row]) -> (Vec<(u32, u32)>, Vec<usize>) {
+    let mut kept = Vec::new();
+    let mut starts = vec![0];
+    for unit in rows.chunk_by(|x, y| x.unit == y.unit) {
+        if unit.len() >= 2 {
+            kept.extend(unit.iter().map(|r| (r.annotator, r.labels)));
+            starts.push(kept.len());
+        }
+    }
+    (kept, starts)
+}
+
+/// The report's labels: the codebook's in order (first occurrence), then every other label
+/// id chosen on a pairable unit (`used` marks the label combinations chosen there),
+/// sorted. A label id seen only on single-coded units is left out: listing it would add
+/// its "absent" decisions to the pooled figures.
+fn report_labels(label_sets: &[Vec<String>], used: &[bool], label_ids: &[String]) -> Vec<String> {
+    let mut labels: Vec<String> = Vec::with_capacity(label_ids.len());
+    let mut known: BTreeSet<&str> = BTreeSet::new();
+    for id in label_ids {
+        if known.insert(id) {
+            labels.push(id.clone());
+        }
+    }
+    let unknown: BTreeSet<&str> = label_sets
+        .iter()
+        .zip(used)
+        .filter(|(_, &used)| used)
+        .flat_map(|(set, _)| set.iter().map(String::as_str))
+        .filter(|l| !known.contains(l))
+        .collect();
+    labels.extend(unknown.into_iter().map(str::to_owned));
+    labels
+}
+
+/// Each label combination as the sorted distinct indices of its ids among `labels` (ids
+/// not listed are dropped).
+fn label_indices(label_sets: &[Vec<String>], labels: &[String]) -> Vec<Vec<usize>> {
+    let index: HashMap<&str, usize> = labels.iter().enumerate().map(|(i, l)| (l.as_str(), i)).collect();
+    label_sets
+        .iter()
+        .map(|set| {
+            let mut chosen: Vec<usize> = set
+                .iter()
+                .filter_map(|l| index.get(l.as_str()).copied())
+                .collect();
+            chosen.sort_unstable();
+            chosen.dedup();
+            chosen
+        })
+        .collect()
 }
 
 /// One label's 2x2 table for a pair, without the both-absent cell (units minus the rest).
@@ -369,175 +730,71 @@ impl BinaryCells {
     }
 }
 
-/// A pair's accumulated decisions: the units both coded and one table per label.
-struct PairCells {
-    units: usize,
-    labels: Vec<BinaryCells>,
+/// One annotator's pairs with the annotators after them, as they are accumulated: per
+/// partner the units in common and one table per label. Reused from one annotator to the
+/// next (cleared, not freed).
+struct Partners {
+    /// Per annotator, their place in `found` (`NONE`: not a partner).
+    slot: Vec<u32>,
+    /// The partners, in the order found.
+    found: Vec<usize>,
+    /// Per partner (by place), the units in common.
+    units: Vec<usize>,
+    /// Per partner (by place), `labels` tables.
+    cells: Vec<BinaryCells>,
+    labels: usize,
 }
 
-/// Computes the agreement report over `codings` with the codebook's `label_ids` (see the
-/// [module documentation](self) for the rules).
-pub fn agreement_report(codings: &[Coding<'_>], label_ids: &[String]) -> AgreementReport {
-    let mut annotators: Vec<&str> = codings.iter().map(|c| c.annotator).collect();
-    annotators.sort_unstable();
-    annotators.dedup();
-    let (pairable, distinct) = pairable_units(codings, &annotators);
-    let labels = report_labels(&pairable, label_ids);
-    let units = index_labels(pairable, &labels);
-    let mut coders = vec![false; annotators.len()];
-    for unit in &units {
-        for &(a, _) in &unit.codings {
-            coders[a] = true;
+impl Partners {
+    const NONE: u32 = u32::MAX;
+
+    fn new(annotators: usize, labels: usize) -> Partners {
+        Partners {
+            slot: vec![Partners::NONE; annotators],
+            found: Vec::new(),
+            units: Vec::new(),
+            cells: Vec::new(),
+            labels,
         }
     }
-    let coders = coders.iter().filter(|&&c| c).count();
-    let per_label = labels
-        .iter()
-        .enumerate()
-        .map(|(l, &label)| label_agreement(&units, l, label, coders))
-        .collect();
-    AgreementReport {
-        units: units.len(),
-        annotators: annotators.iter().map(|&a| a.to_owned()).collect(),
-        codings: distinct,
-        overall: overall_agreement(&units, labels.len(), coders),
-        labels: per_label,
-        pairs: pair_agreements(&units, &annotators, &labels),
-    }
-}
 
-/// A unit's codings as (index into the sorted annotators, label ids chosen).
-type UnitCodings<'a> = Vec<(usize, &'a [String])>;
-
-/// Groups the codings by unit (the first coding of a unit by an annotator counts) and keeps
-/// the pairable units, in unit key order. Returns them with the number of distinct codings.
-fn pairable_units<'a>(codings: &[Coding<'a>], annotators: &[&str]) -> (Vec<UnitCodings<'a>>, usize) {
-    let mut by_unit: BTreeMap<&str, UnitCodings<'a>> = BTreeMap::new();
-    let mut distinct = 0;
-    for coding in codings {
-        let Ok(a) = annotators.binary_search(&coding.annotator) else {
-            continue;
-        };
-        let unit = by_unit.entry(coding.unit).or_default();
-        if unit.iter().all(|&(b, _)| b != a) {
-            unit.push((a, coding.labels));
-            distinct += 1;
+    fn clear(&mut self) {
+        for &b in &self.found {
+            self.slot[b] = Partners::NONE;
         }
+        self.found.clear();
+        self.units.clear();
+        self.cells.clear();
     }
-    let pairable = by_unit
-        .into_values()
-        .filter(|codings| codings.len() >= 2)
-        .collect();
-    (pairable, distinct)
-}
 
-/// The report's labels: the codebook's in order (first occurrence), then every other label
-/// id chosen on a pairable unit, sorted. A label id seen only on single-coded units is left
-/// out: listing it would add its "absent" decisions to the pooled figures.
-fn report_labels<'a>(units: &[UnitCodings<'a>], label_ids: &'a [String]) -> Vec<&'a str> {
-    let mut labels: Vec<&str> = Vec::with_capacity(label_ids.len());
-    let mut known: BTreeSet<&str> = BTreeSet::new();
-    for id in label_ids {
-        if known.insert(id) {
-            labels.push(id);
+    /// Partner `b`'s count of units in common and tables, added on first sight.
+    fn cells_of(&mut self, b: usize) -> (&mut usize, &mut [BinaryCells]) {
+        if self.slot[b] == Partners::NONE {
+            self.slot[b] = self.found.len() as u32;
+            self.found.push(b);
+            self.units.push(0);
+            self.cells
+                .resize(self.cells.len() + self.labels, BinaryCells::default());
         }
+        let at = self.slot[b] as usize;
+        let cells = &mut self.cells[at * self.labels..(at + 1) * self.labels];
+        (&mut self.units[at], cells)
     }
-    let unknown: BTreeSet<&str> = units
-        .iter()
-        .flatten()
-        .flat_map(|(_, chosen)| chosen.iter().map(String::as_str))
-        .filter(|l| !known.contains(l))
-        .collect();
-    labels.extend(unknown);
-    labels
-}
 
-/// Turns the pairable units' label ids into sorted distinct indices into the report's
-/// labels, and counts the codings choosing each label.
-fn index_labels(units: Vec<UnitCodings<'_>>, labels: &[&str]) -> Vec<Unit> {
-    let index: HashMap<&str, usize> = labels.iter().enumerate().map(|(i, &l)| (l, i)).collect();
-    units
-        .into_iter()
-        .map(|codings| {
-            let mut present = vec![0; labels.len()];
-            let codings = codings
-                .into_iter()
-                .map(|(a, chosen)| {
-                    let mut chosen: Vec<usize> = chosen
-                        .iter()
-                        .filter_map(|l| index.get(l.as_str()).copied())
-                        .collect();
-                    chosen.sort_unstable();
-                    chosen.dedup();
-                    chosen.iter().for_each(|&l| present[l] += 1);
-                    (a, chosen)
-                })
-                .collect();
-            Unit { codings, present }
-        })
-        .collect()
-}
-
-/// One label's binary items, `[present, absent]` per pairable unit.
-fn label_items(units: &[Unit], label: usize) -> impl Iterator<Item = [usize; 2]> + '_ {
-    units
-        .iter()
-        .map(move |u| [u.present[label], u.codings.len() - u.present[label]])
-}
-
-/// Alpha and Fleiss' kappa over one label's present/absent values.
-fn label_agreement(units: &[Unit], l: usize, label: &str, coders: usize) -> LabelAgreement {
-    LabelAgreement {
-        label: label.to_owned(),
-        krippendorff_alpha: krippendorff_alpha_nominal_counts(label_items(units, l)),
-        fleiss_kappa: fleiss_kappa(label_items(units, l)),
-        units: units.len(),
-        annotators: coders,
-        present: units.iter().map(|u| u.present[l]).sum(),
+    /// The partners in annotator order, with their units in common and tables.
+    fn sorted(&self) -> Vec<(usize, usize, &[BinaryCells])> {
+        let mut all: Vec<(usize, usize, &[BinaryCells])> = self
+            .found
+            .iter()
+            .enumerate()
+            .map(|(at, &b)| {
+                let cells = &self.cells[at * self.labels..(at + 1) * self.labels];
+                (b, self.units[at], cells)
+            })
+            .collect();
+        all.sort_unstable_by_key(|&(b, _, _)| b);
+        all
     }
-}
-
-/// Alpha and Fleiss' kappa over every (unit, label) item of the pairable units.
-fn overall_agreement(units: &[Unit], labels: usize, coders: usize) -> OverallAgreement {
-    let items = || (0..labels).flat_map(move |l| label_items(units, l));
-    OverallAgreement {
-        krippendorff_alpha: krippendorff_alpha_nominal_counts(items()),
-        fleiss_kappa: fleiss_kappa(items()),
-        units: units.len(),
-        annotators: coders,
-        decisions: units.iter().map(|u| u.codings.len() * labels).sum(),
-    }
-}
-
-/// Every pair of annotators (indices into the sorted names, first < second), with their
-/// Cohen's kappas over the units both coded.
-fn pair_agreements(units: &[Unit], annotators: &[&str], labels: &[&str]) -> Vec<PairAgreement> {
-    let mut cells: BTreeMap<(usize, usize), PairCells> = BTreeMap::new();
-    for unit in units {
-        for (i, (a, first)) in unit.codings.iter().enumerate() {
-            for (b, second) in &unit.codings[i + 1..] {
-                let (key, first, second) = if a < b {
-                    ((*a, *b), first, second)
-                } else {
-                    ((*b, *a), second, first)
-                };
-                let pair = cells.entry(key).or_insert_with(|| PairCells {
-                    units: 0,
-                    labels: vec![BinaryCells::default(); labels.len()],
-                });
-                pair.units += 1;
-                add_decisions(&mut pair.labels, first, second);
-            }
-        }
-    }
-    let mut pairs = Vec::new();
-    for a in 0..annotators.len() {
-        for b in a + 1..annotators.len() {
-            let names = [annotators[a].to_owned(), annotators[b].to_owned()];
-            pairs.push(pair_agreement(names, cells.get(&(a, b)), labels));
-        }
-    }
-    pairs
 }
 
 /// Adds one unit's decisions of a pair: walks the two sorted label lists together, so the
@@ -565,42 +822,6 @@ fn add_decisions(cells: &mut [BinaryCells], first: &[usize], second: &[usize]) {
             }
             (None, None) => unreachable!("the loop runs while one list has labels left"),
         }
-    }
-}
-
-/// One pair's figures from its accumulated cells (`None`: no unit in common).
-fn pair_agreement(names: [String; 2], cells: Option<&PairCells>, labels: &[&str]) -> PairAgreement {
-    let Some(cells) = cells else {
-        return PairAgreement {
-            annotators: names,
-            cohen_kappa: None,
-            units: 0,
-            observed_agreement: None,
-            labels: Vec::new(),
-        };
-    };
-    let mut pooled = [[0usize; 2]; 2];
-    let mut per_label = Vec::new();
-    for (label, c) in labels.iter().zip(&cells.labels) {
-        let table = c.table(cells.units);
-        for (sum, cell) in pooled.iter_mut().flatten().zip(table.iter().flatten()) {
-            *sum += cell;
-        }
-        if c.both + c.first_only + c.second_only > 0 {
-            per_label.push(PairLabelAgreement {
-                label: (*label).to_owned(),
-                cohen_kappa: cohen_kappa(table),
-                units: cells.units,
-            });
-        }
-    }
-    let decisions = cells.units * labels.len();
-    PairAgreement {
-        annotators: names,
-        cohen_kappa: cohen_kappa(pooled),
-        units: cells.units,
-        observed_agreement: (decisions > 0).then(|| (pooled[0][0] + pooled[1][1]) as f64 / decisions as f64),
-        labels: per_label,
     }
 }
 
@@ -904,14 +1125,104 @@ mod tests {
         // W was chosen on a single-coded unit only: not listed.
         assert!(after.labels.iter().all(|l| l.label != "W"));
         assert_eq!(after.overall.annotators, 2);
-        // c shares no unit with anyone.
-        for pair in &after.pairs[1..] {
-            assert_eq!(
-                (pair.units, pair.cohen_kappa, pair.observed_agreement),
-                (0, None, None)
-            );
-            assert!(pair.labels.is_empty());
+        // c shares no unit with anyone: no pair of c's is listed.
+        assert_eq!(after.pairs.len(), 1);
+        assert_eq!(after.pairs_next, None);
+    }
+
+    /// Every pair of `rows`, walked a page of `limit` at a time from the first.
+    fn walk_pages(
+        rows: &[(&str, &str, Vec<String>)],
+        labels: &[String],
+        limit: usize,
+    ) -> Vec<AgreementReport> {
+        let mut pages = Vec::new();
+        let mut after = None;
+        loop {
+            let page = PairPage { after, limit };
+            let report = report(CodingTable::from_codings(&codings(rows)), labels, &page);
+            after = report
+                .pairs_next
+                .as_deref()
+                .map(|c| PairPage::parse_cursor(c).unwrap());
+            pages.push(report);
+            if after.is_none() {
+                return pages;
+            }
         }
+    }
+
+    #[test]
+    fn pairs_come_a_page_at_a_time_in_name_order() {
+        let rows = [
+            ("u1", "dan", ids(&["X"])),
+            ("u1", "amy", ids(&["X", "Y"])),
+            ("u1", "cal", ids(&["Y"])),
+            ("u1", "bob", ids(&[])),
+            ("u2", "amy", ids(&["X"])),
+            ("u2", "eve", ids(&["X"])),
+            ("u3", "fay", ids(&["Y"])),
+        ];
+        let labels = ids(&["X", "Y"]);
+        let whole = agreement_report(&codings(&rows), &labels);
+        let names = |pairs: &[PairAgreement]| -> Vec<String> {
+            pairs.iter().map(|p| p.annotators.join("+")).collect()
+        };
+        assert_eq!(
+            names(&whole.pairs),
+            ["amy+bob", "amy+cal", "amy+dan", "amy+eve", "bob+cal", "bob+dan", "cal+dan"]
+        );
+        for limit in 1..=8 {
+            let pages = walk_pages(&rows, &labels, limit);
+            assert_eq!(pages.len(), whole.pairs.len().div_ceil(limit), "limit {limit}");
+            let listed: Vec<PairAgreement> = pages.iter().flat_map(|p| p.pairs.clone()).collect();
+            assert_eq!(listed, whole.pairs, "limit {limit}");
+            for page in &pages {
+                assert_eq!((&page.overall, &page.labels), (&whole.overall, &whole.labels));
+                assert!(page.pairs.len() <= limit);
+            }
+            let last = pages.last().unwrap();
+            assert_eq!(last.pairs_next, None);
+        }
+        let first = walk_pages(&rows, &labels, 3).remove(0);
+        assert_eq!(first.pairs_next.as_deref(), Some("amy,dan"));
+    }
+
+    #[test]
+    fn a_cursor_naming_no_annotator_starts_at_the_next_name() {
+        let rows = [
+            ("u1", "amy", ids(&["X"])),
+            ("u1", "bob", ids(&["X"])),
+            ("u1", "cal", ids(&["X"])),
+        ];
+        let labels = ids(&["X"]);
+        let from = |first: &str, second: &str| {
+            let page = PairPage {
+                after: Some((first.to_owned(), second.to_owned())),
+                limit: 10,
+            };
+            let report = report(CodingTable::from_codings(&codings(&rows)), &labels, &page);
+            report
+                .pairs
+                .iter()
+                .map(|p| p.annotators.join("+"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(from("amy", "bob"), ["amy+cal", "bob+cal"]);
+        assert_eq!(from("amy", "zed"), ["bob+cal"]);
+        assert_eq!(
+            from("ann", "a"),
+            ["bob+cal"],
+            "no annotator ann: from the next name on"
+        );
+        assert_eq!(from("cal", "a"), Vec::<String>::new());
+        assert_eq!(
+            PairPage::parse_cursor("amy,bob"),
+            Some(("amy".into(), "bob".into()))
+        );
+        assert_eq!(PairPage::parse_cursor("amy"), None);
+        assert_eq!(PairPage::parse_cursor(",bob"), None);
+        assert_eq!(PairPage::cursor("amy", "bob"), "amy,bob");
     }
 
     #[test]

@@ -28,19 +28,58 @@ pub struct Viewer {
     pub reviewer: bool,
 }
 
+/// The blind rule of a viewer over the whole store, for reads that cannot hold every
+/// unit's sets at once (agreement filters rows as the database streams them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sight<'v> {
+    /// Every set: blind mode is off, or the viewer is a reviewer.
+    Everything,
+    /// No set: blind mode, and the request names nobody.
+    Nothing,
+    /// Blind mode: this annotator's own sets, and every set of the units on which one of
+    /// their sets [`opens_unit`].
+    OwnUntilSubmitted(&'v str),
+}
+
+/// True when an annotator's set of this status shows them the others' sets on its unit in
+/// blind mode: they have submitted it (or, as a reviewer, adjudicated it).
+pub fn opens_unit(status: Status) -> bool {
+    matches!(status, Status::Submitted | Status::Adjudicated)
+}
+
 impl Viewer {
+    /// The rule this viewer reads by (`blind`: blind mode is on).
+    pub fn sight(&self, blind: bool) -> Sight<'_> {
+        match self.annotator.as_deref() {
+            _ if !blind || self.reviewer => Sight::Everything,
+            None => Sight::Nothing,
+            Some(me) => Sight::OwnUntilSubmitted(me),
+        }
+    }
+
     /// Of a unit's `sets`, those this viewer may see (`blind`: blind mode is on).
     pub fn visible<'s>(&self, sets: &'s [LabelSet], blind: bool) -> Vec<&'s LabelSet> {
-        if !blind || self.reviewer {
-            return sets.iter().collect();
-        }
-        let Some(me) = self.annotator.as_deref() else {
-            return Vec::new();
+        sets.iter().filter(self.sees_on_unit(sets, blind)).collect()
+    }
+
+    /// Keeps, of a unit's `sets`, those this viewer may see (what [`Viewer::visible`]
+    /// returns, without copying them).
+    pub fn retain_visible(&self, sets: &mut Vec<LabelSet>, blind: bool) {
+        let sees = self.sees_on_unit(sets, blind);
+        sets.retain(|s| sees(&s));
+    }
+
+    /// Whether this viewer sees a set of the unit whose sets are `sets`.
+    fn sees_on_unit(&self, sets: &[LabelSet], blind: bool) -> impl Fn(&&LabelSet) -> bool + '_ {
+        let (everything, me) = match self.sight(blind) {
+            Sight::Everything => (true, None),
+            Sight::Nothing => (false, None),
+            Sight::OwnUntilSubmitted(me) => {
+                let opened = sets.iter().any(|s| s.annotator == me && opens_unit(s.status));
+                (opened, Some(me))
+            }
         };
-        let submitted = sets
-            .iter()
-            .any(|s| s.annotator == me && matches!(s.status, Status::Submitted | Status::Adjudicated));
-        sets.iter().filter(|s| submitted || s.annotator == me).collect()
+        move |s: &&LabelSet| everything || me.is_some_and(|me| s.annotator == me)
     }
 }
 

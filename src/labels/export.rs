@@ -1,19 +1,28 @@
 //! The label export: one line per unit, the unit as its annotations body shows it with
-//! every annotator's set, the suggestions and the adjudicated set, streamed session by
-//! session.
+//! every annotator's set (in blind mode, those the asker may see), the suggestions and the
+//! adjudicated set, streamed session by session, and within a session a few units at a
+//! time.
 //!
-//! Memory: one session's units and labels at a time (plus the channel's few lines), however
-//! many sessions the store holds. Sessions come in id order; within a session, units in
-//! session order, then the units the session no longer has (orphaned, labels kept) by id.
+//! Memory: one session's units (as the session store renders them) and the labels of at
+//! most [`BATCH_LABELS`] sets and suggestions at a time (more only when one unit alone has
+//! more: its line holds them all), plus the channel's few lines, however many sessions and
+//! sets the store holds. Sessions come in id order; within a session, units in session
+//! order, then the units the session no longer has (orphaned, labels kept) by id. Each
+//! unit's labels are read in one query; a write made while an export runs shows in the
+//! lines read after it.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 
 use bytes::Bytes;
 use foldhash::{HashMap, HashMapExt};
 use serde_json::value::RawValue;
+use sqlx::Row;
 use tokio::sync::mpsc;
 
+use super::consensus::Viewer;
 use super::model::{ExportedUnit, LabelSet, Status, Suggestion};
+use super::reads::suggestion_of_row;
 use super::store::{LabelError, LabelStore};
 
 /// A unit of a session, rendered for the export.
@@ -67,7 +76,7 @@ impl Format {
     }
 }
 
-/// What to export.
+/// What to export, and for whom.
 #[derive(Debug, Clone, Default)]
 pub struct ExportScope {
     /// Only this session.
@@ -75,7 +84,20 @@ pub struct ExportScope {
     /// Every unit of the sessions, labeled or not (default: units with labels or
     /// suggestions only).
     pub all_units: bool,
+    /// Who asks: in blind mode each unit lists only the sets they may see (see
+    /// [`Viewer::visible`]), and a unit left with nothing to show is left out (kept, empty,
+    /// with `all_units`, unless the session no longer has it).
+    pub viewer: Viewer,
+    /// Blind mode is on (the operator's `labels export` leaves it off: it sees every set).
+    pub blind: bool,
 }
+
+/// Stored sets and suggestions read at once, at most, when a session is exported (a unit
+/// with more is read alone).
+pub const BATCH_LABELS: usize = 4_096;
+
+/// Units whose labels are read at once, at most (the parameters of one query).
+const BATCH_UNITS: usize = 500;
 
 impl LabelStore {
     /// Writes the export to `out`, a chunk per few lines; stops early (`Ok`) when the
@@ -90,16 +112,11 @@ impl LabelStore {
     ) -> Result<(), LabelError> {
         let mut writer = LineWriter::new(format, out);
         for session_id in self.export_sessions(source, scope).await? {
-            let sets = self.list(&session_id).await?;
-            let suggestions = self.suggestions(&session_id, None).await?;
-            if !scope.all_units && sets.is_empty() && suggestions.is_empty() {
-                continue;
-            }
-            let units = source.unit_rows(&session_id).await.unwrap_or_default();
-            for line in session_lines(&session_id, units, sets, suggestions, scope.all_units) {
-                if !writer.write(&line).await? {
-                    return Ok(());
-                }
+            if !self
+                .export_session(source, &session_id, scope, &mut writer)
+                .await?
+            {
+                return Ok(());
             }
         }
         writer.finish().await;
@@ -123,63 +140,168 @@ impl LabelStore {
         }
         Ok(ids)
     }
+
+    /// Writes one session's lines, a batch of units at a time; false when the receiver is
+    /// gone.
+    async fn export_session(
+        &self,
+        source: &impl UnitSource,
+        session_id: &str,
+        scope: &ExportScope,
+        writer: &mut LineWriter,
+    ) -> Result<bool, LabelError> {
+        let labeled = self.labeled_units(session_id).await?;
+        if !scope.all_units && labeled.is_empty() {
+            return Ok(true);
+        }
+        let units = source.unit_rows(session_id).await.unwrap_or_default();
+        for batch in batches(units, labeled, scope.all_units) {
+            let mut labels = self.batch_labels(session_id, &batch).await?;
+            for entry in batch {
+                let (mut sets, suggestions) = labels.remove(&entry.event_id).unwrap_or_default();
+                scope.viewer.retain_visible(&mut sets, scope.blind);
+                let shown = !sets.is_empty() || !suggestions.is_empty();
+                let kept_empty = scope.all_units && entry.unit.is_some();
+                if !(shown || kept_empty) {
+                    continue;
+                }
+                if !writer.write(&line(session_id, entry, sets, suggestions)).await? {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// The units of session `session_id` with stored sets or suggestions, by id, with how
+    /// many each has (counted by the database, nothing read).
+    async fn labeled_units(&self, session_id: &str) -> Result<BTreeMap<String, usize>, LabelError> {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for table in ["label_sets", "label_suggestions"] {
+            let sql = format!(
+                "SELECT event_id, COUNT(*) AS n FROM {table} WHERE session_id = $1 GROUP BY event_id"
+            );
+            let rows = sqlx::query(&sql).bind(session_id).fetch_all(&self.pool).await?;
+            for row in rows {
+                let n: i64 = row.try_get("n")?;
+                *counts.entry(row.try_get("event_id")?).or_default() += usize::try_from(n).unwrap_or(0);
+            }
+        }
+        Ok(counts)
+    }
+
+    /// The sets and suggestions of the units of `batch` that have any, by unit (sets by
+    /// annotator, suggestions by model; the sets read as [`LabelStore::list`] reads them).
+    async fn batch_labels(&self, session_id: &str, batch: &[Entry]) -> Result<UnitLabels, LabelError> {
+        use tokio_stream::StreamExt;
+        let ids: Vec<&str> = batch
+            .iter()
+            .filter(|e| e.labels > 0)
+            .map(|e| e.event_id.as_str())
+            .collect();
+        let mut labels = UnitLabels::new();
+        if ids.is_empty() {
+            return Ok(labels);
+        }
+        self.for_each_unit_sets(session_id, Some(&ids), |unit| {
+            if let Some(event_id) = unit.first().map(|s| s.event_id.clone()) {
+                labels.entry(event_id).or_default().0 = unit;
+            }
+        })
+        .await?;
+        let within = (2..ids.len() + 2)
+            .map(|i| format!("${i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT event_id, model, score, labels, updated_at FROM label_suggestions \
+             WHERE session_id = $1 AND event_id IN ({within}) ORDER BY event_id, model"
+        );
+        let query = ids
+            .iter()
+            .fold(sqlx::query(&sql).bind(session_id), |q, id| q.bind(*id));
+        let mut rows = query.fetch(&self.pool);
+        while let Some(row) = rows.next().await {
+            let suggestion = suggestion_of_row(&row?)?;
+            labels
+                .entry(suggestion.event_id.clone())
+                .or_default()
+                .1
+                .push(suggestion);
+        }
+        Ok(labels)
+    }
 }
 
-/// The lines of one session: its units in order (all, or those with labels or
-/// suggestions), then its orphaned units by id.
-pub fn session_lines(
-    session_id: &str,
-    units: Vec<UnitRow>,
-    sets: Vec<LabelSet>,
-    suggestions: Vec<Suggestion>,
-    all_units: bool,
-) -> Vec<ExportedUnit> {
-    let mut sets_of: HashMap<String, Vec<LabelSet>> = HashMap::new();
-    for set in sets {
-        sets_of.entry(set.event_id.clone()).or_default().push(set);
-    }
-    let mut suggestions_of: HashMap<String, Vec<Suggestion>> = HashMap::new();
-    for s in suggestions {
-        suggestions_of.entry(s.event_id.clone()).or_default().push(s);
-    }
-    let mut lines = Vec::new();
-    for unit in units {
-        let sets = sets_of.remove(&unit.event_id).unwrap_or_default();
-        let suggestions = suggestions_of.remove(&unit.event_id).unwrap_or_default();
-        if all_units || !sets.is_empty() || !suggestions.is_empty() {
-            lines.push(line(session_id, Some(unit), sets, suggestions));
+/// A batch's labels by unit: (sets, suggestions).
+type UnitLabels = HashMap<String, (Vec<LabelSet>, Vec<Suggestion>)>;
+
+/// A line to write: a unit of the session (or, `unit` `None`, one it no longer has) with
+/// the count of its stored sets and suggestions.
+#[derive(Debug)]
+struct Entry {
+    event_id: String,
+    unit: Option<UnitRow>,
+    labels: usize,
+}
+
+/// The session's lines in order, its `units` (all, or those with labels) then its
+/// orphaned units by id, cut into batches whose labels are read together: at most
+/// [`BATCH_UNITS`] units with labels and [`BATCH_LABELS`] labels each, unless one unit alone
+/// has more. `labeled`: the count of labels per unit id.
+fn batches(units: Vec<UnitRow>, mut labeled: BTreeMap<String, usize>, all_units: bool) -> Vec<Vec<Entry>> {
+    let mut entries = Vec::new();
+    for mut unit in units {
+        let labels = labeled.remove(&unit.event_id).unwrap_or(0);
+        if all_units || labels > 0 {
+            let event_id = std::mem::take(&mut unit.event_id);
+            entries.push(Entry {
+                event_id,
+                unit: Some(unit),
+                labels,
+            });
         }
     }
-    let mut orphaned: Vec<String> = sets_of.keys().chain(suggestions_of.keys()).cloned().collect();
-    orphaned.sort();
-    orphaned.dedup();
-    for event_id in orphaned {
-        let sets = sets_of.remove(&event_id).unwrap_or_default();
-        let suggestions = suggestions_of.remove(&event_id).unwrap_or_default();
-        lines.push(orphan_line(session_id, event_id, sets, suggestions));
+    entries.extend(labeled.into_iter().map(|(event_id, labels)| Entry {
+        event_id,
+        unit: None,
+        labels,
+    }));
+    let mut batches = Vec::new();
+    let mut current = Vec::new();
+    let (mut labels, mut units) = (0, 0);
+    for entry in entries {
+        let full = labels + entry.labels > BATCH_LABELS || units == BATCH_UNITS;
+        if entry.labels > 0 && units > 0 && full {
+            batches.push(std::mem::take(&mut current));
+            (labels, units) = (0, 0);
+        }
+        if entry.labels > 0 {
+            labels += entry.labels;
+            units += 1;
+        }
+        current.push(entry);
     }
-    lines
+    if !current.is_empty() {
+        batches.push(current);
+    }
+    batches
 }
 
-/// The line of a unit the session has.
-fn line(
-    session_id: &str,
-    unit: Option<UnitRow>,
-    sets: Vec<LabelSet>,
-    suggestions: Vec<Suggestion>,
-) -> ExportedUnit {
+/// The line of `entry` with its (visible) sets and suggestions.
+fn line(session_id: &str, entry: Entry, sets: Vec<LabelSet>, suggestions: Vec<Suggestion>) -> ExportedUnit {
     let adjudicated = sets
         .iter()
         .filter(|s| s.status == Status::Adjudicated)
         .max_by(|a, b| (&a.updated_at, a.version).cmp(&(&b.updated_at, b.version)))
         .cloned();
-    let (event_id, unit_type, text, json) = match unit {
-        Some(u) => (u.event_id, Some(u.unit_type.to_owned()), u.text, Some(u.json)),
-        None => (String::new(), None, String::new(), None),
+    let (unit_type, text, json) = match entry.unit {
+        Some(u) => (Some(u.unit_type.to_owned()), u.text, Some(u.json)),
+        None => (None, String::new(), None),
     };
     ExportedUnit {
         session_id: session_id.to_owned(),
-        event_id,
+        event_id: entry.event_id,
         unit_type,
         text,
         orphaned: json.is_none(),
@@ -187,19 +309,6 @@ fn line(
         annotations: sets,
         suggestions,
         adjudicated,
-    }
-}
-
-/// The line of labels on unit `event_id`, which the session no longer has.
-fn orphan_line(
-    session_id: &str,
-    event_id: String,
-    sets: Vec<LabelSet>,
-    suggestions: Vec<Suggestion>,
-) -> ExportedUnit {
-    ExportedUnit {
-        event_id,
-        ..line(session_id, None, sets, suggestions)
     }
 }
 
@@ -258,5 +367,68 @@ impl LineWriter {
         if !self.buffer.is_empty() {
             let _ = self.out.send(Ok(Bytes::from(self.buffer))).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(event_id: &str) -> UnitRow {
+        UnitRow {
+            event_id: event_id.to_owned(),
+            unit_type: "user_turn",
+            text: String::new(),
+            json: serde_json::value::to_raw_value(&serde_json::json!({})).unwrap(),
+        }
+    }
+
+    /// (event ids, labels) of each batch.
+    fn shape(batches: &[Vec<Entry>]) -> Vec<(Vec<&str>, usize)> {
+        batches
+            .iter()
+            .map(|b| {
+                let ids = b.iter().map(|e| e.event_id.as_str()).collect();
+                (ids, b.iter().map(|e| e.labels).sum())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn batches_keep_the_order_and_bound_the_labels_read_at_once() {
+        let ids = ["u0", "u1", "u2", "u3", "u4"];
+        let labeled = BTreeMap::from([
+            ("u0".to_owned(), 3_000),
+            ("u1".to_owned(), 2_000),
+            ("u3".to_owned(), 5_000),
+            ("u4".to_owned(), 1),
+            ("gone".to_owned(), 10),
+        ]);
+        let labeled_only = batches(ids.map(unit).into(), labeled.clone(), false);
+        assert_eq!(
+            shape(&labeled_only),
+            [
+                (vec!["u0"], 3_000),
+                (vec!["u1"], 2_000),
+                (vec!["u3"], 5_000),
+                (vec!["u4", "gone"], 11),
+            ],
+            "a unit with more than a batch's labels is read alone; orphans come last"
+        );
+        assert!(labeled_only.last().unwrap()[1].unit.is_none(), "gone is orphaned");
+        let every = batches(ids.map(unit).into(), labeled, true);
+        assert_eq!(
+            shape(&every)[1],
+            (vec!["u1", "u2"], 2_000),
+            "a unit without labels rides along"
+        );
+    }
+
+    #[test]
+    fn batches_bound_the_units_read_at_once() {
+        let units: Vec<UnitRow> = (0..1_200).map(|i| unit(&format!("u{i:04}"))).collect();
+        let labeled: BTreeMap<String, usize> = (0..1_200).map(|i| (format!("u{i:04}"), 1)).collect();
+        let sizes: Vec<usize> = batches(units, labeled, false).iter().map(Vec::len).collect();
+        assert_eq!(sizes, [BATCH_UNITS, BATCH_UNITS, 200]);
     }
 }

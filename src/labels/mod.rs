@@ -2,7 +2,8 @@
 //!
 //! - [`access`]: who a request is made as, and for whom it may act (pure).
 //! - [`agreement`]: inter-annotator agreement (Krippendorff's alpha, Cohen's and Fleiss'
-//!   kappa) and the label-set agreement report (pure).
+//!   kappa) and the label-set agreement report, its pairs a page at a time (pure).
+//! - [`codings`]: the submitted sets agreement is computed from, held compactly (pure).
 //! - [`codebook`]: the labels, their definitions, rules, cues and typed output fields.
 //! - [`model`]: label records, sets, history entries, `If-Match` preconditions.
 //! - [`validate`]: a set write checked against the codebook and the unit's text (pure).
@@ -11,7 +12,8 @@
 //! - [`store`]: the label database (SQLite or PostgreSQL), migrations and transactions.
 //! - [`import`]: sets and suggestions imported line by line, in short transactions;
 //!   [`import_body`]: an import body split and counted before any record is parsed;
-//!   [`reads`]: reads across sessions.
+//!   [`reads`]: reads across sessions; [`set_reads`]: a session's sets read in bulk, a unit
+//!   at a time.
 //! - [`sets_cache`]: the sets of recently read sessions of an SQLite database.
 //! - [`queue`]: the next unit for an annotator, with reservations and an overlap.
 //! - [`consensus`]: which labels a unit shows, and to whom (blind mode) (pure).
@@ -20,6 +22,7 @@
 pub mod access;
 pub mod agreement;
 pub mod codebook;
+pub mod codings;
 pub mod consensus;
 pub mod export;
 pub mod import;
@@ -29,6 +32,7 @@ pub mod model;
 pub mod progress;
 pub mod queue;
 pub mod reads;
+pub mod set_reads;
 pub mod sets_cache;
 pub mod store;
 pub mod validate;

@@ -3,11 +3,14 @@
 //! annotator's sets are to the adjudicated ones.
 //!
 //! A unit counts as labeled by an annotator when their set on it is submitted; reviewers'
-//! adjudicated sets are counted apart (`adjudicated`), not as an annotator's. Agreement with the adjudicated set is measured on the units
-//! that have both an adjudicated set and the annotator's submitted set: the mean Jaccard
-//! similarity of the two label sets (1.0 when both are empty) and the share that match
-//! exactly. Sets on units the session no longer has (orphaned) are left out.
+//! adjudicated sets are counted apart (`adjudicated`), not as an annotator's. Agreement
+//! with the adjudicated set is measured on the units that have both an adjudicated set and
+//! the annotator's submitted set: the mean Jaccard similarity of the two label sets (1.0
+//! when both are empty) and the share that match exactly. Sets on units the session no
+//! longer has (orphaned) are left out. In blind mode the caller passes only the sets the
+//! asker may see: the figures are theirs.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use foldhash::{HashMap, HashMapExt};
@@ -73,12 +76,19 @@ pub struct SessionProgress {
     pub annotators: Vec<AnnotatorProgress>,
 }
 
-/// The progress on a session with `units` (in order) and the `sets` on it.
-pub fn session_progress(session_id: &str, units: &[UnitKind<'_>], sets: &[LabelSet]) -> SessionProgress {
-    let types: HashMap<&str, &str> = units.iter().map(|u| (u.event_id, u.unit_type)).collect();
+/// The progress on a session with `units` (in order) and the `sets` on it (those the
+/// asker may see; the sets or references to them). Linear in the units and the sets: each set is counted in its unit's
+/// type, never each annotator against every unit.
+pub fn session_progress<S: Borrow<LabelSet>>(
+    session_id: &str,
+    units: &[UnitKind<'_>],
+    sets: &[S],
+) -> SessionProgress {
+    let units = UnitTypes::new(units);
     let current: Vec<&LabelSet> = sets
         .iter()
-        .filter(|s| types.contains_key(s.event_id.as_str()))
+        .map(Borrow::borrow)
+        .filter(|s| units.has(&s.event_id))
         .collect();
     let adjudicated = latest_adjudicated(&current);
     let mut by_annotator: BTreeMap<&str, Vec<&LabelSet>> = BTreeMap::new();
@@ -87,15 +97,11 @@ pub fn session_progress(session_id: &str, units: &[UnitKind<'_>], sets: &[LabelS
             by_annotator.entry(&set.annotator).or_default().push(set);
         }
     }
-    let labeled = |pred: &dyn Fn(&LabelSet) -> bool| -> Vec<&str> {
-        current
-            .iter()
-            .filter(|s| pred(s))
-            .map(|s| s.event_id.as_str())
-            .collect()
-    };
-    let any_submitted = labeled(&|s| s.status == Status::Submitted);
-    let (units_count, by_type) = tally(units, &any_submitted);
+    let any_submitted = current
+        .iter()
+        .filter(|s| s.status == Status::Submitted)
+        .map(|s| s.event_id.as_str());
+    let (units_count, by_type) = units.tally(any_submitted);
     SessionProgress {
         session_id: session_id.to_owned(),
         units: units_count,
@@ -103,7 +109,7 @@ pub fn session_progress(session_id: &str, units: &[UnitKind<'_>], sets: &[LabelS
         adjudicated: adjudicated.len(),
         annotators: by_annotator
             .into_iter()
-            .map(|(name, sets)| annotator_progress(name, units, &sets, &adjudicated))
+            .map(|(name, sets)| annotator_progress(name, &units, &sets, &adjudicated))
             .collect(),
     }
 }
@@ -122,24 +128,14 @@ fn latest_adjudicated<'s>(sets: &[&'s LabelSet]) -> HashMap<&'s str, &'s LabelSe
 
 fn annotator_progress(
     name: &str,
-    units: &[UnitKind<'_>],
+    units: &UnitTypes<'_>,
     sets: &[&LabelSet],
     adjudicated: &HashMap<&str, &LabelSet>,
 ) -> AnnotatorProgress {
-    let done: Vec<&str> = sets
-        .iter()
-        .filter(|s| s.status == Status::Submitted)
-        .map(|s| s.event_id.as_str())
-        .collect();
-    let (count, by_type) = tally(units, &done);
-    let mut lead_times: Vec<f64> = sets
-        .iter()
-        .filter(|s| s.status == Status::Submitted)
-        .filter_map(|s| s.lead_time)
-        .collect();
-    let compared: Vec<f64> = sets
-        .iter()
-        .filter(|s| s.status == Status::Submitted)
+    let submitted = || sets.iter().filter(|s| s.status == Status::Submitted);
+    let (count, by_type) = units.tally(submitted().map(|s| s.event_id.as_str()));
+    let mut lead_times: Vec<f64> = submitted().filter_map(|s| s.lead_time).collect();
+    let compared: Vec<f64> = submitted()
         .filter_map(|s| adjudicated.get(s.event_id.as_str()).map(|a| jaccard(s, a)))
         .collect();
     AnnotatorProgress {
@@ -160,20 +156,58 @@ fn annotator_progress(
     }
 }
 
-/// Units labeled (their ids in `labeled`) out of `units`, overall and per type.
-fn tally(units: &[UnitKind<'_>], labeled: &[&str]) -> (Count, BTreeMap<String, Count>) {
-    let labeled: foldhash::HashSet<&str> = labeled.iter().copied().collect();
-    let mut overall = Count::default();
-    let mut by_type: BTreeMap<String, Count> = BTreeMap::new();
-    for unit in units {
-        let done = usize::from(labeled.contains(unit.event_id));
-        overall.total += 1;
-        overall.labeled += done;
-        let c = by_type.entry(unit.unit_type.to_owned()).or_default();
-        c.total += 1;
-        c.labeled += done;
+/// A session's units by `event_id`, with the count of each type: what a tally of labeled
+/// units needs, built once per session.
+struct UnitTypes<'a> {
+    /// (event_id, unit_type) of every unit, sorted (a unit listed twice stays twice).
+    sorted: Vec<(&'a str, &'a str)>,
+    /// The units of each type, none labeled yet.
+    totals: (Count, BTreeMap<String, Count>),
+}
+
+impl<'a> UnitTypes<'a> {
+    fn new(units: &[UnitKind<'a>]) -> UnitTypes<'a> {
+        let mut sorted: Vec<(&str, &str)> = units.iter().map(|u| (u.event_id, u.unit_type)).collect();
+        sorted.sort_unstable();
+        let mut overall = Count::default();
+        let mut by_type: BTreeMap<String, Count> = BTreeMap::new();
+        for unit in units {
+            overall.total += 1;
+            by_type.entry(unit.unit_type.to_owned()).or_default().total += 1;
+        }
+        UnitTypes {
+            sorted,
+            totals: (overall, by_type),
+        }
     }
-    (overall, by_type)
+
+    /// The units with id `event_id` (one, unless the session repeats an id).
+    fn with_id(&self, event_id: &str) -> &[(&'a str, &'a str)] {
+        let start = self.sorted.partition_point(|(e, _)| *e < event_id);
+        let end = start + self.sorted[start..].partition_point(|(e, _)| *e == event_id);
+        &self.sorted[start..end]
+    }
+
+    /// True when the session has a unit `event_id`.
+    fn has(&self, event_id: &str) -> bool {
+        !self.with_id(event_id).is_empty()
+    }
+
+    /// Units labeled (their ids in `labeled`, repeats counted once) out of the session's,
+    /// overall and per type.
+    fn tally<'s>(&self, labeled: impl Iterator<Item = &'s str>) -> (Count, BTreeMap<String, Count>) {
+        let labeled: foldhash::HashSet<&str> = labeled.collect();
+        let (mut overall, mut by_type) = self.totals.clone();
+        for event_id in labeled {
+            for (_, unit_type) in self.with_id(event_id) {
+                overall.labeled += 1;
+                if let Some(count) = by_type.get_mut(*unit_type) {
+                    count.labeled += 1;
+                }
+            }
+        }
+        (overall, by_type)
+    }
 }
 
 /// Jaccard similarity of two sets' label ids (1.0 when both are empty).

@@ -34,7 +34,7 @@ use sqlx::{AnyConnection, AnyPool, Executor, Row};
 use super::access::Caller;
 use super::codebook::Codebook;
 use super::model::{Action, HistoryEntry, LabelSet, NewSet, Precondition, Status};
-use super::sets_cache::SetsCache;
+use super::sets_cache::{Sets, SetsCache};
 use super::validate::{check_no_nul, validate_set, Invalid};
 
 /// Which database holds the labels.
@@ -350,7 +350,9 @@ fn sets_cache_of(url: &str, backend: Backend) -> Option<Arc<SetsCache>> {
     Some(Arc::new(SetsCache::of_database(options.get_filename())))
 }
 
-const SET_COLUMNS: &str = "event_id, annotator, status, labels, note, lead_time_ms, version, updated_at";
+/// The columns [`set_of_row`] reads.
+pub(super) const SET_COLUMNS: &str =
+    "event_id, annotator, status, labels, note, lead_time_ms, version, updated_at";
 const KEY_WHERE: &str = "session_id = $1 AND event_id = $2 AND annotator = $3";
 
 impl LabelStore {
@@ -413,6 +415,13 @@ impl LabelStore {
     /// The backend.
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// True when [`LabelStore::list`] answers from memory (SQLite, see [`SetsCache`]): a
+    /// caller reading a session's sets more than once gains from holding them; otherwise
+    /// [`LabelStore::for_each_unit_sets`] reads them without holding them all.
+    pub fn caches_sets(&self) -> bool {
+        self.sets.is_some()
     }
 
     /// The codebook sets are checked against.
@@ -564,29 +573,29 @@ impl LabelStore {
     }
 
     /// Every set of the session, by unit then annotator (callers filter with
-    /// [`super::model::SetFilter::matches`] after deciding what the asker may see).
-    pub async fn list(&self, session_id: &str) -> Result<Vec<LabelSet>, LabelError> {
+    /// [`super::model::SetFilter::matches`] after deciding what the asker may see). Shared,
+    /// not copied: on SQLite the same sets answer every read until a commit (see
+    /// [`SetsCache`]); a copy per read cost seconds for a session of millions of sets.
+    pub async fn list(&self, session_id: &str) -> Result<Sets, LabelError> {
         let Some(cache) = &self.sets else {
-            return self.read_sets(session_id).await;
+            return Ok(Arc::new(self.read_sets(session_id).await?));
         };
         let fill = match cache.get(session_id) {
-            Ok(sets) => return Ok(sets.as_ref().clone()),
+            Ok(sets) => return Ok(sets),
             Err(fill) => fill,
         };
         let sets = Arc::new(self.read_sets(session_id).await?);
         cache.fill(session_id, fill, &sets);
-        Ok(Arc::unwrap_or_clone(sets))
+        Ok(sets)
     }
 
-    /// Every set of the session, read from the database.
+    /// Every set of the session, read from the database a unit at a time (see
+    /// [`super::set_reads`]) into a list sized by the database's count.
     async fn read_sets(&self, session_id: &str) -> Result<Vec<LabelSet>, LabelError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {SET_COLUMNS} FROM label_sets WHERE session_id = $1 ORDER BY event_id, annotator"
-        ))
-        .bind(session_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(set_of_row).collect()
+        let mut sets = Vec::with_capacity(self.count_sets(session_id).await?);
+        self.for_each_unit_sets(session_id, None, |unit| sets.extend(unit))
+            .await?;
+        Ok(sets)
     }
 
     /// The changes of the unit's sets (all annotators, or one), oldest first.
@@ -848,7 +857,8 @@ async fn append_history(
     Ok(())
 }
 
-fn set_of_row(row: &AnyRow) -> Result<LabelSet, LabelError> {
+/// The set a row of [`SET_COLUMNS`] holds.
+pub(super) fn set_of_row(row: &AnyRow) -> Result<LabelSet, LabelError> {
     let status: String = row.try_get("status")?;
     let labels: String = row.try_get("labels")?;
     let lead_time_ms: Option<i64> = row.try_get("lead_time_ms")?;

@@ -1245,3 +1245,285 @@ fn f10_a_dict_of_many_empty_conversations_stays_within_the_memory_bound() {
         "refused at a peak of {peak}, past the bound's {limit}"
     );
 }
+
+/// The label ids the agreement and progress measurements choose among.
+fn label_ids() -> Vec<String> {
+    ["EXEC_COGNITIVE", "EXEC_DIGITAL", "TASK_DECOMPOSITION"]
+        .map(str::to_owned)
+        .to_vec()
+}
+
+/// A sparse team: `annotators` annotators and twice as many units, each unit coded by two
+/// of them picked pseudo-randomly: every annotator shares units with a few others.
+fn sparse_codings(annotators: usize) -> Vec<(String, String, Vec<String>)> {
+    let labels = label_ids();
+    (0..2 * annotators)
+        .flat_map(|u| {
+            let first = (u * 7_919) % annotators;
+            let second = (first + 1 + (u * 104_729) % (annotators - 1)) % annotators;
+            [first, second].map(|a| {
+                let chosen = vec![labels[(u + a) % labels.len()].clone()];
+                (format!("s\u{0}U:{u:06}"), format!("ann-{a:06}"), chosen)
+            })
+        })
+        .collect()
+}
+
+/// Codings borrowing `rows`.
+fn as_codings(rows: &[(String, String, Vec<String>)]) -> Vec<sessiongraph::labels::agreement::Coding<'_>> {
+    rows.iter()
+        .map(
+            |(unit, annotator, labels)| sessiongraph::labels::agreement::Coding {
+                unit,
+                annotator,
+                labels,
+            },
+        )
+        .collect()
+}
+
+/// Regression (F6): agreement listed every pair of annotators, whether they shared a unit
+/// or not: 20,000 annotators made 200 million pairs (past 5.9 GB). Only pairs that share a
+/// unit are listed now, so a sparse team's report grows with its codings: 4x the
+/// annotators (and codings) is about 4x the allocations and bytes, not 16x.
+#[test]
+fn f6_agreement_over_a_sparse_team_grows_with_the_codings_not_the_pairs() {
+    use sessiongraph::labels::agreement::agreement_report;
+    let labels = label_ids();
+    let run = |annotators: usize| {
+        let rows = sparse_codings(annotators);
+        let codings = as_codings(&rows);
+        measure(|| agreement_report(&codings, &labels).pairs.len())
+    };
+    let (small, small_pairs) = run(500);
+    let (large, large_pairs) = run(2_000);
+    assert!(
+        small_pairs <= 1_000 && large_pairs <= 4_000,
+        "only pairs that share a unit (one per unit at most): {small_pairs}, {large_pairs}"
+    );
+    let allocations = large.allocations as f64 / small.allocations as f64;
+    let peak = large.peak as f64 / small.peak as f64;
+    eprintln!("4x the annotators: allocations {allocations:.2}x, peak bytes {peak:.2}x");
+    assert!(
+        allocations <= MAX_GROWTH && peak <= MAX_GROWTH,
+        "4x the annotators: allocations grew {allocations:.2}x, peak bytes {peak:.2}x ({small:?} -> {large:?})"
+    );
+}
+
+/// F6: a unit coded by every annotator forms n(n-1)/2 pairs; a page of them costs the
+/// annotators walked, not every pair: 4x the annotators on the unit is at most about 4x
+/// the allocations and peak bytes, and the page holds the default 1,000 pairs.
+#[test]
+fn f6_a_page_of_a_crowded_units_pairs_grows_linearly_with_its_annotators() {
+    use sessiongraph::labels::agreement::{report, PairPage};
+    use sessiongraph::labels::codings::CodingTable;
+    let labels = label_ids();
+    let run = |annotators: usize| {
+        let rows: Vec<(String, String, Vec<String>)> = (0..annotators)
+            .map(|a| {
+                (
+                    "s\u{0}U:1".to_owned(),
+                    format!("ann-{a:06}"),
+                    vec![labels[a % 3].clone()],
+                )
+            })
+            .collect();
+        let codings = as_codings(&rows);
+        measure(|| {
+            let page = report(CodingTable::from_codings(&codings), &labels, &PairPage::default());
+            (page.pairs.len(), page.pairs_next)
+        })
+    };
+    let (small, (small_pairs, small_next)) = run(500);
+    let (large, (large_pairs, large_next)) = run(2_000);
+    assert_eq!((small_pairs, large_pairs), (1_000, 1_000));
+    assert_eq!(small_next.as_deref(), Some("ann-000002,ann-000005"));
+    assert_eq!(large_next.as_deref(), Some("ann-000000,ann-001000"));
+    let allocations = large.allocations as f64 / small.allocations as f64;
+    let peak = large.peak as f64 / small.peak as f64;
+    eprintln!("4x the annotators: allocations {allocations:.2}x, peak bytes {peak:.2}x");
+    assert!(
+        allocations <= MAX_GROWTH && peak <= MAX_GROWTH,
+        "4x the annotators: allocations grew {allocations:.2}x, peak bytes {peak:.2}x ({small:?} -> {large:?})"
+    );
+}
+
+/// Regression (F7): progress tallied every annotator against every unit of the session:
+/// 20,000 annotators on 40,000 units took 39 s of CPU per request. Each set is now counted
+/// in its unit's type: 4x the units and 4x the annotators (each with one set) is about 4x
+/// the allocations, not 16x.
+#[test]
+fn f7_progress_grows_with_the_units_and_sets_not_their_product() {
+    use sessiongraph::labels::model::{LabelSet, Status};
+    use sessiongraph::labels::progress::{session_progress, UnitKind};
+    let run = |units: usize, annotators: usize| {
+        let ids: Vec<String> = (0..units).map(|u| format!("U:{u:06}")).collect();
+        let kinds: Vec<UnitKind> = ids
+            .iter()
+            .enumerate()
+            .map(|(u, event_id)| UnitKind {
+                event_id,
+                unit_type: ["user_turn", "assistant_turn"][u % 2],
+            })
+            .collect();
+        let sets: Vec<LabelSet> = (0..annotators)
+            .map(|a| LabelSet {
+                event_id: ids[(a * 7) % units].clone(),
+                annotator: format!("ann-{a:06}"),
+                status: Status::Submitted,
+                labels: Vec::new(),
+                note: None,
+                lead_time: Some(a as f64),
+                version: 1,
+                updated_at: "2026-01-01T00:00:00.000Z".into(),
+            })
+            .collect();
+        measure(|| session_progress("s", &kinds, &sets).annotators.len())
+    };
+    let (small, small_annotators) = run(500, 250);
+    let (large, large_annotators) = run(2_000, 1_000);
+    assert_eq!((small_annotators, large_annotators), (250, 1_000));
+    let allocations = large.allocations as f64 / small.allocations as f64;
+    let bytes = large.bytes as f64 / small.bytes as f64;
+    eprintln!("4x the units and annotators: allocations {allocations:.2}x, bytes {bytes:.2}x");
+    assert!(
+        allocations <= MAX_GROWTH && bytes <= MAX_GROWTH,
+        "4x the units and annotators: allocations grew {allocations:.2}x, bytes {bytes:.2}x \
+         ({small:?} -> {large:?})"
+    );
+}
+
+/// A label store on SQLite in `dir`, on a runtime whose threads are not counted, with the
+/// sets of session `s`: `per_unit` annotators on each of `units` units, each set with a
+/// 200-character note.
+fn label_store_with(
+    dir: &std::path::Path,
+    units: usize,
+    per_unit: usize,
+) -> (tokio::runtime::Runtime, sessiongraph::labels::LabelStore) {
+    use sqlx::{Connection, Executor};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = sessiongraph::labels::store::default_url(dir).unwrap();
+    let store = runtime.block_on(async {
+        let codebook = std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap());
+        let store = sessiongraph::labels::LabelStore::open(&url, codebook, Default::default())
+            .await
+            .unwrap();
+        let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+        conn.execute("BEGIN").await.unwrap();
+        let note = "n".repeat(200);
+        for u in 0..units {
+            let mut sql = String::from(
+                "INSERT INTO label_sets (session_id, event_id, annotator, status, labels, note, \
+                 lead_time_ms, version, updated_at) VALUES ",
+            );
+            let rows: Vec<String> = (0..per_unit)
+                .map(|a| {
+                    format!(
+                        "('s', 'U:{u:06}', 'ann-{a:06}', 'submitted', '[{{\"id\":\"EXEC_COGNITIVE\"}}]', \
+                         '{note}', 1000, 1, '2026-01-01T00:00:00.000Z')"
+                    )
+                })
+                .collect();
+            sql.push_str(&rows.join(","));
+            conn.execute(sql.as_str()).await.unwrap();
+        }
+        conn.execute("COMMIT").await.unwrap();
+        conn.close().await.unwrap();
+        store
+    });
+    (runtime, store)
+}
+
+/// Regression (F13): every read of a session's sets copied them out of the SQLite store's
+/// cache: with 2.6 million sets in one session, each annotations body spent 2 s copying.
+/// The cache's sets are shared: a second read allocates nothing per set.
+#[test]
+fn f13_a_sessions_sets_are_shared_not_copied_per_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, store) = label_store_with(dir.path(), 100, 100);
+    let first = runtime.block_on(store.list("s")).unwrap();
+    assert_eq!(first.len(), 10_000);
+    let (second, listed) = measure(|| runtime.block_on(store.list("s")).unwrap().len());
+    eprintln!("a second read of 10,000 sets: {second:?}");
+    assert_eq!(listed, 10_000);
+    assert!(
+        second.allocations < 100,
+        "a read from the cache allocated per set: {second:?}"
+    );
+}
+
+/// A session of units `U:000000`, `U:000001`, ... for the export, each with a short text.
+struct Units(usize);
+
+impl sessiongraph::labels::export::UnitSource for Units {
+    fn session_ids(&self) -> Vec<String> {
+        vec!["s".into()]
+    }
+
+    async fn unit_rows(&self, _: &str) -> Option<Vec<sessiongraph::labels::export::UnitRow>> {
+        Some(
+            (0..self.0)
+                .map(|u| sessiongraph::labels::export::UnitRow {
+                    event_id: format!("U:{u:06}"),
+                    unit_type: "user_turn",
+                    text: "a prompt".into(),
+                    json: serde_json::value::to_raw_value(&serde_json::json!({ "event_id": u })).unwrap(),
+                })
+                .collect(),
+        )
+    }
+}
+
+/// What the export of session `s` allocates until its output channel (four chunks) is
+/// full and nobody reads it: what it read before writing its first lines.
+fn export_until_blocked(units: usize, per_unit: usize) -> Work {
+    use sessiongraph::labels::export::{ExportScope, Format};
+    let dir = tempfile::tempdir().unwrap();
+    let (runtime, store) = label_store_with(dir.path(), units, per_unit);
+    let scope = ExportScope {
+        session_id: Some("s".into()),
+        ..Default::default()
+    };
+    let (work, full) = measure(|| {
+        runtime.block_on(async {
+            let (tx, rx) = tokio::sync::mpsc::channel(4);
+            let source = Units(units);
+            let export = store.export(&source, Format::Jsonl, &scope, tx);
+            let blocked = std::future::poll_fn(|cx| {
+                if rx.len() == rx.max_capacity() {
+                    return std::task::Poll::Ready(());
+                }
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            });
+            tokio::select! {
+                biased;
+                done = export => { done.unwrap(); false }
+                () = blocked => true,
+            }
+        })
+    });
+    assert!(full, "the export ended before filling its channel");
+    work
+}
+
+/// Regression (F13): the export read a whole session's sets before writing its first line:
+/// 2.6 million sets in one session took 3.4 GB. It now reads a few units at a time: with
+/// 4x the sets on the same units, what it allocates before its first lines are sent stays
+/// about the same (a batch), where it grew 4x.
+#[test]
+fn f13_the_export_reads_a_sessions_sets_a_batch_at_a_time() {
+    let small = export_until_blocked(100, 100);
+    let large = export_until_blocked(100, 400);
+    let bytes = large.bytes as f64 / small.bytes as f64;
+    eprintln!("4x the session's sets: {bytes:.2}x allocated before the first lines ({small:?} -> {large:?})");
+    assert!(
+        bytes <= 1.5,
+        "4x the session's sets: the export allocated {bytes:.2}x before its first lines ({small:?} -> {large:?})"
+    );
+}

@@ -1262,3 +1262,442 @@ fn f9_a_line_of_too_many_records_is_refused_before_they_are_built() {
         "{error}"
     );
 }
+
+/// A blind server with named keys (`alice:k-a`, `bob:k-b`, `lead:k-l`, lead the reviewer)
+/// on the CommuGraph sample, and three units labeled:
+///
+/// - the first: alice, bob and carol submitted, lead adjudicated;
+/// - the second: bob and carol submitted (bob with the note `bob-secret`), alice's draft;
+/// - the third: carol alone submitted.
+///
+/// (carol has no key: lead writes her sets.) Returns the server, its data directory, the
+/// session and the three units.
+async fn blind_team(db: &TestDb) -> (TestServer, tempfile::TempDir, String, Vec<String>) {
+    let data = tempfile::tempdir().unwrap();
+    let server = TestServer::start(Options {
+        data_dir: Some(data.path().to_owned()),
+        sessions_dirs: vec![crate::helpers::fixture("commugraph-sample")],
+        api_keys: vec!["alice:k-a".into(), "bob:k-b".into(), "lead:k-l".into()],
+        label_policy: LabelPolicy {
+            reviewers: vec!["lead".into()],
+            blind: true,
+            ..Default::default()
+        },
+        ..db.options()
+    })
+    .await;
+    let lead = [("x-api-key", "k-l")];
+    let id = server.get_with("/api/sessions", &lead).await.json["sessions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let body = server
+        .get_with(&format!("/api/graph/{id}/annotations"), &lead)
+        .await;
+    let units: Vec<(String, String, bool)> = body.json["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            let text = u["text_or_artifact_ref"]["text"].as_str().unwrap_or("");
+            (u["event_id"].as_str().unwrap().to_owned(), text.to_owned(), false)
+        })
+        .collect();
+    let units: Vec<String> = texty_units(&units, 3).into_iter().map(|(e, _)| e).collect();
+    let writes = [
+        (0, "k-a", set("alice", "submitted", &["EXEC_COGNITIVE"])),
+        (0, "k-b", set("bob", "submitted", &["EXEC_COGNITIVE"])),
+        (0, "k-l", set("carol", "submitted", &["EXEC_DIGITAL"])),
+        (0, "k-l", set("lead", "adjudicated", &["EXEC_COGNITIVE"])),
+        (1, "k-a", set("alice", "draft", &["TASK_DECOMPOSITION"])),
+        (1, "k-b", {
+            let mut bob = set("bob", "submitted", &["EXEC_DIGITAL"]);
+            bob["note"] = json!("bob-secret");
+            bob
+        }),
+        (1, "k-l", set("carol", "submitted", &["EXEC_COGNITIVE"])),
+        (2, "k-l", set("carol", "submitted", &["EXEC_DIGITAL"])),
+    ];
+    for (unit, key, body) in writes {
+        let written = server
+            .client
+            .put(format!("{}/api/graph/{id}/labels/{}", server.url, units[unit]))
+            .header("x-api-key", key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(written.status().is_success(), "{body}: {}", written.status());
+    }
+    (server, data, id, units)
+}
+
+/// `path` as the holder of `key`.
+async fn get_as(server: &TestServer, path: &str, key: &str) -> Reply {
+    let reply = server.get_with(path, &[("x-api-key", key)]).await;
+    assert_eq!(reply.status, StatusCode::OK, "{path}: {}", reply.json);
+    reply
+}
+
+/// Per exported line (JSONL), its unit and the annotators of its sets.
+fn exported_sets(reply: &Reply) -> Vec<(String, Vec<String>)> {
+    String::from_utf8_lossy(&reply.bytes)
+        .lines()
+        .map(|l| {
+            let line: Value = serde_json::from_str(l).unwrap();
+            let who = line["annotations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["annotator"].as_str().unwrap().to_owned())
+                .collect();
+            (line["event_id"].as_str().unwrap().to_owned(), who)
+        })
+        .collect()
+}
+
+/// Regression (F2): in blind mode the export listed every annotator's sets and notes to
+/// anyone. It now lists, per unit, what `/labels` shows the asker: alice sees everyone on
+/// the unit she submitted, only her draft on the one she has not, and nothing of a unit
+/// only carol labeled; bob sees the two units he submitted; the reviewer and the
+/// operator's command-line export see everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f2_blind_mode_hides_other_annotators_in_the_export() {
+    TestDb::each(blind_export).await;
+}
+
+async fn blind_export(db: &TestDb) {
+    let (server, data, id, units) = blind_team(db).await;
+    let alice = get_as(&server, "/api/labels/export", "k-a").await;
+    let sets = |who: &[&str]| who.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+    assert_eq!(
+        exported_sets(&alice),
+        [
+            (units[0].clone(), sets(&["alice", "bob", "carol", "lead"])),
+            (units[1].clone(), sets(&["alice"])),
+        ]
+    );
+    assert!(!String::from_utf8_lossy(&alice.bytes).contains("bob-secret"));
+    let first: Value =
+        serde_json::from_str(String::from_utf8_lossy(&alice.bytes).lines().next().unwrap()).unwrap();
+    assert_eq!(first["adjudicated"]["annotator"], "lead");
+    let second: Value =
+        serde_json::from_str(String::from_utf8_lossy(&alice.bytes).lines().nth(1).unwrap()).unwrap();
+    assert_eq!(second["adjudicated"], Value::Null);
+
+    let studio = get_as(&server, "/api/labels/export?format=label-studio", "k-a").await;
+    assert_eq!(studio.json.as_array().unwrap().len(), 2, "{}", studio.json);
+    assert!(!String::from_utf8_lossy(&studio.bytes).contains("bob-secret"));
+
+    let every = get_as(
+        &server,
+        &format!("/api/labels/export?all_units=true&session={id}"),
+        "k-a",
+    )
+    .await;
+    let every = exported_sets(&every);
+    let third = every.iter().find(|(unit, _)| *unit == units[2]).unwrap();
+    assert!(
+        third.1.is_empty(),
+        "all_units keeps the unit, without carol's set"
+    );
+
+    let bob = exported_sets(&get_as(&server, "/api/labels/export", "k-b").await);
+    assert_eq!(
+        bob,
+        [
+            (units[0].clone(), sets(&["alice", "bob", "carol", "lead"])),
+            (units[1].clone(), sets(&["alice", "bob", "carol"])),
+        ],
+        "bob submitted the first two units, not carol's third"
+    );
+    let lead = exported_sets(&get_as(&server, "/api/labels/export", "k-l").await);
+    assert_eq!(lead.len(), 3, "the reviewer sees every unit");
+    assert_eq!(lead[2], (units[2].clone(), sets(&["carol"])));
+    server.stop().await;
+
+    let mut cli = std::process::Command::new(env!("CARGO_BIN_EXE_sessiongraph"));
+    cli.args(["labels", "export", "--blind-labels", "--data-dir"])
+        .arg(data.path())
+        .arg("--sessions-dir")
+        .arg(crate::helpers::fixture("commugraph-sample"))
+        .env_remove("DATABASE_URL")
+        .env_remove("SESSIONGRAPH_DATABASE_URL");
+    if let Some(url) = &db.url {
+        cli.args(["--database-url", url]);
+    }
+    let out = cli.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let operator = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        operator.lines().count(),
+        3,
+        "the operator sees every labeled unit"
+    );
+    assert!(operator.contains("bob-secret"));
+}
+
+/// Regression (F2): in blind mode agreement named every annotator and gave every pair's
+/// figures to anyone. It is now computed over the sets the asker may see: alice, who
+/// submitted only the first unit, gets that unit's codings alone (carol's other units and
+/// the bob-carol pair on the second stay hidden); bob gets the two units he submitted, the
+/// reviewer everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f2_blind_mode_hides_other_annotators_in_agreement() {
+    TestDb::each(blind_agreement).await;
+}
+
+async fn blind_agreement(db: &TestDb) {
+    let (server, _data, id, _) = blind_team(db).await;
+    let pairs = |report: &Value| -> Vec<(String, u64)> {
+        report["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    format!(
+                        "{}+{}",
+                        p["annotators"][0].as_str().unwrap(),
+                        p["annotators"][1].as_str().unwrap()
+                    ),
+                    p["units"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let alice = get_as(&server, &format!("/api/labels/agreement?session={id}"), "k-a")
+        .await
+        .json;
+    assert_eq!(alice["annotators"], json!(["alice", "bob", "carol"]));
+    assert_eq!(
+        (alice["units"].clone(), alice["codings"].clone()),
+        (json!(1), json!(3))
+    );
+    assert_eq!(
+        pairs(&alice),
+        [
+            ("alice+bob".into(), 1),
+            ("alice+carol".into(), 1),
+            ("bob+carol".into(), 1)
+        ]
+    );
+    // bob submitted the first two units (not carol's third); the reviewer sees all three.
+    for (key, codings) in [("k-b", 5), ("k-l", 6)] {
+        let all = get_as(&server, "/api/labels/agreement", key).await.json;
+        assert_eq!(
+            (all["units"].clone(), all["codings"].clone()),
+            (json!(2), json!(codings)),
+            "{key}"
+        );
+        assert_eq!(
+            pairs(&all),
+            [
+                ("alice+bob".into(), 1),
+                ("alice+carol".into(), 1),
+                ("bob+carol".into(), 2)
+            ]
+        );
+    }
+    server.stop().await;
+}
+
+/// Regression (F2): in blind mode progress listed every annotator with their counts to
+/// anyone. It is now computed over the sets the asker may see: alice sees the annotators of
+/// the unit she submitted, and her own draft, not carol's units she has not submitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f2_blind_mode_hides_other_annotators_in_progress() {
+    TestDb::each(blind_progress).await;
+}
+
+async fn blind_progress(db: &TestDb) {
+    let (server, _data, id, _) = blind_team(db).await;
+    let counts = |progress: &Value| -> Vec<(String, u64, u64)> {
+        progress["sessions"][0]["annotators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                (
+                    a["annotator"].as_str().unwrap().to_owned(),
+                    a["units"]["labeled"].as_u64().unwrap(),
+                    a["drafts"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let path = format!("/api/labels/progress?session={id}");
+    let alice = get_as(&server, &path, "k-a").await.json;
+    assert_eq!(
+        counts(&alice),
+        [
+            ("alice".into(), 1, 1),
+            ("bob".into(), 1, 0),
+            ("carol".into(), 1, 0)
+        ]
+    );
+    assert_eq!(alice["sessions"][0]["units"]["labeled"], 1);
+    // bob submitted the first two units (not carol's third); the reviewer sees all three.
+    for (key, carols) in [("k-b", 2), ("k-l", 3)] {
+        let all = get_as(&server, &path, key).await.json;
+        assert_eq!(
+            counts(&all),
+            [
+                ("alice".into(), 1, 1),
+                ("bob".into(), 2, 0),
+                ("carol".into(), carols, 0)
+            ],
+            "{key}"
+        );
+        assert_eq!(all["sessions"][0]["units"]["labeled"], carols);
+        assert_eq!(all["sessions"][0]["adjudicated"], 1);
+    }
+    server.stop().await;
+}
+
+/// Regression (F2): in blind mode `/labels` listed every orphaned unit (labels kept on a
+/// unit the session no longer has) and `/diagnostics` who labeled each, to anyone. Both
+/// now follow the viewer rule: alice, who never submitted the unit, sees neither; bob, who
+/// labeled it, and the reviewer see both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f2_blind_mode_hides_who_labeled_an_orphaned_unit() {
+    TestDb::each(blind_orphans).await;
+}
+
+async fn blind_orphans(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("proj");
+    std::fs::create_dir_all(&session).unwrap();
+    let file = session.join("s.jsonl");
+    let first = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"Please refactor the parser module"}}"#;
+    let second = r#"{"type":"user","uuid":"u2","parentUuid":"u1","sessionId":"s","timestamp":"2026-01-01T00:01:00Z","message":{"role":"user","content":"And then write the tests for it"}}"#;
+    std::fs::write(&file, format!("{first}\n{second}\n")).unwrap();
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![dir.path().to_owned()],
+        api_keys: vec!["alice:k-a".into(), "bob:k-b".into(), "lead:k-l".into()],
+        label_policy: LabelPolicy {
+            reviewers: vec!["lead".into()],
+            blind: true,
+            ..Default::default()
+        },
+        ..db.options()
+    })
+    .await;
+    let id = get_as(&server, "/api/sessions", "k-b").await.json["sessions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let written = server
+        .client
+        .put(format!("{}/api/graph/{id}/labels/U:u2", server.url))
+        .header("x-api-key", "k-b")
+        .json(&set("bob", "submitted", &["TASK_DECOMPOSITION"]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(written.status(), StatusCode::CREATED);
+    std::fs::write(&file, format!("{first}\n")).unwrap();
+    let alice = get_as(&server, &format!("/api/graph/{id}/labels"), "k-a").await;
+    assert_eq!(alice.json["orphaned"], json!([]), "{}", alice.json);
+    let diagnostics = get_as(&server, &format!("/api/graph/{id}/diagnostics"), "k-a").await;
+    assert_eq!(
+        diagnostics.json.get("orphaned_labels"),
+        None,
+        "{}",
+        diagnostics.json
+    );
+    for key in ["k-b", "k-l"] {
+        let listed = get_as(&server, &format!("/api/graph/{id}/labels"), key).await;
+        assert_eq!(listed.json["orphaned"], json!(["U:u2"]), "{key}");
+        let diagnostics = get_as(&server, &format!("/api/graph/{id}/diagnostics"), key).await;
+        assert_eq!(
+            diagnostics.json["orphaned_labels"],
+            json!([{"event_id": "U:u2", "annotators": ["bob"]}]),
+            "{key}"
+        );
+    }
+    server.stop().await;
+}
+
+/// Regression (F6): agreement listed every pair of annotators, sharing units or not, in
+/// one body (3,000 annotators on one unit: a 1.2 GB body). Pairs that share no unit are
+/// no longer listed, and the others come a page at a time (`pairs_limit`, default 1,000;
+/// `pairs_after` the previous page's `pairs_next`), the figures unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f6_agreement_lists_a_page_of_the_pairs_that_share_units() {
+    TestDb::each(agreement_pages).await;
+}
+
+async fn agreement_pages(db: &TestDb) {
+    let (server, id, units) = sample_server(db.options()).await;
+    let picked = texty_units(&units, 4);
+    // 50 annotators on the first unit (1,225 pairs); three more alone on other units.
+    let mut writes: Vec<(String, Value)> = (0..50)
+        .map(|a| {
+            (
+                picked[0].0.clone(),
+                set(&format!("a-{a:02}"), "submitted", &["EXEC_COGNITIVE"]),
+            )
+        })
+        .collect();
+    writes.extend((1..4).map(|i| (picked[i].0.clone(), set(&format!("solo-{i}"), "submitted", &[]))));
+    let writes: Vec<(String, Value)> = writes
+        .into_iter()
+        .map(|(unit, body)| (format!("/api/graph/{id}/labels/{unit}"), body))
+        .collect();
+    for chunk in writes.chunks(10) {
+        let written =
+            futures_util::future::join_all(chunk.iter().map(|(path, body)| put(&server, path, body, None)))
+                .await;
+        assert!(written.iter().all(|w| w.status == StatusCode::CREATED));
+    }
+    let agreement = |query: String| {
+        let server = &server;
+        async move { server.get(&format!("/api/labels/agreement{query}")).await }
+    };
+    let first = agreement(String::new()).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.json);
+    assert_eq!(first.json["pairs"].as_array().unwrap().len(), 1_000);
+    assert_eq!(first.json["pairs_next"], "a-28,a-34", "the last pair listed");
+    assert_eq!(first.json["annotators"].as_array().unwrap().len(), 53);
+    assert_eq!(
+        (first.json["units"].clone(), first.json["codings"].clone()),
+        (json!(1), json!(53))
+    );
+    let next = agreement("?pairs_after=a-28,a-34&pairs_limit=500".to_owned()).await;
+    let rest = next.json["pairs"].as_array().unwrap();
+    assert_eq!(rest.len(), 225);
+    assert_eq!(rest[0]["annotators"], json!(["a-28", "a-35"]));
+    assert_eq!(next.json["pairs_next"], Value::Null, "the last page");
+    assert_eq!(
+        next.json["overall"], first.json["overall"],
+        "every page has the figures"
+    );
+    let every: Vec<&Value> = first.json["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(rest)
+        .collect();
+    assert!(
+        every.iter().all(|p| p["units"] == 1),
+        "only pairs that share a unit"
+    );
+    assert!(every
+        .iter()
+        .all(|p| !p["annotators"][1].as_str().unwrap().starts_with("solo")));
+    let pairs: HashSet<String> = every.iter().map(|p| p["annotators"].to_string()).collect();
+    assert_eq!(pairs.len(), 50 * 49 / 2, "each pair once");
+
+    for (query, field) in [
+        ("?pairs_limit=0", "pairs_limit"),
+        ("?pairs_limit=10001", "pairs_limit"),
+        ("?pairs_limit=ten", "pairs_limit"),
+        ("?pairs_after=a-01", "pairs_after"),
+    ] {
+        let refused = agreement(query.to_owned()).await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{query}");
+        assert_eq!(refused.json["details"]["field"], field, "{query}");
+    }
+    server.stop().await;
+}

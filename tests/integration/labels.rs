@@ -1106,3 +1106,214 @@ async fn f16_a_full_disk_answers_507_to_label_writes_and_imports() {
     assert_eq!(listed.json["total"], 0, "nothing of the refused import was kept");
     server.stop().await;
 }
+
+/// The codings agreement reads, over a store larger than one of SQLite's packed reads
+/// (8,192 row ids) with gaps in its row ids, drafts and adjudicated sets, equal what a plain
+/// query of every row gives: for the whole store and one session, and for a blind viewer
+/// (only the units they submitted or adjudicated).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agreement_reads_every_submitted_set_whatever_the_backend_packs() {
+    TestDb::each(codings_read_whole).await;
+}
+
+async fn codings_read_whole(db: &TestDb) {
+    use sessiongraph::labels::agreement::{report, PairPage};
+    use sessiongraph::labels::codings::CodingTable;
+    use sessiongraph::labels::consensus::Sight;
+    let data = tempfile::tempdir().unwrap();
+    let url = db
+        .url
+        .clone()
+        .unwrap_or_else(|| sessiongraph::labels::store::default_url(data.path()).unwrap());
+    let codebook = std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap());
+    let store = sessiongraph::labels::LabelStore::open(&url, codebook, Default::default())
+        .await
+        .unwrap();
+    let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+    conn.execute("BEGIN").await.unwrap();
+    let statuses = ["submitted", "submitted", "submitted", "draft", "adjudicated"];
+    let labels = [
+        "[]",
+        r#"[{"id":"EXEC_COGNITIVE"}]"#,
+        r#"[{"id":"EXEC_DIGITAL","confidence":0.5},{"id":"EXEC_COGNITIVE"}]"#,
+    ];
+    for chunk in (0..21_000usize).collect::<Vec<_>>().chunks(1_000) {
+        let rows: Vec<String> = chunk
+            .iter()
+            .map(|&i| {
+                let (session, unit, annotator) = (i % 3, (i / 3) % 2_000, i / 6_000);
+                format!(
+                    "('s{session}', 'U:{unit:05}', 'ann-{annotator}', '{}', '{}', NULL, NULL, 1, '2026-01-01T00:00:00.000Z')",
+                    statuses[(i / 7) % statuses.len()],
+                    labels[i % labels.len()]
+                )
+            })
+            .collect();
+        conn.execute(
+            format!(
+                "INSERT INTO label_sets (session_id, event_id, annotator, status, labels, note, lead_time_ms, \
+                 version, updated_at) VALUES {}",
+                rows.join(",")
+            )
+            .as_str(),
+        )
+        .await
+        .unwrap();
+    }
+    conn.execute("DELETE FROM label_sets WHERE event_id LIKE '%7'")
+        .await
+        .unwrap();
+    conn.execute("COMMIT").await.unwrap();
+    // Every row, as agreement counts them: (unit, annotator, status, label ids).
+    let rows: Vec<(String, String, String, Vec<String>)> =
+        sqlx::query_as::<_, (String, String, String, String, String)>(
+            "SELECT session_id, event_id, annotator, status, labels FROM label_sets",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(s, e, a, status, labels)| {
+            let ids: Vec<Value> = serde_json::from_str(&labels).unwrap();
+            let ids = ids.iter().map(|l| l["id"].as_str().unwrap().to_owned()).collect();
+            (format!("{s}\u{0}{e}"), a, status, ids)
+        })
+        .collect();
+    conn.close().await.unwrap();
+    let expected = |session: Option<&str>, viewer: Option<&str>| {
+        let opened: std::collections::HashSet<&str> = rows
+            .iter()
+            .filter(|r| viewer == Some(r.1.as_str()) && (r.2 == "submitted" || r.2 == "adjudicated"))
+            .map(|r| r.0.as_str())
+            .collect();
+        let mut table = CodingTable::default();
+        for (unit, annotator, status, ids) in &rows {
+            let in_session = session.is_none_or(|s| unit.starts_with(&format!("{s}\u{0}")));
+            if in_session && status == "submitted" && (viewer.is_none() || opened.contains(unit.as_str())) {
+                table.push(unit, annotator, ids.clone());
+            }
+        }
+        table
+    };
+    let label_ids: Vec<String> = ["EXEC_COGNITIVE", "EXEC_DIGITAL"].map(str::to_owned).to_vec();
+    let everything = |_: &str| true;
+    for (session, viewer) in [
+        (None, None),
+        (Some("s1"), None),
+        (None, Some("ann-1")),
+        (Some("s2"), Some("ann-2")),
+    ] {
+        let sight = viewer.map_or(Sight::Everything, Sight::OwnUntilSubmitted);
+        let read = store
+            .submitted_codings(session, &everything, &everything, sight)
+            .await
+            .unwrap();
+        let want = expected(session, viewer);
+        assert!(!want.is_empty());
+        assert_eq!(read.len(), want.len(), "{session:?} {viewer:?}");
+        assert_eq!(
+            report(read, &label_ids, &PairPage::all()),
+            report(want, &label_ids, &PairPage::all()),
+            "{session:?} {viewer:?}"
+        );
+    }
+    store.close().await;
+}
+
+/// A session's sets read in bulk (SQLite packs each unit's into one JSON array) are the
+/// stored rows exactly: labels with evidence, typed fields in their order, escapes and
+/// numbers as written, notes, lead times, every status; by unit then annotator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_sets_read_in_bulk_are_the_stored_rows() {
+    TestDb::each(bulk_read_is_exact).await;
+}
+
+/// A `label_sets` row: event_id, annotator, status, labels, note, lead_time_ms, version,
+/// updated_at.
+type StoredRow = (
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<i64>,
+    i64,
+    String,
+);
+
+async fn bulk_read_is_exact(db: &TestDb) {
+    use sessiongraph::labels::{LabelSet, Status};
+    let data = tempfile::tempdir().unwrap();
+    let url = db
+        .url
+        .clone()
+        .unwrap_or_else(|| sessiongraph::labels::store::default_url(data.path()).unwrap());
+    let codebook = std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap());
+    let store = sessiongraph::labels::LabelStore::open(&url, codebook, Default::default())
+        .await
+        .unwrap();
+    let labels = [
+        r#"[]"#,
+        r#"[{"id":"EXEC_COGNITIVE","confidence":0.1,"evidence":{"quote":"caf\u00e9 \"quoted\" é","cue":"c"}}]"#,
+        r#"[{"id":"TASK_DECOMPOSITION","confidence":1e-7,"fields":{"zeta":1,"alpha":[1,2.5,null],"big":12345678901234567890,"nested":{"b":true,"a":"x"}}},{"id":"EXEC_DIGITAL"}]"#,
+    ];
+    let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+    for (i, (event, annotator)) in [
+        ("U:b", "zed"),
+        ("U:a", "bob"),
+        ("U:b", "amy"),
+        ("U:a", "amy"),
+        ("U:c", "x.y@z"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        sqlx::query(
+            "INSERT INTO label_sets (session_id, event_id, annotator, status, labels, note, lead_time_ms, \
+             version, updated_at) VALUES ('s', $1, $2, $3, $4, $5, $6, $7, '2026-01-01T00:00:00.000Z')",
+        )
+        .bind(event)
+        .bind(annotator)
+        .bind(Status::ALL[i % 4].as_str())
+        .bind(labels[i % labels.len()])
+        .bind((i % 2 == 0).then(|| format!("note {i}: «ünïcode» \\ \"")))
+        .bind((i % 3 != 0).then_some(1_500 * i as i64))
+        .bind(i as i64 + 1)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
+    let rows: Vec<StoredRow> = sqlx::query_as(
+        "SELECT event_id, annotator, status, labels, note, lead_time_ms, version, updated_at FROM label_sets",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    let mut expected: Vec<LabelSet> = rows
+        .into_iter()
+        .map(
+            |(event_id, annotator, status, labels, note, lead_time_ms, version, updated_at)| LabelSet {
+                event_id,
+                annotator,
+                status: Status::parse(&status).unwrap(),
+                labels: serde_json::from_str(&labels).unwrap(),
+                note,
+                lead_time: lead_time_ms.map(|ms| ms as f64 / 1000.0),
+                version,
+                updated_at,
+            },
+        )
+        .collect();
+    expected.sort_by(|a, b| (&a.event_id, &a.annotator).cmp(&(&b.event_id, &b.annotator)));
+    let listed = store.list("s").await.unwrap();
+    assert_eq!(listed.as_slice(), expected.as_slice());
+    let fields =
+        serde_json::to_string(&listed.iter().find(|s| s.labels.len() == 2).unwrap().labels[0].fields)
+            .unwrap();
+    assert_eq!(
+        fields, r#"{"zeta":1,"alpha":[1,2.5,null],"big":12345678901234567890,"nested":{"b":true,"a":"x"}}"#,
+        "fields keep their order and numbers"
+    );
+    store.close().await;
+}
