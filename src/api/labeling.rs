@@ -421,6 +421,9 @@ pub async fn progress(
 /// `GET /api/labels/export` (`?format=jsonl`, the default, `label-studio` or
 /// `label-studio-config`; `?session=ID`; `?all_units=true`): the labels with their units,
 /// streamed (see [`crate::labels::export`]). In blind mode, the sets the asker may see.
+/// The answer waits for the first chunk: a database that cannot be read gives a 503 with
+/// `Retry-After`, not a 200 whose body breaks off; a failure part way ends the stream
+/// with an error (the client sees a truncated transfer, never a short file that looks whole).
 pub async fn export(
     State(state): State<AppState>,
     identity: Option<Extension<Identity>>,
@@ -455,21 +458,36 @@ pub async fn export(
             .slot(id)
             .map_err(|e| ApiError::from_store(e, session_not_found))?;
     }
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+    let (failure, early_failure) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
         let failed = tx.clone();
-        if let Err(e) = state
+        let Err(e) = state
             .labels
             .export(state.store.as_ref(), format, &scope, tx)
             .await
-        {
+        else {
+            return;
+        };
+        if let Err(e) = failure.send(e) {
             tracing::error!(error = %e, "the label export failed part way");
             let _ = failed
                 .send(Err(std::io::Error::other("the label export failed")))
                 .await;
         }
     });
-    let mut response = Response::new(Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx)));
+    let body = match rx.recv().await {
+        Some(first) => {
+            drop(early_failure);
+            let rest = tokio_stream::wrappers::ReceiverStream::new(rx);
+            Body::from_stream(tokio_stream::StreamExt::chain(tokio_stream::once(first), rest))
+        }
+        None => match early_failure.await {
+            Ok(e) => return Err(api_error(e)),
+            Err(_) => Body::empty(),
+        },
+    };
+    let mut response = Response::new(body);
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(format.content_type()),

@@ -952,10 +952,11 @@ impl Relay {
 }
 
 /// Regression (F11): with PostgreSQL down, label routes and annotations waited 10 s, then
-/// answered 500, and `/readyz` stayed 200. Label routes answer 503 with `Retry-After` (the
-/// request timeout here, 8 s, would answer 408 if they waited for it), the annotations body
-/// comes without labels and says so, `/readyz` reports the database, and everything works
-/// again once the database is back, without a restart. PostgreSQL only (`DATABASE_URL`).
+/// answered 500, the export a 200 that broke off, and `/readyz` stayed 200. Label routes
+/// and the export answer 503 with `Retry-After` (the request timeout here, 8 s, would
+/// answer 408 if they waited for it), the annotations body comes without labels and says
+/// so, `/readyz` reports the database, and everything works again once the database is
+/// back, without a restart. PostgreSQL only (`DATABASE_URL`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f11_postgresql_down_answers_503_serves_views_without_labels_and_recovers() {
     let Some(admin) = TestDb::backends().into_iter().flatten().next() else {
@@ -998,6 +999,14 @@ async fn f11_postgresql_down_answers_503_serves_views_without_labels_and_recover
     assert!(refused.headers.contains_key("retry-after"));
     let listed = server.get(&format!("/api/graph/{id}/labels")).await;
     assert_eq!(listed.status, StatusCode::SERVICE_UNAVAILABLE, "{}", listed.json);
+    let exported = server.get("/api/labels/export").await;
+    assert_eq!(
+        exported.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        exported.json
+    );
+    assert!(exported.headers.contains_key("retry-after"));
     let annotations = server.get(&format!("/api/graph/{id}/annotations")).await;
     assert_eq!(annotations.status, StatusCode::OK, "{}", annotations.json);
     assert_eq!(annotations.headers["x-labels"], "unavailable");
@@ -1019,6 +1028,9 @@ async fn f11_postgresql_down_answers_503_serves_views_without_labels_and_recover
     let back = back.expect("label writes work again once the database is back");
     assert_eq!(back.status, StatusCode::OK, "{}", back.json);
     assert_eq!(server.get("/readyz").await.json["database"], "ok");
+    let exported = server.get("/api/labels/export").await;
+    assert_eq!(exported.status, StatusCode::OK);
+    assert!(String::from_utf8_lossy(&exported.bytes).contains("EXEC_COGNITIVE"));
     assert!(!server
         .get(&format!("/api/graph/{id}/annotations"))
         .await
