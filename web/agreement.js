@@ -36,14 +36,46 @@ export async function agreementPage() {
   );
 }
 
+/** The largest team drawn as a matrix of pairs; larger ones get a list a page at a time. */
+const MATRIX_ANNOTATORS = 20;
+
 function pairs(report) {
   const names = report.annotators;
   if (names.length < 2) return h('p', { class: 'hint', text: 'Fewer than two annotators.' });
+  if (names.length > MATRIX_ANNOTATORS || report.pairs_next) return pairList(report);
+  const byPair = new Map(report.pairs.map((p) => [p.annotators.join('\n'), p]));
   const kappa = (a, b) => {
-    const p = report.pairs.find((x) => (x.annotators[0] === a && x.annotators[1] === b) || (x.annotators[0] === b && x.annotators[1] === a));
+    const p = byPair.get(`${a}\n${b}`) || byPair.get(`${b}\n${a}`);
     return p ? `${figure(p.cohen_kappa, 3)} (${p.units})` : '';
   };
   return table(['', ...names], names.map((a) => [a, ...names.map((b) => (a === b ? '—' : kappa(a, b)))]));
+}
+
+/** The pairs that share units as rows, with a button for the next page while there is one. */
+function pairList(report) {
+  const rows = (list) => list.map((p) => h('tr', {},
+    [p.annotators[0], p.annotators[1], figure(p.cohen_kappa, 3), p.units].map((c) => h('td', { text: String(c) }))));
+  const body = h('tbody', {}, rows(report.pairs));
+  const more = h('button', { type: 'button', text: 'More pairs' });
+  let next = report.pairs_next;
+  more.hidden = !next;
+  more.addEventListener('click', async () => {
+    const q = new URLSearchParams(location.search);
+    const params = new URLSearchParams({ pairs_after: next });
+    if (q.get('session')) params.set('session', q.get('session'));
+    more.disabled = true;
+    const page = await api.get(`/api/labels/agreement?${params}`);
+    body.append(...rows(page.pairs));
+    next = page.pairs_next;
+    more.hidden = !next;
+    more.disabled = false;
+  });
+  return h('div', {},
+    h('p', { class: 'hint', text: 'Pairs of annotators who coded units in common, by name.' }),
+    h('table', { class: 'grid' },
+      h('thead', {}, h('tr', {}, ['Annotator', 'Annotator', "Cohen's κ", 'Units'].map((t) => h('th', { scope: 'col', text: t })))),
+      body),
+    more);
 }
 
 function annotators(progress) {

@@ -871,3 +871,69 @@ async fn web_a_link_naming_an_annotator_asks_before_labeling_as_them() {
     browser.quit().await;
     server.stop().await;
 }
+
+/// A team too large for a matrix of pairs (47 annotators on one unit: 1,081 pairs, past the
+/// agreement route's first page of 1,000): the agreement page lists the pairs as rows and
+/// loads the next page on "More pairs" until none is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_a_large_teams_pairs_are_listed_a_page_at_a_time() {
+    let Some(installed) = browser_or_skip("web_a_large_teams_pairs") else {
+        return;
+    };
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![crate::helpers::fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    let id = server.first_session(&[]).await;
+    let units = server.get(&format!("/api/graph/{id}/annotations")).await;
+    let event = units.json["annotations"][0]["event_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let annotators = 47;
+    let body: String = (0..annotators)
+        .map(|i| {
+            let label = if i % 2 == 0 {
+                "EXEC_COGNITIVE"
+            } else {
+                "EXEC_DIGITAL"
+            };
+            let line = json!({"session_id": id, "event_id": event, "annotator": format!("ann{i:02}"),
+                "status": "submitted", "labels": [{"id": label}]});
+            format!("{line}\n")
+        })
+        .collect();
+    let imported = server
+        .post_bytes(
+            "/api/labels/import",
+            body.into_bytes(),
+            &[("content-type", "application/x-ndjson")],
+        )
+        .await;
+    assert_eq!(imported.status, StatusCode::OK, "{}", imported.json);
+    let pairs = annotators * (annotators - 1) / 2;
+    let browser = webdriver::Browser::start(&installed).await;
+    with_screenshot_on_failure(&browser, "agreement-pairs", async {
+        browser.keep_annotator(&server.url, "lead").await;
+        browser.goto(&format!("{}/agreement", server.url)).await;
+        let rows = "const b = [...document.querySelectorAll('button')].find((x) => x.textContent === 'More pairs'); \
+                    const n = document.querySelectorAll('table.grid')[2]?.querySelectorAll('tbody tr').length; \
+                    return n === arguments[0] && !!b && b.hidden === arguments[1];";
+        browser
+            .wait_for("the first page of pairs", rows, json!([1000, false]))
+            .await;
+        browser
+            .run(
+                "[...document.querySelectorAll('button')].find((x) => x.textContent === 'More pairs').click();",
+                json!([]),
+            )
+            .await;
+        browser
+            .wait_for("every pair", rows, json!([pairs, true]))
+            .await;
+    })
+    .await;
+    browser.quit().await;
+    server.stop().await;
+}
