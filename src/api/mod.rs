@@ -21,6 +21,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod dialog;
 pub mod edge;
 pub mod encoding;
 pub mod error;
@@ -139,6 +140,11 @@ pub fn router(state: AppState) -> Router {
     ));
     let queue_next = post(labeling::queue_next).layer((read_only.clone(), json.clone()));
     let queue_release = post(labeling::queue_release).layer((read_only.clone(), json));
+    let parse_for_dialog = post(dialog::parse_for_dialog).layer((
+        axum::middleware::from_fn(origin::require_json),
+        DefaultBodyLimit::disable(),
+        RequestBodyLimitLayer::new(config.max_upload_bytes),
+    ));
     let api_keys = axum::middleware::from_fn_with_state(state.clone(), auth::require_api_key);
     let api = Router::new()
         .route("/api/upload", upload)
@@ -149,6 +155,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/graph/{id}", views::graph())
         .route("/api/graph/{id}/workflow", views::workflow())
         .route("/api/graph/{id}/annotations", views::annotations())
+        .route("/api/graph/{id}/dialog", views::dialog())
+        .route("/api/parse-for-dialog", parse_for_dialog)
         .route("/api/graph/{id}/chatlog", views::chatlog())
         .route("/api/graph/{id}/metrics", views::metrics())
         .route("/api/graph/{id}/diagnostics", views::diagnostics())

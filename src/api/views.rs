@@ -1,4 +1,4 @@
-//! The view routes: `GET /api/graph/{id}` and its `workflow`, `annotations`, `chatlog`,
+//! The view routes: `GET /api/graph/{id}` and its `workflow`, `annotations`, `dialog`, `chatlog`,
 //! `metrics` and `diagnostics`. Bodies are rendered once per session version and served as
 //! bytes, in the coding the request accepts best (gzip, br: kept variants, see
 //! [`crate::store::bodies`]), with an ETag per coding (`If-None-Match` gives 304).
@@ -54,6 +54,14 @@ const WORKFLOW: Route = Route {
 };
 const ANNOTATIONS: Route = Route {
     view: View::Annotations,
+    not_found: session_not_found,
+    takes_step: false,
+    takes_branch: true,
+    subagents_flag: Some("include_sidechains"),
+    takes_edges: false,
+};
+const DIALOG: Route = Route {
+    view: View::Dialog,
     not_found: session_not_found,
     takes_step: false,
     takes_branch: true,
@@ -144,7 +152,7 @@ async fn serve(
     let encoding = negotiate(&headers);
     let mut base = etag_base(&loaded.version, route.view, options);
     let labels = match route.view {
-        View::Annotations => {
+        View::Annotations | View::Dialog => {
             match without_unreachable_labels(unit_labels(&state, &id, &identity, &query).await)? {
                 Some(labels) => labels,
                 None => {
@@ -170,7 +178,7 @@ async fn serve(
     let served = match labels {
         Some((labels, _)) => {
             loaded
-                .annotations_labeled(options, labels, encoding, state.store.render_budget())
+                .annotations_labeled(route.view, options, labels, encoding, state.store.render_budget())
                 .await
         }
         None => {
@@ -426,6 +434,12 @@ pub fn workflow() -> MethodRouter<AppState> {
 /// `GET /api/graph/{id}/annotations` (`?include_sidechains=true`): the annotation units.
 pub fn annotations() -> MethodRouter<AppState> {
     route(&ANNOTATIONS)
+}
+
+/// `GET /api/graph/{id}/dialog` (`?include_sidechains=true`): the annotation units as
+/// CommuGraph's dialog view reads them, under `records`, with the same labels.
+pub fn dialog() -> MethodRouter<AppState> {
+    route(&DIALOG)
 }
 
 /// `GET /api/graph/{id}/chatlog` (`?include_subagents=true`): the chat log.

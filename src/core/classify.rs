@@ -220,31 +220,34 @@ pub fn has_prompt_content(r: &Record) -> bool {
     }
 }
 
-/// Minimum prompt length (trimmed, UTF-16 units) for a user turn without an image.
-pub const MIN_PROMPT_LEN: usize = 5;
-
-/// True when a prompt is substantial enough to be an annotation unit: at least
-/// [`MIN_PROMPT_LEN`] characters once trimmed, or carrying an image.
+/// True when a prompt is an annotation unit: any text that is not blank ("ok", "yes" and
+/// "go" are decisions a coder labels), or an image.
 pub fn is_labelable_prompt(r: &Record) -> bool {
-    has_prompt_content(r) && (has_image(r) || trimmed_reaches(&prompt_text(r), MIN_PROMPT_LEN))
+    has_prompt_content(r) && (has_image(r) || trimmed_reaches(&prompt_text(r), 1))
 }
 
-/// True when `text`, trimmed of white space at both ends (as `str::trim`), is at least
-/// `units` UTF-16 units long. Reads only as far as it needs to.
+/// True when `text`, trimmed of white space at both ends (as JavaScript's `trim()`), is at
+/// least `units` UTF-16 units long. Reads only as far as it needs to.
 pub fn trimmed_reaches(text: &Text<'_>, units: usize) -> bool {
     // Units from the first character that is not white space: at one that is not either,
     // the text trimmed is at least that long.
     let mut from_first = 0;
     for c in text.chars() {
-        if from_first == 0 && c.is_whitespace() {
+        if from_first == 0 && is_js_white_space(c) {
             continue;
         }
         from_first += c.len_utf16();
-        if !c.is_whitespace() && from_first >= units {
+        if !is_js_white_space(c) && from_first >= units {
             return true;
         }
     }
     units == 0
+}
+
+/// White space as JavaScript's `trim()` takes it: Unicode's White_Space but U+0085, and
+/// the byte order mark U+FEFF.
+fn is_js_white_space(c: char) -> bool {
+    (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}'
 }
 
 /// The one-line description of a tool call shown as the node's content.
@@ -271,52 +274,80 @@ pub fn tool_description(tool: &ToolUse) -> String {
 }
 
 /// [`tool_description`] of `tool`, whose input field `k` is `field(k)` and whose input
-/// written as JSON (for tools of other names) is `whole()`.
+/// written as JSON (for tools of other names) is `whole()`: CommuGraph's descriptions at
+/// f28ce03, JavaScript's truthiness and `slice` (UTF-16 units) included.
 fn describe(
     tool: &ToolUse,
     field: impl Fn(&str) -> Option<serde_json::Value>,
     whole: impl Fn() -> String,
 ) -> String {
-    use serde_json::Value;
-    let text = |k: &str| -> Option<String> {
-        match field(k) {
-            Some(Value::String(s)) => Some(s),
-            Some(Value::Null) | None => None,
-            Some(other) if is_truthy(&other) => Some(js_string(&other)),
-            Some(_) => None,
-        }
-    };
+    // `input.k` when truthy, as JavaScript writes it into a template string.
+    let text = |k: &str| field(k).filter(is_truthy).map(|v| js_string(&v));
     let or_unknown = |k: &str| text(k).unwrap_or_else(|| "unknown".to_owned());
-    let first100 = |s: &str| prefix_utf16(s, 100).to_owned();
+    let cut = |s: &str, units: usize| prefix_utf16(s, units).to_owned();
     match tool.name.as_str() {
         "Read" => format!("Read file: {}", or_unknown("file_path")),
         "Write" => format!("Write file: {}", or_unknown("file_path")),
         "Edit" => format!("Edit file: {}", or_unknown("file_path")),
-        "Bash" => format!("Bash: {}", first100(&text("command").unwrap_or_default())),
+        "NotebookEdit" => format!(
+            "Edit notebook: {} ({})",
+            or_unknown("notebook_path"),
+            text("edit_mode").unwrap_or_else(|| "replace".to_owned())
+        ),
         "Glob" => format!("Glob: {}", or_unknown("pattern")),
-        "Grep" => format!("Grep: {}", or_unknown("pattern")),
+        "Grep" => match text("path") {
+            Some(path) => format!("Grep: {} in {path}", or_unknown("pattern")),
+            None => format!("Grep: {}", or_unknown("pattern")),
+        },
+        "Bash" => format!("Bash: {}", cut(&text("command").unwrap_or_default(), 100)),
+        "KillShell" => format!("Kill shell: {}", or_unknown("shell_id")),
         "Task" => {
             let kind = or_unknown("subagent_type");
             let what = text("description").or_else(|| text("prompt")).unwrap_or_default();
-            format!("Task ({kind}): {}", first100(&what))
+            format!("Task ({kind}): {}", cut(&what, 100))
         }
-        "TodoWrite" => {
-            let todos = field("todos")
-                .filter(is_truthy)
-                .unwrap_or(Value::Array(Vec::new()));
-            format!("TodoWrite: {}", first100(&todos.to_string()))
+        "TaskOutput" => {
+            let blocking = field("block") == Some(serde_json::Value::Bool(false));
+            let suffix = if blocking { " (non-blocking)" } else { "" };
+            format!("Get task output: {}{suffix}", or_unknown("task_id"))
         }
+        "AgentOutputTool" => format!("Get agent output: {}", or_unknown("agentId")),
+        "EnterPlanMode" => "Enter plan mode".to_owned(),
+        "ExitPlanMode" if text("launchSwarm").is_some() => "Exit plan mode (launch swarm)".to_owned(),
+        "ExitPlanMode" => "Exit plan mode".to_owned(),
+        "WebFetch" => format!("Fetch URL: {}", cut(&or_unknown("url"), 80)),
+        "WebSearch" => format!("Web search: {}", cut(&or_unknown("query"), 80)),
         "AskUserQuestion" => {
             let questions = field("questions");
             let q = questions
                 .as_ref()
                 .and_then(|q| q.get(0))
                 .and_then(|q| q.get("question"))
-                .and_then(Value::as_str)
+                .and_then(serde_json::Value::as_str)
                 .unwrap_or("");
-            format!("Ask user: {}", first100(q))
+            format!("Ask user: {}", cut(q, 100))
         }
-        name => format!("{name}: {}", first100(&whole())),
+        "TodoWrite" => todo_description(field("todos")),
+        "Skill" => format!("Skill: {}", or_unknown("skill")),
+        "SlashCommand" => format!("Command: {}", or_unknown("command")),
+        name => format!("{name}: {}", cut(&whole(), 100)),
+    }
+}
+
+/// A `TodoWrite` call: the first todo in progress (`Todo: <content>`, 80 UTF-16 units), or
+/// how many todos it writes when none is.
+fn todo_description(todos: Option<serde_json::Value>) -> String {
+    use serde_json::Value;
+    let todos = match todos {
+        Some(Value::Array(todos)) => todos,
+        _ => Vec::new(),
+    };
+    let in_progress = todos
+        .iter()
+        .find(|t| t.get("status").and_then(Value::as_str) == Some("in_progress"));
+    match in_progress.and_then(|t| t.get("content")) {
+        Some(content) => format!("Todo: {}", prefix_utf16(&js_string(content), 80)),
+        None => format!("TodoWrite: {} items", todos.len()),
     }
 }
 
@@ -418,9 +449,13 @@ mod tests {
     }
 
     #[test]
-    fn prompts_need_five_characters_unless_they_carry_an_image() {
+    fn short_prompts_are_user_turns_blank_ones_are_not() {
         let short = record(r#"{"type":"user","message":{"content":"  ok  "}}"#);
-        assert!(!is_labelable_prompt(&short));
+        assert!(is_labelable_prompt(&short));
+        let blank = record(r#"{"type":"user","message":{"content":" \n\t "}}"#);
+        assert!(!is_labelable_prompt(&blank));
+        let blank_blocks = record(r#"{"type":"user","message":{"content":[{"type":"text","text":"  "}]}}"#);
+        assert!(!is_labelable_prompt(&blank_blocks));
         let long = record(r#"{"type":"user","message":{"content":"fix it"}}"#);
         assert!(is_labelable_prompt(&long));
         let image = record(
@@ -474,15 +509,57 @@ mod tests {
             "Task (Explore): Look"
         );
         assert_eq!(tool("Task", r#"{"prompt":"P"}"#), "Task (unknown): P");
+        assert_eq!(tool("TodoWrite", r#"{"todos":[{"a":1}]}"#), "TodoWrite: 1 items");
         assert_eq!(
-            tool("TodoWrite", r#"{"todos":[{"a":1}]}"#),
-            r#"TodoWrite: [{"a":1}]"#
+            tool(
+                "TodoWrite",
+                r#"{"todos":[{"content":"Done","status":"completed"},{"content":"Fix test","status":"in_progress"}]}"#
+            ),
+            "Todo: Fix test"
         );
         assert_eq!(
             tool("AskUserQuestion", r#"{"questions":[{"question":"Which?"}]}"#),
             "Ask user: Which?"
         );
         assert_eq!(tool("mcp__x", r#"{"x":1}"#), r#"mcp__x: {"x":1}"#);
+        assert_eq!(
+            tool("Grep", r#"{"pattern":"p","path":"/src"}"#),
+            "Grep: p in /src"
+        );
+        assert_eq!(tool("Grep", r#"{"pattern":"p","path":""}"#), "Grep: p");
+        assert_eq!(
+            tool("KillShell", r#"{"shell_id":"79aef2"}"#),
+            "Kill shell: 79aef2"
+        );
+        assert_eq!(tool("ExitPlanMode", r##"{"plan":"# Plan"}"##), "Exit plan mode");
+        assert_eq!(
+            tool("ExitPlanMode", r#"{"plan":"x","launchSwarm":true}"#),
+            "Exit plan mode (launch swarm)"
+        );
+        assert_eq!(tool("EnterPlanMode", r#"{}"#), "Enter plan mode");
+        assert_eq!(
+            tool("NotebookEdit", r#"{"notebook_path":"/n.ipynb"}"#),
+            "Edit notebook: /n.ipynb (replace)"
+        );
+        assert_eq!(
+            tool("TaskOutput", r#"{"task_id":"t1","block":false}"#),
+            "Get task output: t1 (non-blocking)"
+        );
+        assert_eq!(tool("TaskOutput", r#"{"task_id":"t1"}"#), "Get task output: t1");
+        assert_eq!(
+            tool("AgentOutputTool", r#"{"agentId":"a1"}"#),
+            "Get agent output: a1"
+        );
+        assert_eq!(
+            tool("WebFetch", &format!(r#"{{"url":"{}"}}"#, "u".repeat(90))),
+            format!("Fetch URL: {}", "u".repeat(80))
+        );
+        assert_eq!(tool("WebSearch", r#"{}"#), "Web search: unknown");
+        assert_eq!(tool("Skill", r#"{"skill":"pdf"}"#), "Skill: pdf");
+        assert_eq!(
+            tool("SlashCommand", r#"{"command":"/review"}"#),
+            "Command: /review"
+        );
         // Only the shown fields are read; the rest (a file's content) is skipped.
         assert_eq!(
             tool("Write", r#"{"file_path":"/b","content":"long \n text \u0041"}"#),
@@ -490,7 +567,8 @@ mod tests {
         );
         assert_eq!(tool("Read", r#"{"file_path":["/a","/b"]}"#), "Read file: /a,/b");
         assert_eq!(tool("Read", r#"{"file_path":null}"#), "Read file: unknown");
-        assert_eq!(tool("TodoWrite", r#"{"todos":null}"#), "TodoWrite: []");
+        assert_eq!(tool("TodoWrite", r#"{"todos":null}"#), "TodoWrite: 0 items");
+        assert_eq!(tool("Read", r#"{"file_path":""}"#), "Read file: unknown");
         // A repeated key: the last value, as JavaScript reads it.
         assert_eq!(
             tool("Read", r#"{"file_path":"/a","file_path":"/z"}"#),

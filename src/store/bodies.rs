@@ -285,11 +285,12 @@ impl Loaded {
         Ok(Some(compressed_for_one_request(served, encoding, budget).await))
     }
 
-    /// The annotations body with `options` showing `labels` on its units (never kept: labels
-    /// change without the session changing), in `encoding` when that is worth it, rendered
-    /// within `budget`.
+    /// The annotations body (or, for [`View::Dialog`], the dialog body) with `options`
+    /// showing `labels` on its units (never kept: labels change without the session
+    /// changing), in `encoding` when that is worth it, rendered within `budget`.
     pub async fn annotations_labeled(
         self: &Arc<Self>,
+        view: View,
         options: ViewOptions,
         labels: Arc<UnitLabels>,
         encoding: Encoding,
@@ -297,13 +298,16 @@ impl Loaded {
     ) -> Result<Served, StoreError> {
         let budget = &budget.admission();
         let permit = budget
-            .reserve(self.whole_render_estimate(View::Annotations, options.branch))
+            .reserve(self.whole_render_estimate(view, options.branch))
             .await?;
         let me = self.clone();
         let (body, permit) = on_cpu_pool(permit, move || {
             let mut body = annotations(&me.session, options.include_subagents, options.branch);
             body.attach_labels(&labels);
-            written(&body)
+            match view {
+                View::Dialog => written(&body.as_dialog()),
+                _ => written(&body),
+            }
         })
         .await?;
         let served = Served {

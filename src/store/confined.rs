@@ -297,6 +297,69 @@ fn describe(kind: FileType) -> &'static str {
     }
 }
 
+/// Reads a file a client names (`path`, absolute or relative), only if it lies below one
+/// of `roots` and is read by their rule ([`SessionsRoot::open`]: no symbolic link on the
+/// way, no `..`, a regular file), and holds at most `limit` bytes. An absolute path is
+/// taken below the root it starts with (as configured or resolved); a relative one below
+/// each root in turn, the first that has it. A path below no root is
+/// [`ReadError::Outside`]; one below a root but absent, a not-found [`ReadError::Io`].
+pub fn read_client_path(roots: &[SessionsRoot], path: &Path, limit: u64) -> Result<ClientFile, ReadError> {
+    let outside = || ReadError::Outside {
+        file: path.to_owned(),
+    };
+    if path.is_absolute() {
+        let (root, relative) = roots
+            .iter()
+            .find_map(|root| {
+                let resolved = std::fs::canonicalize(root.path()).ok();
+                [Some(root.path().to_owned()), resolved]
+                    .into_iter()
+                    .flatten()
+                    .find_map(|base| path.strip_prefix(&base).ok().map(Path::to_owned))
+                    .map(|relative| (root, relative))
+            })
+            .ok_or_else(outside)?;
+        return read_limited(root, &relative, limit);
+    }
+    let mut missing = None;
+    for root in roots {
+        match read_limited(root, path, limit) {
+            Err(e) if e.is_not_found() => missing = Some(e),
+            read => return read,
+        }
+    }
+    Err(missing.unwrap_or_else(outside))
+}
+
+/// A file read for a client, or how large it is when that is past the limit.
+#[derive(Debug)]
+pub enum ClientFile {
+    /// Its bytes.
+    Read(Vec<u8>),
+    /// It holds this many bytes, more than the limit: not read.
+    TooLarge(u64),
+}
+
+/// `file` of `root` whole, unless it holds more than `limit` bytes.
+fn read_limited(root: &SessionsRoot, file: &Path, limit: u64) -> Result<ClientFile, ReadError> {
+    let f = root.open(file)?;
+    let size = f.metadata().map_or(0, |m| m.len());
+    if size > limit {
+        return Ok(ClientFile::TooLarge(size));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    f.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| ReadError::Io {
+            file: file.to_owned(),
+            source,
+        })?;
+    if bytes.len() as u64 > limit {
+        return Ok(ClientFile::TooLarge(bytes.len() as u64));
+    }
+    Ok(ClientFile::Read(bytes))
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::symlink;
@@ -405,5 +468,55 @@ mod tests {
                 kind: EntryKind::Other
             }
         );
+    }
+
+    fn client_read(roots: &[SessionsRoot], path: &Path) -> Result<Vec<u8>, ReadError> {
+        match read_client_path(roots, path, 1 << 20)? {
+            ClientFile::Read(bytes) => Ok(bytes),
+            ClientFile::TooLarge(n) => panic!("{n} bytes"),
+        }
+    }
+
+    #[test]
+    fn a_client_path_is_read_only_below_a_root() {
+        let (dir, root) = root_with_files();
+        let roots = [root];
+        let absolute = dir.path().join("p/s.jsonl");
+        assert_eq!(client_read(&roots, &absolute).unwrap(), b"main\n");
+        assert_eq!(client_read(&roots, Path::new("p/s.jsonl")).unwrap(), b"main\n");
+        let outside = tempfile::NamedTempFile::new().unwrap();
+        assert!(matches!(
+            client_read(&roots, outside.path()),
+            Err(ReadError::Outside { .. })
+        ));
+        assert!(matches!(
+            client_read(&roots, Path::new("/etc/passwd")),
+            Err(ReadError::Outside { .. })
+        ));
+        let climbing = dir.path().join("p/../../../etc/passwd");
+        assert!(matches!(
+            client_read(&roots, &climbing),
+            Err(ReadError::Outside { .. })
+        ));
+        assert!(matches!(
+            client_read(&roots, Path::new("../etc/passwd")),
+            Err(ReadError::Outside { .. })
+        ));
+        symlink("/etc/passwd", dir.path().join("p/link.jsonl")).unwrap();
+        assert!(matches!(
+            client_read(&roots, &dir.path().join("p/link.jsonl")),
+            Err(ReadError::SymbolicLink { .. })
+        ));
+        assert!(client_read(&roots, Path::new("p/none.jsonl"))
+            .unwrap_err()
+            .is_not_found());
+        assert!(matches!(
+            client_read(&[], Path::new("p/s.jsonl")),
+            Err(ReadError::Outside { .. })
+        ));
+        assert!(matches!(
+            read_client_path(&roots, Path::new("p/s.jsonl"), 2).unwrap(),
+            ClientFile::TooLarge(5)
+        ));
     }
 }

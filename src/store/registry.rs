@@ -20,6 +20,7 @@ use tokio::sync::OnceCell;
 
 use super::bodies::BodyCache;
 use super::budget::{self, RenderBudget};
+use super::confined::{read_client_path, ClientFile, ReadError, SessionsRoot};
 use super::counts::DiskCounts;
 use super::disk::{self, DiskError};
 use super::scan::{scan_dir, FoundSession};
@@ -737,6 +738,41 @@ impl Store {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "counted the sessions on disk never opened"
         );
+    }
+
+    /// Reads `input` (one log, its format told from its content) within the memory bound,
+    /// without keeping it, and gives what `render` makes of it; on the blocking pool. A
+    /// log that holds no conversation is refused as an upload is.
+    pub async fn parse_transient<T: Send + 'static>(
+        &self,
+        input: SessionInput,
+        render: impl FnOnce(&Session) -> T + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let options = LoadOptions {
+            memory_bound: self.config.memory_bound,
+            ..LoadOptions::default()
+        };
+        blocking(move || {
+            let session = Session::build(&input, options)?;
+            session.require_conversation(input.files.first().map_or("", |f| f.name.as_str()))?;
+            Ok(render(&session))
+        })
+        .await
+    }
+
+    /// Reads a file a client names, only below a configured sessions directory and by its
+    /// rule (see [`super::confined::read_client_path`]), at most `limit` bytes; on the
+    /// blocking pool.
+    pub async fn read_client_file(&self, path: PathBuf, limit: u64) -> Result<ClientFile, ReadError> {
+        let roots: Vec<SessionsRoot> = self.config.sessions_dirs.iter().map(SessionsRoot::new).collect();
+        tokio::task::spawn_blocking(move || read_client_path(&roots, &path, limit))
+            .await
+            .unwrap_or_else(|e| {
+                Err(ReadError::Io {
+                    file: PathBuf::new(),
+                    source: std::io::Error::other(e.to_string()),
+                })
+            })
     }
 
     /// Accepts an upload: parses it, stores it durably, and registers it. The same content

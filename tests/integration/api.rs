@@ -418,7 +418,7 @@ async fn pi_sessions_upload_with_or_without_a_framework_and_export_as_v3() {
         .await;
     assert_eq!(up.status, StatusCode::OK, "{}", up.json);
     assert_eq!(up.json["framework"], "pi");
-    assert_eq!(up.json["annotation_count"], 539);
+    assert_eq!(up.json["annotation_count"], 541);
     let id = up.json["graph_id"].as_str().unwrap().to_owned();
 
     // Told from the content when a raw upload names no framework.

@@ -6,6 +6,7 @@ mod cli;
 mod complexity;
 mod concurrency;
 mod conformance;
+mod dialog;
 mod docker;
 mod durability;
 mod fuzz;

@@ -98,29 +98,48 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         sessiongraph::labels::LabelStore::open("sqlite::memory:", codebook.clone(), Default::default())
             .await
             .unwrap();
+    let labels = std::sync::Arc::new(labels);
     let starting = sessiongraph::AppState::new(sessiongraph::SharedState {
         store: std::sync::Arc::new(store),
         config: std::sync::Arc::new(Default::default()),
         codebook,
-        labels: std::sync::Arc::new(labels),
+        labels: labels.clone(),
     });
-    let reply = {
-        use http_body_util::BodyExt;
-        use tower::ServiceExt;
-        let request = axum::http::Request::get("/readyz")
-            .body(axum::body::Body::empty())
-            .unwrap();
-        let response = sessiongraph::app(starting).oneshot(request).await.unwrap();
-        let status = reqwest::StatusCode::from_u16(response.status().as_u16()).unwrap();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes().to_vec();
-        Reply {
-            status,
-            headers: Default::default(),
-            json: serde_json::from_slice(&bytes).unwrap(),
-            bytes,
+    let app = sessiongraph::app(starting);
+    let oneshot = |path: &'static str| {
+        let app = app.clone();
+        async move {
+            use http_body_util::BodyExt;
+            use tower::ServiceExt;
+            let request = axum::http::Request::get(path)
+                .body(axum::body::Body::empty())
+                .unwrap();
+            let response = app.oneshot(request).await.unwrap();
+            let status = reqwest::StatusCode::from_u16(response.status().as_u16()).unwrap();
+            let mut headers = reqwest::header::HeaderMap::new();
+            for (name, value) in response.headers() {
+                headers.insert(name.clone(), value.clone());
+            }
+            let bytes = response.into_body().collect().await.unwrap().to_bytes().to_vec();
+            Reply {
+                status,
+                headers,
+                json: serde_json::from_slice(&bytes).unwrap_or_default(),
+                bytes,
+            }
         }
     };
-    c.check("get", "/readyz", &reply);
+    c.check("get", "/readyz", &oneshot("/readyz").await);
+    // A label database that cannot be reached: the export answers 503 before its body.
+    labels.close().await;
+    let export = oneshot("/api/labels/export").await;
+    assert_eq!(
+        export.status,
+        reqwest::StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        export.json
+    );
+    c.check("get", "/api/labels/export", &export);
 
     // Two sessions whose main log goes wrong after the scan: one becomes a FIFO (refused,
     // 422), one is removed (it cannot be read, 500).
@@ -200,6 +219,8 @@ async fn every_documented_response_validates_against_openapi_yaml() {
                 "/api/graph/{id}/annotations",
                 "/annotations?include_sidechains=true",
             ),
+            ("/api/graph/{id}/dialog", "/dialog"),
+            ("/api/graph/{id}/dialog", "/dialog?include_sidechains=true"),
             ("/api/graph/{id}/chatlog", "/chatlog"),
             ("/api/graph/{id}/chatlog", "/chatlog?include_subagents=true"),
             ("/api/graph/{id}/metrics", "/metrics"),
@@ -225,6 +246,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         ("/api/graph/{id}", "/api/graph/nope"),
         ("/api/graph/{id}/workflow", "/api/graph/nope/workflow"),
         ("/api/graph/{id}/annotations", "/api/graph/nope/annotations"),
+        ("/api/graph/{id}/dialog", "/api/graph/nope/dialog"),
         ("/api/graph/{id}/chatlog", "/api/graph/nope/chatlog"),
         ("/api/graph/{id}/metrics", "/api/graph/nope/metrics"),
         ("/api/graph/{id}/diagnostics", "/api/graph/nope/diagnostics"),
@@ -267,6 +289,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     // A branch that is neither `active` nor `all`.
     for (template, suffix) in [
         ("/api/graph/{id}/annotations", "annotations"),
+        ("/api/graph/{id}/dialog", "dialog"),
         ("/api/graph/{id}/chatlog", "chatlog"),
     ] {
         let refused = server
@@ -297,6 +320,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         );
     }
 
+    parse_for_dialog(&mut c, &server).await;
     label_routes(&mut c, &server, &id).await;
     labeling_routes(&mut c, &server, &id).await;
     busy_label_store(&mut c, &server, &id).await;
@@ -498,6 +522,34 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         c.check("get", "/api/frameworks", &bad)
     }));
     assert!(rejected.is_err(), "a wrong body must fail validation");
+}
+
+/// `POST /api/parse-for-dialog`: content, a file in a sessions directory, and each refusal.
+async fn parse_for_dialog(c: &mut Checker, server: &TestServer) {
+    let template = "/api/parse-for-dialog";
+    let main = std::fs::read_to_string(fixture(
+        "synthetic/edge_cases/11111111-2222-4333-8444-555555555555.jsonl",
+    ))
+    .unwrap();
+    let bodies = [
+        serde_json::json!({ "content": main }),
+        serde_json::json!({ "filePath": "subagents/11111111-2222-4333-8444-555555555555.jsonl" }),
+        serde_json::json!({}),
+        serde_json::json!({ "content": "not json\n" }),
+        serde_json::json!({ "filePath": "/etc/passwd" }),
+        serde_json::json!({ "filePath": "subagents/none.jsonl" }),
+    ];
+    for body in &bodies {
+        c.check("post", template, &server.post_json(template, body, &[]).await);
+    }
+    let plain = server
+        .post_bytes(template, b"{}".to_vec(), &[("content-type", "text/plain")])
+        .await;
+    c.check("post", template, &plain);
+    let too_big = server
+        .post_head_only(template, "application/json", (8 << 20) + 1)
+        .await;
+    c.check("post", template, &too_big);
 }
 
 /// The label routes: every documented status of each.

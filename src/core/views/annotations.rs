@@ -1,8 +1,9 @@
 //! `GET /api/graph/{id}/annotations`: the labeling units.
 //!
 //! One unit per item of the main chain (or of every lane with `include_sidechains`), in
-//! session order: `user_turn` for prompts of at least five characters (or with an image),
+//! session order: `user_turn` for prompts that are not blank (or carry an image),
 //! `assistant_turn` for model responses, `system_turn` for compactions and system notices.
+//! The dialog body ([`DialogBody`]) is the same units under the key `records`.
 
 use std::borrow::Cow;
 
@@ -115,6 +116,11 @@ impl Serialize for ShownLabels<'_> {
 }
 
 impl<'a> AnnotationsBody<'a> {
+    /// The same units as the dialog body (`GET /api/graph/{id}/dialog`).
+    pub fn as_dialog(&self) -> DialogBody<'_, 'a> {
+        DialogBody(self)
+    }
+
     /// Shows `labels` on the units they are for (units without any keep `[]`).
     pub fn attach_labels(&mut self, labels: &'a UnitLabels) {
         for unit in &mut self.annotations {
@@ -122,6 +128,26 @@ impl<'a> AnnotationsBody<'a> {
                 *unit.labels_mut() = ShownLabels(Some(raw));
             }
         }
+    }
+}
+
+/// The dialog body: `{records, total, user_turn_count, assistant_turn_count,
+/// system_turn_count}`, the annotations body with its units under `records` (CommuGraph's
+/// "Dialog" view, which renamed the annotation view).
+#[derive(Debug)]
+pub struct DialogBody<'b, 'a>(&'b AnnotationsBody<'a>);
+
+impl Serialize for DialogBody<'_, '_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let body = self.0;
+        let mut map = s.serialize_map(Some(5))?;
+        map.serialize_entry("records", &body.annotations)?;
+        map.serialize_entry("total", &body.total)?;
+        map.serialize_entry("user_turn_count", &body.user_turn_count)?;
+        map.serialize_entry("assistant_turn_count", &body.assistant_turn_count)?;
+        map.serialize_entry("system_turn_count", &body.system_turn_count)?;
+        map.end()
     }
 }
 

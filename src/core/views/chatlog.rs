@@ -9,7 +9,7 @@ use crate::core::classify::ImageRef;
 use crate::core::literals::Text;
 use crate::core::session::Session;
 use crate::core::views::body::{write_elements, BodyWriter};
-use crate::core::views::workflow::{lane_id, node_compaction, node_images, node_label};
+use crate::core::views::workflow::{lane_id, node_compaction, node_images, node_label, node_tool_name};
 use crate::core::workflow::{NodeType, Workflow};
 
 /// `{"messages": [...], "total": n}`.
@@ -86,6 +86,7 @@ impl<'a> Messages<'a> {
             timestamp: session.records[node.time_record].timestamp.as_deref(),
             node_type: node.node_type.as_str(),
             lane_id: lane_id(session, node.lane),
+            tool_name: node_tool_name(session, node),
             is_context_compact,
             compact_summary,
             compact_metadata,
@@ -123,6 +124,10 @@ pub struct ChatMessage<'a> {
     timestamp: Option<&'a str>,
     node_type: &'static str,
     lane_id: &'a str,
+    /// The tool of a call, or of the call a result answers (CommuGraph's chat log since
+    /// f28ce03).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     is_context_compact: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -10,6 +10,7 @@ pub mod chatlog;
 pub mod diagnostics;
 pub mod graph;
 pub mod interactions;
+pub mod parsed;
 pub mod step;
 pub mod summary;
 pub mod workflow;
@@ -26,6 +27,8 @@ pub use body::{Body, BodyWriter, ChunkWriter, StreamWriter};
 pub enum View {
     /// Annotation units.
     Annotations,
+    /// The same units as CommuGraph's dialog view (`records` for `annotations`).
+    Dialog,
     /// The workflow DAG.
     Workflow,
     /// The chat log.
@@ -44,8 +47,9 @@ pub enum View {
 
 impl View {
     /// All views, in the order the documentation lists them.
-    pub const ALL: [View; 8] = [
+    pub const ALL: [View; 9] = [
         View::Annotations,
+        View::Dialog,
         View::Workflow,
         View::Chatlog,
         View::Graph,
@@ -56,8 +60,9 @@ impl View {
     ];
 
     /// The names of [`View::ALL`], in order.
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 9] = [
         "annotations",
+        "dialog",
         "workflow",
         "chatlog",
         "graph",
@@ -67,18 +72,28 @@ impl View {
         "context",
     ];
 
+    /// True for the views of annotation units (annotations and dialog): the ones that show
+    /// labels.
+    pub fn shows_units(self) -> bool {
+        matches!(self, View::Annotations | View::Dialog)
+    }
+
     /// True when the view reads the session's workflow DAG (the chat log, the graph and
     /// its metrics derive from it, and the diagnostics count it): a session loaded
     /// [`without_workflow`](crate::core::session::LoadOptions::without_workflow) cannot
     /// render it.
     pub fn reads_workflow(self) -> bool {
-        !matches!(self, View::Annotations | View::Branches | View::Context)
+        !matches!(
+            self,
+            View::Annotations | View::Dialog | View::Branches | View::Context
+        )
     }
 
     /// The view's name (`annotations`, ...).
     pub fn name(self) -> &'static str {
         match self {
             View::Annotations => "annotations",
+            View::Dialog => "dialog",
             View::Workflow => "workflow",
             View::Chatlog => "chatlog",
             View::Graph => "graph",
@@ -168,6 +183,10 @@ fn write_into(
         (View::Annotations, _) => serde_json::to_writer(
             out,
             &annotations::annotations(session, options.include_subagents, options.branch),
+        ),
+        (View::Dialog, _) => serde_json::to_writer(
+            out,
+            &annotations::annotations(session, options.include_subagents, options.branch).as_dialog(),
         ),
         (View::Workflow, None) => {
             let w = session.workflow_for(options.branch);

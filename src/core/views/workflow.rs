@@ -315,6 +315,19 @@ fn answered_tool<'a>(session: &'a Session, record: &Record) -> Option<&'a str> {
     node_tool(session, &session.workflow.nodes[n]).map(|t| t.name.as_str())
 }
 
+/// The tool a node is about: a call's own, a result's call's (`toolName` of the workflow
+/// node and of its chat-log entry); `None` for other nodes and for a result whose call is
+/// not in the session.
+pub fn node_tool_name<'a>(session: &'a Session, node: &Node) -> Option<&'a str> {
+    match node.node_type {
+        NodeType::ToolCall => node_tool(session, node).map(|t| t.name.as_str()),
+        NodeType::ResultSuccess | NodeType::ResultFailure => {
+            answered_tool(session, &session.records[node.record])
+        }
+        _ => None,
+    }
+}
+
 /// Lane id of a lane index.
 pub fn lane_id(session: &Session, lane: usize) -> &str {
     &session.lanes[lane].id
