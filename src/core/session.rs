@@ -183,9 +183,11 @@ pub enum ItemKind {
     },
     /// A compaction: the boundary record and its summary record.
     Compact {
-        /// The `compact_boundary` record.
+        /// The `compact_boundary` record; for a summary logged without one (Claude Code
+        /// 1.0.x), the summary itself.
         boundary: usize,
-        /// The `isCompactSummary` record that follows it, if any.
+        /// The `isCompactSummary` record that follows it, if any (the same record as
+        /// `boundary` for a summary alone).
         summary: Option<usize>,
     },
 }
@@ -1066,6 +1068,14 @@ fn item_kind(records: &[Record], i: usize, summaries: &Summaries) -> Option<Item
         RecordKind::User => {
             if summaries.is_summary[i] || r.message.is_none() {
                 return None;
+            }
+            if r.is_compact_summary && !r.has_tool_result() {
+                // A summary without its boundary (Claude Code 1.0.x wrote none): the
+                // system's compaction, never the human's words.
+                return Some(ItemKind::Compact {
+                    boundary: i,
+                    summary: Some(i),
+                });
             }
             match classify::classify_user(r) {
                 UserClass::ToolResult { failed } => Some(ItemKind::ToolResult { record: i, failed }),

@@ -23,7 +23,7 @@ use super::compress::{compress, Effort, Encoding, MIN_COMPRESSED_BYTES};
 use super::registry::{lock, Loaded};
 use super::StoreError;
 use crate::core::session::Branch;
-use crate::core::views::annotations::{annotations, UnitLabels};
+use crate::core::views::annotations::{annotations, dialog_of, UnitLabels};
 use crate::core::views::branches::context_body;
 use crate::core::views::graph::GraphMode;
 use crate::core::views::step::WholeWorkflow;
@@ -141,9 +141,17 @@ impl Loaded {
         self.bodies.compressions.load(Ordering::Relaxed)
     }
 
-    /// The kept body of `key` (no step), rendered by the first request that needs it.
+    /// The kept body of `key` (no step), rendered by the first request that needs it. The
+    /// dialog body is the kept annotations body's bytes under another first key.
     async fn kept(self: &Arc<Self>, key: BodyKey, budget: &Admission<'_>) -> Result<Cached, StoreError> {
         let (view, include_subagents, branch, graph) = key;
+        if view == View::Dialog {
+            let annotations = (View::Annotations, include_subagents, branch, graph);
+            let kept = Box::pin(self.kept(annotations, budget)).await?;
+            let dialog = dialog_of(kept.body())
+                .ok_or_else(|| StoreError::Task("the kept annotations body has another shape".into()))?;
+            return Ok(Cached::Body(dialog));
+        }
         let cell = self.bodies.cell(key, Encoding::Identity);
         let kept = cell
             .get_or_try_init(|| async {

@@ -224,3 +224,44 @@ async fn parse_for_dialog_reads_a_file_path_only_inside_a_sessions_directory() {
     assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.json);
     bare.stop().await;
 }
+
+/// The server keeps one body for annotations and dialog: the dialog body made from the
+/// annotations body's bytes is the one the core renders, for every fixture and option.
+#[test]
+fn the_dialog_body_shares_the_annotations_bytes_and_renders_the_same() {
+    use sessiongraph::core::views::{self, annotations::dialog_of, View, ViewOptions};
+    for name in ["commugraph-sample", "synthetic/edge_cases", "synthetic/subagents"] {
+        let session = crate::helpers::load_path(&fixture(name));
+        for include_subagents in [false, true] {
+            let options = ViewOptions {
+                include_subagents,
+                ..ViewOptions::default()
+            };
+            let annotations = views::render(&session, View::Annotations, options);
+            let dialog = dialog_of(&annotations).unwrap();
+            let rendered = views::render(&session, View::Dialog, options);
+            assert_eq!(dialog.to_bytes(), rendered.to_bytes(), "{name}");
+            // Every byte after the new key lies in the annotations body's own chunks.
+            let ranges: Vec<std::ops::Range<usize>> = annotations
+                .chunks()
+                .iter()
+                .map(|c| c.as_ptr() as usize..c.as_ptr() as usize + c.len())
+                .collect();
+            for chunk in &dialog.chunks()[1..] {
+                let at = chunk.as_ptr() as usize;
+                assert!(
+                    ranges
+                        .iter()
+                        .any(|r| r.contains(&at) && at + chunk.len() <= r.end),
+                    "{name}: a chunk of the dialog body was copied"
+                );
+            }
+        }
+    }
+    let workflow = views::render(
+        &crate::helpers::load_path(&fixture("synthetic/edge_cases")),
+        View::Workflow,
+        ViewOptions::default(),
+    );
+    assert!(dialog_of(&workflow).is_none());
+}

@@ -102,6 +102,37 @@ fn the_samples_graph_has_a_delegation_and_a_return_edge_per_loaded_sub_agent() {
     }
 }
 
+/// The README's edge table said every main-lane notice gives `system -> user`, but the
+/// sample's four notices (slash commands and local command output, written as user
+/// records) gave no edge and there was no `system` node. A notice from a `system` record
+/// gives `system -> user`; one written as a user record is sent by `user` and gives none.
+#[test]
+fn system_notices_give_the_edges_the_table_says() {
+    let sample = load_path(&fixture("commugraph-sample"));
+    let g = graph(&sample, None);
+    let edges = checked_edges(&g, sample.workflow.nodes.len());
+    assert!(!edges.keys().any(|(s, _)| s == "system"), "{edges:?}");
+    assert!(!g["nodes"].as_array().unwrap().iter().any(|n| n["id"] == "system"));
+
+    let edge_cases = load_path(&fixture("synthetic/edge_cases"));
+    let g = graph(&edge_cases, None);
+    let edges = checked_edges(&g, edge_cases.workflow.nodes.len());
+    let system_records = edge_cases
+        .items
+        .iter()
+        .filter(|i| {
+            matches!(i.kind, sessiongraph::core::session::ItemKind::Notice { record, .. }
+                if edge_cases.records[record].kind == sessiongraph::core::records::RecordKind::System)
+        })
+        .count();
+    assert!(system_records > 0);
+    assert_eq!(
+        edges.get(&("system".to_owned(), "user".to_owned())).copied(),
+        Some(system_records as u64),
+        "{edges:?}"
+    );
+}
+
 #[test]
 fn edges_none_is_the_references_body() {
     let session = load_path(&fixture("commugraph-sample"));

@@ -729,3 +729,71 @@ fn escapes_of_every_kind_read_as_their_text_and_are_written_canonically() {
     assert_eq!(unit("S:u14").unwrap()["unit_type"], "system_turn");
     assert!(unit("U:u12").is_none(), "white space alone is no prompt");
 }
+
+/// Real logs (2 of 90 sessions): a user typed while a tool ran, and Claude Code wrote the
+/// words as a `text` block beside the `tool_result` in one user record. The record was a
+/// tool result and nothing else, so the question was lost to coders. It is a user turn
+/// (the human's, with its text), and the result still counts for its call.
+#[test]
+fn words_typed_beside_a_tool_result_are_a_user_turn() {
+    let session = load_path(&fixture("synthetic/typed_beside_result"));
+    let annotations = body(&session, View::Annotations, ViewOptions::default());
+    let units = annotations["annotations"].as_array().unwrap();
+    let typed = units
+        .iter()
+        .find(|u| u["event_id"] == "U:33333333-0000-4000-8000-000000000003")
+        .expect("the typed words are a unit");
+    assert_eq!(typed["unit_type"], "user_turn");
+    assert_eq!(typed["actor_type"], "human");
+    assert_eq!(
+        typed["text_or_artifact_ref"]["text"],
+        "wait, is the model id claude-sonnet-4-20250514 or the dated alias?"
+    );
+    assert_eq!(
+        annotations["user_turn_count"], 3,
+        "the prompt, the typed words, \"ok\""
+    );
+    let call = units.iter().find(|u| u["event_id"] == "A:req_1:msg_1").unwrap();
+    let calls = &call["tool_summary"]["tool_calls"];
+    assert_eq!(calls[0]["result_count"], 1, "{calls}");
+    assert_eq!(calls[0]["is_error"], false, "{calls}");
+    let order = unit_ids(&annotations);
+    let at = |id: &str| order.iter().position(|u| u == id).unwrap();
+    assert!(at("A:req_1:msg_1") < at("U:33333333-0000-4000-8000-000000000003"));
+    assert!(at("U:33333333-0000-4000-8000-000000000003") < at("A:req_2:msg_2"));
+}
+
+/// Claude Code 1.0.x wrote no compact boundary: after a compaction, a user record with
+/// `isCompactSummary: true` ("This session is being continued from a previous
+/// conversation...") starts the log. It was read as the human's first prompt. It is the
+/// system's compaction: a `system_turn` with `compact_metadata` (empty: none was logged),
+/// a compaction node in the workflow, sent by `system - context compact`.
+#[test]
+fn a_compaction_summary_without_a_boundary_is_a_system_turn() {
+    let session = load_path(&fixture("synthetic/compact_summary_v1"));
+    let (annotations, workflow, _) = views(&session);
+    let units = annotations["annotations"].as_array().unwrap();
+    let summary = &units[0];
+    assert_eq!(summary["event_id"], "S:44444444-0000-4000-8000-000000000001");
+    assert_eq!(summary["unit_type"], "system_turn");
+    assert_eq!(summary["actor_type"], "system");
+    assert_eq!(summary["compact_metadata"], serde_json::json!({}));
+    assert!(summary["text_or_artifact_ref"]["text"]
+        .as_str()
+        .unwrap()
+        .starts_with("This session is being continued"));
+    assert_eq!(annotations["user_turn_count"], 1, "only the real prompt");
+    assert_eq!(annotations["system_turn_count"], 1);
+    let first = &workflow["workflow"]["nodes"][0];
+    assert_eq!(first["nodeType"], "system_notice");
+    let chatlog = body(&session, View::Chatlog, ViewOptions::default());
+    assert_eq!(chatlog["messages"][0]["isContextCompact"], true);
+    let graph = body(&session, View::Graph, ViewOptions::default());
+    let senders: Vec<&str> = graph["graph"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    assert!(senders.contains(&"system - context compact"), "{senders:?}");
+}

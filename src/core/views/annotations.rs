@@ -151,6 +151,26 @@ impl Serialize for DialogBody<'_, '_> {
     }
 }
 
+/// The dialog body made from a rendered annotations body, sharing its bytes: the first
+/// key renamed, nothing copied (a server keeps one body for both views). `None` when
+/// `annotations` is not an annotations body.
+pub fn dialog_of(annotations: &super::Body) -> Option<super::Body> {
+    const ANNOTATIONS: &[u8] = br#"{"annotations":"#;
+    let head = annotations
+        .slices(0..ANNOTATIONS.len())
+        .fold(Vec::new(), |mut head, b| {
+            head.extend_from_slice(&b);
+            head
+        });
+    if head != ANNOTATIONS {
+        return None;
+    }
+    let mut out = super::ChunkWriter::new();
+    std::io::Write::write_all(&mut out, br#"{"records":"#).ok()?;
+    out.append_range(annotations, ANNOTATIONS.len()..annotations.len());
+    Some(out.finish())
+}
+
 /// A unit of an AutoGen log: one message (`event_id` `M:<step>`), a `user_turn` when a
 /// human speaks (the sender is `user`, any case, or the entry's role is user) and an
 /// `assistant_turn` otherwise, with whom it addresses, its type and its intent.
@@ -339,9 +359,27 @@ pub struct SystemTurn<'a> {
     text_or_artifact_ref: TextRef<'a>,
     labels: ShownLabels<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    compact_metadata: Option<&'a RawJson>,
+    compact_metadata: Option<CompactMetadata<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     system_subtype: Option<&'a str>,
+}
+
+/// A compaction's metadata: as its boundary logged it, or `{}` for a summary that came
+/// without a boundary (Claude Code 1.0.x), so that every compaction unit carries the key.
+#[derive(Debug)]
+enum CompactMetadata<'a> {
+    Logged(&'a RawJson),
+    NotLogged,
+}
+
+impl Serialize for CompactMetadata<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            CompactMetadata::Logged(raw) => raw.serialize(s),
+            CompactMetadata::NotLogged => s.serialize_map(Some(0))?.end(),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -410,7 +448,11 @@ pub fn annotations(session: &Session, include_sidechains: bool, branch: Branch) 
             continue;
         }
         let unit = match item.kind {
-            ItemKind::Prompt(r) if classify::is_labelable_prompt(&records[r]) => {
+            // Words typed beside a tool result (the user wrote while the tool ran) are the
+            // human's turn too; the result still counts for its call.
+            ItemKind::Prompt(r) | ItemKind::ToolResult { record: r, .. }
+                if classify::is_labelable_prompt(&records[r]) =>
+            {
                 body.user_turn_count += 1;
                 Unit::User(builder.user_turn(r, item.lane))
             }
@@ -614,9 +656,18 @@ impl<'a> UnitBuilder<'a> {
         }
     }
 
+    /// A compaction: its boundary and summary, or a summary alone (`boundary` is then the
+    /// summary, a user record).
     fn compact_turn(&self, boundary: usize, summary: Option<usize>) -> SystemTurn<'a> {
         let rec = self.record(boundary);
-        let parts: Vec<usize> = std::iter::once(boundary).chain(summary).collect();
+        let parts: Vec<usize> = std::iter::once(boundary)
+            .chain(summary.filter(|&s| s != boundary))
+            .collect();
+        let compact_metadata = match rec.compact_metadata() {
+            Some(logged) => Some(CompactMetadata::Logged(logged)),
+            None if rec.kind == RecordKind::User => Some(CompactMetadata::NotLogged),
+            None => None,
+        };
         let mut source = self.source(&parts);
         source.parent_uuid = self.system_parent(boundary);
         SystemTurn {
@@ -631,7 +682,7 @@ impl<'a> UnitBuilder<'a> {
                 text: compact_text(&self.session.records, boundary, summary),
             },
             labels: ShownLabels::NONE,
-            compact_metadata: rec.compact_metadata(),
+            compact_metadata,
             system_subtype: None,
         }
     }

@@ -15,12 +15,14 @@
 //! | a tool result (not a Task's with its sub-agent loaded) | `user` | the call's sender | `information_response` (`observation`) |
 //! | a sub-agent's last node | `agent-<id>` | the Task call's sender | `information_response` (`response`) |
 //! | a compaction | `system - context compact` | `assistant` | `coordination` (`system`) |
-//! | another system notice (main lane) | `system` | `user` | `information_response` (`system`) |
+//! | a `system` record's notice (main lane) | `system` | `user` | `information_response` (`system`) |
 //!
 //! Nothing else addresses anyone: thinking, a sub-agent's own prompt (the Task call is its
 //! delegation), its responses before the last (its last one is what returns), a Task's own
 //! result when its sub-agent is loaded (the sub-agent's last node returns instead), and a
-//! call nobody answered. An interaction never goes from a party to itself.
+//! call nobody answered. An interaction never goes from a party to itself: a notice written
+//! as a user record (a slash command, local command output, a bash notification) is sent by
+//! `user` and gives none.
 
 use std::borrow::Cow;
 
