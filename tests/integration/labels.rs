@@ -20,6 +20,20 @@ pub struct TestDb {
 }
 
 impl TestDb {
+    /// The label store on this database, opened directly (no server), with its URL; SQLite
+    /// in `data` when the database is SQLite.
+    pub async fn open_store(&self, data: &std::path::Path) -> (String, sessiongraph::labels::LabelStore) {
+        let url = self
+            .url
+            .clone()
+            .unwrap_or_else(|| sessiongraph::labels::store::default_url(data).unwrap());
+        let codebook = std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap());
+        let store = sessiongraph::labels::LabelStore::open(&url, codebook, Default::default())
+            .await
+            .unwrap();
+        (url, store)
+    }
+
     /// The backends to run on: SQLite, and PostgreSQL when `DATABASE_URL` is set.
     pub fn backends() -> Vec<Option<String>> {
         let mut all = vec![None];
@@ -1133,14 +1147,7 @@ async fn codings_read_whole(db: &TestDb) {
     use sessiongraph::labels::codings::CodingTable;
     use sessiongraph::labels::consensus::Sight;
     let data = tempfile::tempdir().unwrap();
-    let url = db
-        .url
-        .clone()
-        .unwrap_or_else(|| sessiongraph::labels::store::default_url(data.path()).unwrap());
-    let codebook = std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap());
-    let store = sessiongraph::labels::LabelStore::open(&url, codebook, Default::default())
-        .await
-        .unwrap();
+    let (url, store) = db.open_store(data.path()).await;
     let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
     conn.execute("BEGIN").await.unwrap();
     let statuses = ["submitted", "submitted", "submitted", "draft", "adjudicated"];
@@ -1256,14 +1263,7 @@ type StoredRow = (
 async fn bulk_read_is_exact(db: &TestDb) {
     use sessiongraph::labels::{LabelSet, Status};
     let data = tempfile::tempdir().unwrap();
-    let url = db
-        .url
-        .clone()
-        .unwrap_or_else(|| sessiongraph::labels::store::default_url(data.path()).unwrap());
-    let codebook = std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap());
-    let store = sessiongraph::labels::LabelStore::open(&url, codebook, Default::default())
-        .await
-        .unwrap();
+    let (url, store) = db.open_store(data.path()).await;
     let labels = [
         r#"[]"#,
         r#"[{"id":"EXEC_COGNITIVE","confidence":0.1,"evidence":{"quote":"caf\u00e9 \"quoted\" é","cue":"c"}}]"#,
