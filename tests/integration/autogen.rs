@@ -416,10 +416,21 @@ async fn autogen_json_dumps_in_a_sessions_directory_are_served() {
         [
             "fsm_chat_messages",
             "groupchat_chat_result",
+            "groupchat_manager_chat_messages",
+            "groupchat_messages",
+            "groupchat_result",
+            "round_robin_termination",
+            "round_robin_user_proxy",
             "selector_messages",
-            "swarm_task_result"
+            "selector_planner",
+            "swarm_handoffs",
+            "swarm_task_result",
+            "tool_error_parallel",
+            "tools_chat_result",
+            "tools_user_proxy_chat_messages",
+            "tools_weather_agent_chat_messages",
         ],
-        "the READMEs are not sessions: {}",
+        "the READMEs and the generators are not sessions: {}",
         list.json
     );
     for dump in &DUMPS {
