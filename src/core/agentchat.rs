@@ -7,11 +7,13 @@
 //! `messages`, a `ChatResult`'s `chat_history`, or an agent's `chat_messages` (a dict keyed by
 //! the peer agent).
 //!
-//! Neither names a receiver, so one is derived: a handoff goes to its
-//! `target`, a speaker selection to the speaker it selects, a tool call to the [`TOOLS`]
-//! party and its result from [`TOOLS`] back to the caller; any other message goes to the next
-//! speaker in turn order (the sender of the next message from someone else), the last one to
-//! the previous speaker, and a log with one speaker to `user`.
+//! Neither names a receiver, so one is derived the way the frameworks run a conversation
+//! (CONTRACT 3.14): a handoff goes to its `target`, a tool call to the [`TOOLS`] party and its
+//! result from [`TOOLS`] back to the caller, a thought to no one, the answer that ends the
+//! run to the task giver; in a swarm, by who holds control; any other message to the next
+//! speaker in turn order (the sender of the next message from someone else), the last one
+//! to the previous speaker, and a log with one speaker to `user`. A speaker selection is no
+//! message.
 
 use serde_json::{Map, Value};
 
@@ -21,7 +23,7 @@ use super::autogen::{js_string, message_type, timestamp, truthy, AgMessage};
 pub const TOOLS: &str = "tools";
 
 /// The AgentChat message and event types (autogen-agentchat 0.4+) that mark a dump as one.
-pub const AGENTCHAT_TYPES: [&str; 15] = [
+pub const AGENTCHAT_TYPES: [&str; 16] = [
     "TextMessage",
     "MultiModalMessage",
     "StopMessage",
@@ -35,6 +37,7 @@ pub const AGENTCHAT_TYPES: [&str; 15] = [
     "ModelClientStreamingChunkEvent",
     "ThoughtEvent",
     "SelectSpeakerEvent",
+    "SelectorEvent",
     "CodeGenerationEvent",
     "CodeExecutionEvent",
 ];
@@ -319,12 +322,16 @@ fn first_object(s: &str) -> Option<Map<String, Value>> {
 /// How a message's receiver is found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Route {
-    /// The next speaker in turn order.
+    /// The next speaker in turn order (in a swarm, by who holds control).
     Turn,
     /// A named party.
     To(String),
+    /// A handoff: to its target, who holds control from then on.
+    Handoff(String),
     /// A tool result: back to the sender of the last tool call.
     Caller,
+    /// No one: a thought.
+    Nobody,
 }
 
 /// A message read, its receiver not yet known.
@@ -333,15 +340,52 @@ pub(crate) struct Draft {
     /// The message, without its receiver.
     pub(crate) message: AgMessage,
     route: Route,
-    /// True when the sender takes a turn (not the tools, not a speaker selection).
+    /// True when the sender takes a turn (not a tool result, not a thought).
     speaks: bool,
+    /// True when the message carries the termination: a `StopMessage`, or text that
+    /// mentions `TERMINATE` (AgentChat's `TextMentionTermination`, AG2's convention).
+    terminates: bool,
 }
 
-/// The draft of one AgentChat message, or `None` when it holds no text or is a streamed
-/// chunk (the whole message follows it).
-pub(crate) fn agentchat_draft(object: &Map<String, Value>, step: usize) -> Option<Draft> {
+/// What reading an AgentChat list remembers between entries: the `UserProxyAgent` whose
+/// input request (`UserInputRequestedEvent`) its next message answers.
+#[derive(Debug, Default)]
+pub(crate) struct AgentChatReading {
+    awaiting_input: Option<String>,
+}
+
+impl AgentChatReading {
+    /// The draft of one AgentChat entry ([`agentchat_draft`]); a message that answers an
+    /// input request is the human's.
+    pub(crate) fn draft(&mut self, object: &Map<String, Value>, step: usize) -> Option<Draft> {
+        if object.get("type").and_then(Value::as_str) == Some("UserInputRequestedEvent") {
+            self.awaiting_input = object.get("source").filter(|v| truthy(v)).map(js_string);
+            return None;
+        }
+        let mut draft = agentchat_draft(object, step)?;
+        if self.awaiting_input.as_deref() == Some(draft.message.sender.as_str()) {
+            self.awaiting_input = None;
+            draft.message.human = true;
+        }
+        Some(draft)
+    }
+}
+
+/// The AgentChat events that are no message: a streamed chunk (the whole message follows
+/// it), and a speaker selection (a `SelectorGroupChat`'s model answering whose turn it is,
+/// `SelectorEvent`, and the team's note of it, `SelectSpeakerEvent`): the selected
+/// speaker's message answers the previous speaker's as in any turn.
+const NOT_MESSAGES: [&str; 3] = [
+    "ModelClientStreamingChunkEvent",
+    "SelectorEvent",
+    "SelectSpeakerEvent",
+];
+
+/// The draft of one AgentChat message, or `None` when it holds no text or is no message
+/// ([`NOT_MESSAGES`]).
+fn agentchat_draft(object: &Map<String, Value>, step: usize) -> Option<Draft> {
     let kind = object.get("type").and_then(Value::as_str).unwrap_or("");
-    if kind == "ModelClientStreamingChunkEvent" {
+    if NOT_MESSAGES.contains(&kind) {
         return None;
     }
     let source = object
@@ -358,20 +402,17 @@ pub(crate) fn agentchat_draft(object: &Map<String, Value>, step: usize) -> Optio
         "FunctionExecutionResultMessage" => (TOOLS.to_owned(), Route::Caller, "observation"),
         "SystemMessage" => ("system".to_owned(), Route::Turn, "system"),
         "HandoffMessage" => match object.get("target").filter(|v| truthy(v)) {
-            Some(target) => (source, Route::To(js_string(target)), "delegation"),
+            Some(target) => (source, Route::Handoff(js_string(target)), "delegation"),
             None => (source, Route::Turn, "delegation"),
-        },
-        "SelectSpeakerEvent" => match selected(object) {
-            Some(speaker) => (source, Route::To(speaker), "system"),
-            None => (source, Route::Turn, "system"),
         },
         "ToolCallRequestEvent" => (source, Route::To(TOOLS.to_owned()), "action"),
         "ToolCallExecutionEvent" => (TOOLS.to_owned(), Route::To(source), "observation"),
-        "ThoughtEvent" => (source, Route::Turn, "thought"),
+        "ThoughtEvent" => (source, Route::Nobody, "thought"),
         "StopMessage" => (source, Route::Turn, "system"),
         _ => (source, Route::Turn, message_type(object, &content)),
     };
-    let speaks = sender != TOOLS && kind != "SelectSpeakerEvent";
+    let speaks = sender != TOOLS && route != Route::Nobody;
+    let terminates = route == Route::Turn && (kind == "StopMessage" || mentions_termination(&content));
     Some(Draft {
         message: AgMessage {
             step,
@@ -384,16 +425,15 @@ pub(crate) fn agentchat_draft(object: &Map<String, Value>, step: usize) -> Optio
         },
         route,
         speaks,
+        terminates,
     })
 }
 
-/// The first speaker a `SelectSpeakerEvent` selects.
-fn selected(object: &Map<String, Value>) -> Option<String> {
-    match object.get("content")? {
-        Value::Array(names) => names.iter().find(|v| truthy(v)).map(js_string),
-        Value::String(name) if !name.is_empty() => Some(name.clone()),
-        _ => None,
-    }
+/// The word AgentChat's `TextMentionTermination` and AG2's agents end a conversation with.
+const TERMINATE: &str = "TERMINATE";
+
+fn mentions_termination(text: &str) -> bool {
+    text.contains(TERMINATE)
 }
 
 /// The text of an AgentChat `content`: a string; a list of function calls (`name(arguments)`),
@@ -471,6 +511,7 @@ pub(crate) fn chat_draft(object: &Map<String, Value>, step: usize, peer: Option<
     };
     Some(Draft {
         speaks: !result,
+        terminates: route == Route::Turn && mentions_termination(&content),
         message: AgMessage {
             step,
             timestamp: timestamp(object, step),
@@ -501,30 +542,55 @@ fn calls(object: &Map<String, Value>) -> Option<String> {
     (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
-/// Gives every draft its receiver (the rule is the module's): a named party for
-/// [`Route::To`]; the sender of the last tool call for [`Route::Caller`]; else, and for a
-/// result no call precedes, the next speaker other than the sender, else the previous one,
-/// else `user` (none for `user` itself). Nothing goes from a party to itself. Each receiver
-/// given is passed to `charge`; `None` as soon as it answers false.
+/// Gives every draft its receiver (the rules are CONTRACT 3.14's):
+///
+/// - a handoff goes to its target; a tool call to the [`TOOLS`] party and a result back to
+///   the sender of the last call; a thought to no one;
+/// - the message that ends the conversation carrying its termination (a `StopMessage`, or
+///   `TERMINATE` in its text, with no one speaking after it) goes to the task giver (the
+///   first speaker), unless a human or the task giver itself sends it;
+/// - in a swarm (a list with a handoff), the agent that holds control (the target of the
+///   last handoff) answers whoever handed it control, and anyone else addresses the agent
+///   holding control; before any handoff, the first agent answers the task giver;
+/// - any other message goes to the next speaker other than the sender, else the previous
+///   one, else `user` (none for `user` itself).
+///
+/// Nothing goes from a party to itself. Each receiver given is passed to `charge`; `None`
+/// as soon as it answers false.
 pub(crate) fn route(mut drafts: Vec<Draft>, mut charge: impl FnMut(&str) -> bool) -> Option<Vec<AgMessage>> {
     let next = next_speakers(&drafts);
+    let giver = drafts.iter().position(|d| d.speaks);
+    let swarm = drafts.iter().any(|d| matches!(d.route, Route::Handoff(_)));
     let mut before = Speakers::default();
     let mut caller: Option<usize> = None;
+    let mut handoff: Option<usize> = None;
     for (i, next) in next.into_iter().enumerate() {
         let sender = |j: usize| drafts[j].message.sender.as_str();
         let previous = before.other_than(sender(i), &drafts);
         before.see(i, &drafts);
-        let turn = next
-            .or(previous)
-            .map(|j| sender(j).to_owned())
-            .or_else(|| (sender(i) != "user").then(|| "user".to_owned()));
-        let receiver = match &drafts[i].route {
-            Route::To(party) => Some(party.clone()),
-            Route::Caller => caller.map(|c| sender(c).to_owned()).or(turn),
-            Route::Turn => turn,
+        let turn = || {
+            next.or(previous)
+                .map(|j| sender(j).to_owned())
+                .or_else(|| (sender(i) != "user").then(|| "user".to_owned()))
+        };
+        let draft = &drafts[i];
+        let final_answer = draft.terminates
+            && next.is_none()
+            && !draft.message.human
+            && giver.is_some_and(|g| sender(g) != sender(i));
+        let receiver = match &draft.route {
+            Route::Nobody => None,
+            Route::To(party) | Route::Handoff(party) => Some(party.clone()),
+            Route::Caller => caller.map(|c| sender(c).to_owned()).or_else(turn),
+            Route::Turn if final_answer => giver.map(|g| sender(g).to_owned()),
+            Route::Turn if swarm => in_control(&drafts, i, handoff, giver).or_else(turn),
+            Route::Turn => turn(),
         };
         if receiver.as_deref() == Some(TOOLS) {
             caller = Some(i);
+        }
+        if let Route::Handoff(_) = draft.route {
+            handoff = Some(i);
         }
         let message = &mut drafts[i].message;
         message.receiver = receiver.filter(|r| *r != message.sender);
@@ -533,6 +599,29 @@ pub(crate) fn route(mut drafts: Vec<Draft>, mut charge: impl FnMut(&str) -> bool
         }
     }
     Some(drafts.into_iter().map(|d| d.message).collect())
+}
+
+/// Whom draft `i` addresses in a swarm, `handoff` the last handoff before it: the agent
+/// holding control answers whoever handed it control, anyone else addresses the agent
+/// holding it; before any handoff, an agent other than the task giver answers the task
+/// giver (`None` for the task giver then: its turn decides).
+fn in_control(drafts: &[Draft], i: usize, handoff: Option<usize>, giver: Option<usize>) -> Option<String> {
+    let sender = drafts[i].message.sender.as_str();
+    match handoff {
+        Some(h) => {
+            let Route::Handoff(holder) = &drafts[h].route else {
+                return None;
+            };
+            Some(match holder == sender {
+                true => drafts[h].message.sender.clone(),
+                false => holder.clone(),
+            })
+        }
+        None => giver
+            .map(|g| drafts[g].message.sender.as_str())
+            .filter(|g| *g != sender)
+            .map(str::to_owned),
+    }
 }
 
 /// For each draft, the nearest speaker after it whose name differs from its sender (an
@@ -578,58 +667,10 @@ impl Speakers {
         }
     }
 }
-
-/// The routing as it was before receivers were found by index: names copied per draft,
-/// twice. Kept as the reference the routing is checked against
-/// (`autogen_read::whole_document`).
 #[cfg(test)]
-pub(crate) fn route_by_names(drafts: Vec<Draft>) -> Vec<AgMessage> {
-    let mut next = speakers_by_name(drafts.iter().rev());
-    next.reverse();
-    let previous = speakers_by_name(drafts.iter());
-    let mut caller: Option<String> = None;
-    let mut messages = Vec::with_capacity(drafts.len());
-    for ((draft, next), previous) in drafts.into_iter().zip(next).zip(previous) {
-        let mut m = draft.message;
-        let turn = next
-            .or(previous)
-            .or_else(|| (m.sender != "user").then(|| "user".to_owned()));
-        let receiver = match draft.route {
-            Route::To(party) => Some(party),
-            Route::Caller => caller.clone().or(turn),
-            Route::Turn => turn,
-        };
-        if receiver.as_deref() == Some(TOOLS) {
-            caller = Some(m.sender.clone());
-        }
-        m.receiver = receiver.filter(|r| *r != m.sender);
-        messages.push(m);
-    }
-    messages
-}
-
-/// For each draft in the order given, the nearest speaker seen before it (in that order)
-/// whose name differs from the draft's sender ([`route_by_names`]).
+mod reference;
 #[cfg(test)]
-fn speakers_by_name<'a>(drafts: impl Iterator<Item = &'a Draft>) -> Vec<Option<String>> {
-    let mut nearest: Option<&str> = None;
-    let mut other_than_nearest: Option<&str> = None;
-    let mut out = Vec::new();
-    for d in drafts {
-        let sender = d.message.sender.as_str();
-        let pick = if nearest == Some(sender) {
-            other_than_nearest
-        } else {
-            nearest
-        };
-        out.push(pick.map(str::to_owned));
-        if d.speaks && nearest != Some(sender) {
-            other_than_nearest = nearest;
-            nearest = Some(sender);
-        }
-    }
-    out
-}
+pub(crate) use reference::route_by_names;
 
 #[cfg(test)]
 mod tests {
@@ -674,25 +715,32 @@ mod tests {
         assert_eq!(parse(&log.to_string()).unwrap()[0].message_type, "delegation");
     }
 
+    fn nobody(sender: &str) -> (String, Option<String>) {
+        (sender.to_owned(), None)
+    }
+
     #[test]
-    fn a_speaker_selection_names_the_next_speaker_and_takes_no_turn() {
+    fn a_speaker_selection_is_no_message() {
         let log = json!([
             {"source": "user", "type": "TextMessage", "content": "task"},
+            {"source": "manager", "type": "SelectorEvent", "content": "coder"},
             {"source": "manager", "type": "SelectSpeakerEvent", "content": ["coder"]},
             {"source": "coder", "type": "TextMessage", "content": "code"},
         ]);
+        let messages = parse(&log.to_string()).unwrap();
+        assert_eq!(
+            messages.iter().map(|m| m.step).collect::<Vec<_>>(),
+            [0, 3],
+            "steps stay the places in the list"
+        );
         assert_eq!(
             pairs(&log.to_string()),
-            vec![
-                pair("user", "coder"),
-                pair("manager", "coder"),
-                pair("coder", "user")
-            ]
+            vec![pair("user", "coder"), pair("coder", "user")]
         );
     }
 
     #[test]
-    fn turn_order_skips_the_senders_own_messages() {
+    fn turn_order_skips_the_senders_own_messages_and_a_thought_addresses_no_one() {
         let log = json!([
             {"source": "user", "type": "TextMessage", "content": "task"},
             {"source": "a", "type": "ThoughtEvent", "content": "hmm"},
@@ -701,7 +749,7 @@ mod tests {
         ]);
         assert_eq!(
             pairs(&log.to_string()),
-            vec![pair("user", "a"), pair("a", "b"), pair("a", "b"), pair("b", "a")]
+            vec![pair("user", "a"), nobody("a"), pair("a", "b"), pair("b", "a")]
         );
     }
 

@@ -36,7 +36,8 @@ pub struct AgMessage {
     pub message_type: &'static str,
     /// The text.
     pub content: String,
-    /// True when the entry's `role` is `user` (a human speaks).
+    /// True when a human speaks: the entry's `role` is `user` (CommuGraph's form), or an
+    /// AgentChat `UserProxyAgent` relays what a human typed.
     pub human: bool,
 }
 

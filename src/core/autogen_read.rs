@@ -14,7 +14,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::agentchat::{self, Draft, Form};
+use super::agentchat::{self, AgentChatReading, Draft, Form};
 use super::autogen::{self, AgMessage, AutogenError};
 use super::autogen_shape::{
     self as shape, read_whole, through_raw_value, KeySeed, PathStep, Peer, Plan, Target, MESSAGE_KEYS,
@@ -189,6 +189,8 @@ struct ListReading<'c, 'b> {
     charges: &'c mut Charges<'b>,
     messages: Vec<AgMessage>,
     drafts: Vec<Draft>,
+    /// What reading an AgentChat list remembers between entries.
+    agentchat: AgentChatReading,
 }
 
 impl<'c, 'b> ListReading<'c, 'b> {
@@ -199,6 +201,7 @@ impl<'c, 'b> ListReading<'c, 'b> {
             charges,
             messages: Vec::new(),
             drafts: Vec::new(),
+            agentchat: AgentChatReading::default(),
         }
     }
 
@@ -218,7 +221,7 @@ impl<'c, 'b> ListReading<'c, 'b> {
                 self.messages.push(message);
                 return Ok(());
             }
-            Form::AgentChat => agentchat::agentchat_draft(object, step),
+            Form::AgentChat => self.agentchat.draft(object, step),
             Form::ChatList => agentchat::chat_draft(object, step, self.peer),
         };
         if let Some(draft) = draft {
@@ -560,7 +563,7 @@ mod tests {
         }
     }
 
-    const ENTRY_KEYS: [&str; 16] = [
+    const ENTRY_KEYS: [&str; 21] = [
         "sender",
         "recipient",
         "to",
@@ -577,9 +580,14 @@ mod tests {
         "created_at",
         "uuid",
         "extra",
+        "id",
+        "call_id",
+        "is_error",
+        "tool_call_id",
+        "tool_responses",
     ];
 
-    const STRINGS: [&str; 22] = [
+    const STRINGS: [&str; 30] = [
         "a",
         "b",
         "user",
@@ -599,6 +607,14 @@ mod tests {
         "AssistantMessage",
         "FunctionExecutionResultMessage",
         "ModelClientStreamingChunkEvent",
+        "SelectorEvent",
+        "ThoughtEvent",
+        "UserInputRequestedEvent",
+        "StopMessage",
+        "ToolCallSummaryMessage",
+        "TERMINATE",
+        "Error: x",
+        "c1",
         "thought",
         "2024-03-01T08:00:00Z",
         "x\u{1}y\"",
@@ -654,28 +670,105 @@ mod tests {
         ]
     }
 
-    /// A 0.2 / AG2 chat message (or, now and then, `null`).
+    /// A 0.2 / AG2 chat message (or, now and then, `null`): with or without a name, tool
+    /// calls (with ids, one or two) or tool responses (their text in the content, or not).
     fn chat_entry() -> impl Strategy<Value = Json> {
         let text = || prop::sample::select(STRINGS.to_vec()).prop_map(|s| Json::Str(s.to_owned()));
         let role = prop::sample::select(vec!["user", "assistant", "tool", "function", "system"]);
-        let message = (role, text(), proptest::option::of(text()), any::<bool>()).prop_map(
-            |(role, content, name, calls)| {
-                let mut members = vec![("role", Json::Str(role.to_owned())), ("content", content)];
+        // A few names, so that conversations of two (and peers' names) come up.
+        let name = prop_oneof![
+            3 => prop::sample::select(vec!["a", "b", "critic"]).prop_map(|s| Json::Str(s.to_owned())),
+            1 => text(),
+        ];
+        let message = (role, text(), proptest::option::of(name), 0u8..3, any::<bool>()).prop_map(
+            |(role, content, name, calls, responses)| {
+                let mut members = vec![("role", Json::Str(role.to_owned())), ("content", content.clone())];
                 members.extend(name.map(|n| ("name", n)));
-                if calls {
-                    let call = Json::object(&[
-                        ("name", Json::Str("run".to_owned())),
-                        ("arguments", Json::Raw("{}")),
-                    ]);
-                    members.push((
-                        "tool_calls",
-                        Json::Array(vec![Json::object(&[("function", call)])]),
-                    ));
+                if calls > 0 {
+                    let call = |k: u8| {
+                        let function = Json::object(&[
+                            ("name", Json::Str("run".to_owned())),
+                            ("arguments", Json::Raw("{}")),
+                        ]);
+                        Json::object(&[("id", Json::Str(format!("c{k}"))), ("function", function)])
+                    };
+                    members.push(("tool_calls", Json::Array((0..calls).map(call).collect())));
+                }
+                if responses {
+                    let response = |said: Json| {
+                        Json::object(&[("tool_call_id", Json::Str("c0".to_owned())), ("content", said)])
+                    };
+                    let said = vec![response(content), response(Json::Str("Error: x".to_owned()))];
+                    members.push(("tool_responses", Json::Array(said)));
                 }
                 Json::object(&members)
             },
         );
         prop_oneof![8 => message, 1 => Just(Json::Raw("null"))]
+    }
+
+    /// An AgentChat message of a team of a few agents: text (ending the run now and then),
+    /// a thought, a handoff, a speaker selection, an input request, tool calls (one or two)
+    /// and their results (failed or not).
+    fn agentchat_entry() -> impl Strategy<Value = Json> {
+        let agent = || prop::sample::select(vec!["user", "a", "b", "c", "user_proxy"]);
+        let kind = prop::sample::select(vec![
+            "TextMessage",
+            "TextMessage",
+            "ToolCallSummaryMessage",
+            "StopMessage",
+            "ThoughtEvent",
+            "HandoffMessage",
+            "SelectorEvent",
+            "SelectSpeakerEvent",
+            "UserInputRequestedEvent",
+            "ToolCallRequestEvent",
+            "ToolCallExecutionEvent",
+            "FunctionExecutionResultMessage",
+        ]);
+        let text = prop::sample::select(vec!["hi", "done. TERMINATE", "please build it", ""]);
+        (agent(), agent(), kind, text, 1u8..3, any::<bool>()).prop_map(
+            |(source, target, kind, text, n, failed)| {
+                let content = match kind {
+                    "ToolCallRequestEvent" => Json::Array(
+                        (0..n)
+                            .map(|k| {
+                                Json::object(&[
+                                    ("id", Json::Str(format!("c{k}"))),
+                                    ("name", Json::Str("run".to_owned())),
+                                    ("arguments", Json::Str("{}".to_owned())),
+                                ])
+                            })
+                            .collect(),
+                    ),
+                    "ToolCallExecutionEvent" | "FunctionExecutionResultMessage" => Json::Array(
+                        (0..n)
+                            .map(|k| {
+                                Json::object(&[
+                                    ("call_id", Json::Str(format!("c{k}"))),
+                                    ("content", Json::Str(format!("r{k}"))),
+                                    (
+                                        "is_error",
+                                        Json::Raw(if failed && k == 0 { "true" } else { "false" }),
+                                    ),
+                                ])
+                            })
+                            .collect(),
+                    ),
+                    "SelectSpeakerEvent" => Json::Array(vec![Json::Str(target.to_owned())]),
+                    _ => Json::Str(text.to_owned()),
+                };
+                let mut members = vec![
+                    ("source", Json::Str(source.to_owned())),
+                    ("type", Json::Str(kind.to_owned())),
+                    ("content", content),
+                ];
+                if kind == "HandoffMessage" {
+                    members.push(("target", Json::Str(target.to_owned())));
+                }
+                Json::object(&members)
+            },
+        )
     }
 
     /// A log: a list of entries as an array or JSON lines, or wrapped in a document in one
@@ -685,8 +778,9 @@ mod tests {
         let list = || prop::collection::vec(entry(), 0..7).prop_map(Json::Array);
         let other = (prop::sample::select(DOCUMENT_KEYS.to_vec()), member_value());
         let chats = || prop::collection::vec(chat_entry(), 0..5).prop_map(Json::Array);
+        let team = || prop::collection::vec(agentchat_entry(), 0..12).prop_map(Json::Array);
         (
-            prop_oneof![list(), chats()],
+            prop_oneof![list(), chats(), team()],
             prop_oneof![list(), chats()],
             0u8..9,
             prop::collection::vec(other, 0..3),

@@ -4,6 +4,9 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+use crate::autogen_frameworks::{
+    Edge, ROUND_ROBIN_TERMINATION, ROUND_ROBIN_USER_PROXY, SELECTOR_PLANNER, SWARM_HANDOFFS,
+};
 use crate::helpers::{read_json, reference};
 use crate::server::{Options, TestServer};
 
@@ -139,7 +142,43 @@ struct Dump {
     edges: &'static [(&'static str, &'static str, u64)],
 }
 
-const DUMPS: [Dump; 4] = [
+/// The Swarm of AgentChat's notebook: each analyst answers the planner, who handed it
+/// control, and the planner's TERMINATE the user (before issue 33: the writer).
+pub(crate) const SWARM_NOTEBOOK: &[Edge] = &[
+    ("user", "planner", 1),
+    ("planner", "tools", 3),
+    ("planner", "financial_analyst", 1),
+    ("planner", "news_analyst", 1),
+    ("planner", "writer", 1),
+    ("planner", "user", 1),
+    ("tools", "planner", 3),
+    ("tools", "financial_analyst", 2),
+    ("tools", "news_analyst", 2),
+    ("tools", "writer", 1),
+    ("financial_analyst", "tools", 2),
+    ("financial_analyst", "planner", 2),
+    ("news_analyst", "tools", 2),
+    ("news_analyst", "planner", 3),
+    ("writer", "tools", 1),
+    ("writer", "planner", 1),
+];
+
+/// The SelectorGroupChat of AgentChat's notebook: its thought addresses nobody and the
+/// planner's last answer goes to the user (before issue 33: `WebSearchAgent ->
+/// DataAnalystAgent` 4, and `PlanningAgent -> DataAnalystAgent`).
+pub(crate) const SELECTOR_NOTEBOOK: &[Edge] = &[
+    ("user", "PlanningAgent", 1),
+    ("PlanningAgent", "WebSearchAgent", 1),
+    ("PlanningAgent", "user", 1),
+    ("WebSearchAgent", "tools", 3),
+    ("WebSearchAgent", "DataAnalystAgent", 3),
+    ("tools", "WebSearchAgent", 3),
+    ("tools", "DataAnalystAgent", 1),
+    ("DataAnalystAgent", "tools", 1),
+    ("DataAnalystAgent", "PlanningAgent", 1),
+];
+
+const DUMPS: [Dump; 8] = [
     Dump {
         path: "autogen/agentchat/swarm_task_result.json",
         nodes: &[
@@ -150,23 +189,7 @@ const DUMPS: [Dump; 4] = [
             "news_analyst",
             "writer",
         ],
-        edges: &[
-            ("user", "planner", 1),
-            ("planner", "tools", 3),
-            ("planner", "financial_analyst", 1),
-            ("planner", "news_analyst", 1),
-            ("planner", "writer", 2),
-            ("tools", "planner", 3),
-            ("tools", "financial_analyst", 2),
-            ("tools", "news_analyst", 2),
-            ("tools", "writer", 1),
-            ("financial_analyst", "tools", 2),
-            ("financial_analyst", "planner", 2),
-            ("news_analyst", "tools", 2),
-            ("news_analyst", "planner", 3),
-            ("writer", "tools", 1),
-            ("writer", "planner", 1),
-        ],
+        edges: SWARM_NOTEBOOK,
     },
     Dump {
         path: "autogen/agentchat/selector_messages.json",
@@ -177,17 +200,7 @@ const DUMPS: [Dump; 4] = [
             "tools",
             "DataAnalystAgent",
         ],
-        edges: &[
-            ("user", "PlanningAgent", 1),
-            ("PlanningAgent", "WebSearchAgent", 1),
-            ("PlanningAgent", "DataAnalystAgent", 1),
-            ("WebSearchAgent", "tools", 3),
-            ("WebSearchAgent", "DataAnalystAgent", 4),
-            ("tools", "WebSearchAgent", 3),
-            ("tools", "DataAnalystAgent", 1),
-            ("DataAnalystAgent", "tools", 1),
-            ("DataAnalystAgent", "PlanningAgent", 1),
-        ],
+        edges: SELECTOR_NOTEBOOK,
     },
     Dump {
         path: "autogen/chat_messages/groupchat_chat_result.json",
@@ -205,6 +218,7 @@ const DUMPS: [Dump; 4] = [
     Dump {
         path: "autogen/chat_messages/fsm_chat_messages.json",
         nodes: &["assistant", "A1", "A2", "B0", "B1", "B2", "C0", "C1", "C2"],
+        // C2's TERMINATE answers the task giver (before issue 33: C1).
         edges: &[
             ("assistant", "A1", 1),
             ("assistant", "B0", 1),
@@ -216,8 +230,28 @@ const DUMPS: [Dump; 4] = [
             ("B2", "B0", 1),
             ("C0", "C1", 1),
             ("C1", "C2", 1),
-            ("C2", "C1", 1),
+            ("C2", "assistant", 1),
         ],
+    },
+    Dump {
+        path: "autogen/agentchat/selector_planner.json",
+        nodes: &["user", "planner", "web_search", "tools", "data_analyst"],
+        edges: SELECTOR_PLANNER,
+    },
+    Dump {
+        path: "autogen/agentchat/swarm_handoffs.json",
+        nodes: &["user", "planner", "tools", "analyst", "writer"],
+        edges: SWARM_HANDOFFS,
+    },
+    Dump {
+        path: "autogen/agentchat/round_robin_termination.json",
+        nodes: &["user", "writer", "critic"],
+        edges: ROUND_ROBIN_TERMINATION,
+    },
+    Dump {
+        path: "autogen/agentchat/round_robin_user_proxy.json",
+        nodes: &["user", "assistant", "user_proxy"],
+        edges: ROUND_ROBIN_USER_PROXY,
     },
 ];
 
@@ -276,7 +310,18 @@ async fn check_dump(server: &TestServer, id: &str, dump: &Dump) {
     let units = units.json["annotations"].as_array().unwrap().clone();
     let addressed = units.iter().filter(|u| u["receiver"].is_string()).count() as u64;
     let total: u64 = edges.iter().map(|(_, _, w)| w).sum();
-    assert_eq!(total, addressed, "edge weights sum to the addressed messages");
+    // A message carrying several tool calls (or results) is an interaction per call.
+    let received: u64 = graph.json["graph"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["messages_received"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, received, "edge weights sum to the interactions received");
+    assert!(
+        total >= addressed,
+        "each addressed message is an interaction at least"
+    );
     for u in &units {
         let event = u["event_id"].as_str().unwrap();
         assert!(event.starts_with("M:"), "{event}");
@@ -349,7 +394,8 @@ async fn agentchat_units_carry_the_derived_receiver_and_intent() {
         ("M:1", "planner", "tools", "coordination"),
         ("M:2", "tools", "planner", "information_response"),
         ("M:3", "planner", "financial_analyst", "delegation"),
-        ("M:26", "planner", "writer", "information_response"),
+        // The final answer (TERMINATE) goes to the task giver (issue 33).
+        ("M:26", "planner", "user", "information_response"),
     ];
     for (event, actor, receiver, kind) in expect {
         let u = unit(event);

@@ -2,6 +2,7 @@
 
 mod api;
 mod autogen;
+mod autogen_frameworks;
 mod cli;
 mod complexity;
 mod concurrency;

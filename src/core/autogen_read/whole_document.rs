@@ -5,10 +5,10 @@
 
 use serde_json::{Map, Value};
 
-use crate::core::agentchat::{agentchat_draft, chat_draft, route_by_names, Form};
+use crate::core::agentchat::{chat_draft, route_by_names, AgentChatReading, Form};
 use crate::core::autogen::{message, AgMessage, AutogenError};
 
-const TYPES: [&str; 19] = [
+const TYPES: [&str; 20] = [
     "TextMessage",
     "MultiModalMessage",
     "StopMessage",
@@ -22,6 +22,7 @@ const TYPES: [&str; 19] = [
     "ModelClientStreamingChunkEvent",
     "ThoughtEvent",
     "SelectSpeakerEvent",
+    "SelectorEvent",
     "CodeGenerationEvent",
     "CodeExecutionEvent",
     "UserMessage",
@@ -164,7 +165,11 @@ fn read_entries(entries: &[(usize, &Value)]) -> Vec<AgMessage> {
         .iter()
         .filter_map(|(step, v)| Some((*step, v.as_object()?)));
     match form_of(entries.iter().map(|(_, v)| *v)) {
-        Form::AgentChat => route_by_names(objects.filter_map(|(step, o)| agentchat_draft(o, step)).collect()),
+        Form::AgentChat => {
+            let mut reading = AgentChatReading::default();
+            let drafts = objects.filter_map(|(step, o)| reading.draft(o, step)).collect();
+            route_by_names(drafts)
+        }
         Form::ChatList => route_by_names(
             objects
                 .filter_map(|(step, o)| chat_draft(o, step, None))

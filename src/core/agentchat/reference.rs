@@ -1,0 +1,139 @@
+//! The routing written the plain way: names compared and lists searched, in quadratic time.
+//! Kept as the reference that [`super::route`] is checked against
+//! (`autogen_read::whole_document`, `autogen_read`'s property test, and the one below).
+
+use super::{Draft, Route, TOOLS};
+use crate::core::autogen::AgMessage;
+
+/// [`super::route`]'s rules, each found by searching the drafts.
+pub(crate) fn route_by_names(drafts: Vec<Draft>) -> Vec<AgMessage> {
+    let n = drafts.len();
+    let sender = |d: &Draft| d.message.sender.clone();
+    let giver = drafts.iter().find(|d| d.speaks).map(sender);
+    let swarm = drafts.iter().any(|d| matches!(d.route, Route::Handoff(_)));
+    let mut receivers: Vec<Option<String>> = Vec::with_capacity(n);
+    for i in 0..n {
+        let me = drafts[i].message.sender.clone();
+        let speaker = |j: &usize| drafts[*j].speaks && drafts[*j].message.sender != me;
+        let next = (i + 1..n).find(speaker).map(|j| sender(&drafts[j]));
+        let previous = (0..i).rev().find(speaker).map(|j| sender(&drafts[j]));
+        let turn = next
+            .clone()
+            .or(previous)
+            .or_else(|| (me != "user").then(|| "user".to_owned()));
+        // The last draft that addressed the tools (before dropping a receiver that is its
+        // own sender).
+        let caller = (0..i)
+            .rev()
+            .find(|&j| receivers[j].as_deref() == Some(TOOLS))
+            .map(|j| sender(&drafts[j]));
+        let handoff = (0..i)
+            .rev()
+            .find(|&j| matches!(drafts[j].route, Route::Handoff(_)));
+        let d = &drafts[i];
+        let final_answer =
+            d.terminates && next.is_none() && !d.message.human && giver.as_ref().is_some_and(|g| *g != me);
+        let receiver = match &d.route {
+            Route::Nobody => None,
+            Route::To(party) | Route::Handoff(party) => Some(party.clone()),
+            Route::Caller => caller.or(turn),
+            Route::Turn if final_answer => giver.clone(),
+            Route::Turn if swarm => match handoff {
+                Some(h) => {
+                    let Route::Handoff(holder) = &drafts[h].route else {
+                        unreachable!()
+                    };
+                    Some(if *holder == me {
+                        sender(&drafts[h])
+                    } else {
+                        holder.clone()
+                    })
+                }
+                None => giver.clone().filter(|g| *g != me).or(turn),
+            },
+            Route::Turn => turn,
+        };
+        receivers.push(receiver);
+    }
+    drafts
+        .into_iter()
+        .zip(receivers)
+        .map(|(d, receiver)| {
+            let receiver = receiver.filter(|r| *r != d.message.sender);
+            AgMessage {
+                receiver,
+                ..d.message
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::super::route;
+    use super::*;
+
+    /// A draft among a few parties, of any route, with any of the flags routing reads.
+    fn draft() -> impl Strategy<Value = Draft> {
+        let party = || prop::sample::select(vec!["user", "a", "b", "c", TOOLS]);
+        let route = prop_oneof![
+            4 => Just(Route::Turn),
+            2 => party().prop_map(|p| Route::To(p.to_owned())),
+            1 => party().prop_map(|p| Route::Handoff(p.to_owned())),
+            2 => Just(Route::Caller),
+            1 => Just(Route::Nobody),
+        ];
+        (party(), route, any::<bool>(), any::<bool>()).prop_map(|(sender, route, terminates, human)| {
+            let result = route == Route::Caller;
+            Draft {
+                speaks: !result && route != Route::Nobody,
+                terminates: terminates && route == Route::Turn,
+                message: AgMessage {
+                    step: 0,
+                    timestamp: String::new(),
+                    sender: sender.to_owned(),
+                    receiver: None,
+                    message_type: "response",
+                    content: format!("{sender}:{terminates}"),
+                    human,
+                },
+                route,
+            }
+        })
+    }
+
+    fn drafts() -> impl Strategy<Value = Vec<Draft>> {
+        prop::collection::vec(draft(), 0..14).prop_map(|mut drafts| {
+            for (step, d) in drafts.iter_mut().enumerate() {
+                d.message.step = step;
+            }
+            drafts
+        })
+    }
+
+    fn copy(drafts: &[Draft]) -> Vec<Draft> {
+        drafts
+            .iter()
+            .map(|d| Draft {
+                message: d.message.clone(),
+                route: d.route.clone(),
+                speaks: d.speaks,
+                terminates: d.terminates,
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
+
+        /// The routing by index gives every draft the receiver the plain search gives it.
+        #[test]
+        fn routing_by_index_agrees_with_the_plain_search(drafts in drafts()) {
+            let want = route_by_names(copy(&drafts));
+            let got = route(drafts, |_| true).unwrap();
+            prop_assert_eq!(got, want);
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! Issue 33: AutoGen logs as the frameworks themselves write them (AgentChat 0.7 and AG2
+//! runs under `fixtures/autogen/{agentchat,ag2}/`, made by the scripts in
+//! `fixtures/autogen/generate/`) keep their structure in the communication graph. One
+//! regression test per finding, each asserting the graph's exact edges per pair.
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::server::{Options, TestServer};
+
+/// An edge: (source, target, weight).
+pub(crate) type Edge = (&'static str, &'static str, u64);
+
+/// `selector_planner.json`: a SelectorGroupChat whose planner delegates and gets the answer
+/// back after each agent's turn; the selections (`SelectorEvent`, `SelectSpeakerEvent`) are
+/// no messages.
+pub(crate) const SELECTOR_PLANNER: &[Edge] = &[
+    ("user", "planner", 1),
+    ("planner", "web_search", 2),
+    ("planner", "data_analyst", 1),
+    ("planner", "user", 1),
+    ("web_search", "tools", 2),
+    ("web_search", "planner", 2),
+    ("tools", "web_search", 2),
+    ("tools", "data_analyst", 1),
+    ("data_analyst", "tools", 1),
+    ("data_analyst", "planner", 1),
+];
+
+/// `swarm_handoffs.json`: planner -> analyst -> writer -> planner by handoffs; each agent
+/// answers the one who handed it control.
+pub(crate) const SWARM_HANDOFFS: &[Edge] = &[
+    ("user", "planner", 1),
+    ("planner", "tools", 1),
+    ("planner", "analyst", 1),
+    ("planner", "user", 1),
+    ("tools", "planner", 1),
+    ("tools", "analyst", 2),
+    ("tools", "writer", 1),
+    ("analyst", "tools", 2),
+    ("analyst", "planner", 1),
+    ("analyst", "writer", 1),
+    ("writer", "analyst", 1),
+    ("writer", "tools", 1),
+    ("writer", "planner", 1),
+];
+
+/// `round_robin_termination.json`: a writer and a critic in turns; the critic's TERMINATE
+/// answers the user who gave the task.
+pub(crate) const ROUND_ROBIN_TERMINATION: &[Edge] = &[
+    ("user", "writer", 1),
+    ("writer", "critic", 2),
+    ("critic", "writer", 1),
+    ("critic", "user", 1),
+];
+
+/// `round_robin_user_proxy.json`: an assistant and a human behind a UserProxyAgent.
+pub(crate) const ROUND_ROBIN_USER_PROXY: &[Edge] = &[
+    ("user", "assistant", 1),
+    ("assistant", "user_proxy", 2),
+    ("user_proxy", "assistant", 2),
+];
+
+/// A session of one fixture file, uploaded.
+struct Loaded {
+    id: String,
+    graph: Value,
+    units: Value,
+}
+
+async fn load(server: &TestServer, rel: &str) -> Loaded {
+    let bytes = std::fs::read(crate::helpers::fixture(rel)).unwrap();
+    let name = rel.rsplit('/').next().unwrap();
+    let up = server
+        .upload_raw(&format!("framework=autogen&filename={name}"), bytes)
+        .await;
+    assert_eq!(up.status, StatusCode::OK, "{rel}: {}", up.json);
+    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let graph = server.get(&format!("/api/graph/{id}")).await;
+    assert_eq!(graph.status, StatusCode::OK, "{rel}: {}", graph.json);
+    let units = server.get(&format!("/api/graph/{id}/annotations")).await;
+    assert_eq!(units.status, StatusCode::OK, "{rel}: {}", units.json);
+    Loaded {
+        id,
+        graph: graph.json,
+        units: units.json,
+    }
+}
+
+/// The graph's edges as (source, target, weight), in the body's order.
+pub(crate) fn edges(graph: &Value) -> Vec<(String, String, u64)> {
+    graph["graph"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["source"].as_str().unwrap().to_owned(),
+                e["target"].as_str().unwrap().to_owned(),
+                e["weight"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+pub(crate) fn owned(expected: &[Edge]) -> Vec<(String, String, u64)> {
+    expected
+        .iter()
+        .map(|(s, t, w)| ((*s).to_owned(), (*t).to_owned(), *w))
+        .collect()
+}
+
+fn node_ids(graph: &Value) -> Vec<&str> {
+    graph["graph"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect()
+}
+
+/// The unit `M:<step>`.
+fn unit(units: &Value, step: usize) -> &Value {
+    let event = format!("M:{step}");
+    units["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["event_id"] == event.as_str())
+        .unwrap_or_else(|| panic!("no unit {event}"))
+}
+
+/// The interactions of the edge `source -> target`.
+fn interactions<'a>(graph: &'a Value, source: &str, target: &str) -> &'a Vec<Value> {
+    graph["graph"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["source"] == source && e["target"] == target)
+        .unwrap_or_else(|| panic!("no edge {source} -> {target}"))["interactions"]
+        .as_array()
+        .unwrap()
+}
+
+/// Item 1: the selector's choices (`SelectorEvent`, then `SelectSpeakerEvent`, both from
+/// `SelectorGroupChatManager`) were speaker turns and messages to the selected speaker:
+/// every agent's message went to the manager, each selection counted twice, and the
+/// planner's delegations were lost. A selection is no message: the selected speaker's
+/// message answers the previous speaker's, as in any turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autogen_selector_chat_is_not_a_star_around_the_manager() {
+    let server = TestServer::start(Options::default()).await;
+    let s = load(&server, "autogen/agentchat/selector_planner.json").await;
+    assert_eq!(edges(&s.graph), owned(SELECTOR_PLANNER));
+    assert_eq!(
+        node_ids(&s.graph),
+        ["user", "planner", "web_search", "tools", "data_analyst"],
+        "the manager is no party"
+    );
+    // 29 entries, 14 of them the 7 selections.
+    assert_eq!(s.graph["graph"]["metadata"]["message_count"], 15);
+    assert_eq!(s.units["total"], 15);
+    // The planner's delegations, each at its step.
+    let delegations: Vec<u64> = interactions(&s.graph, "planner", "web_search")
+        .iter()
+        .chain(interactions(&s.graph, "planner", "data_analyst"))
+        .map(|i| i["step_index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(delegations, [3, 12, 20]);
+    let cut = server.get(&format!("/api/graph/{}?step=9", s.id)).await;
+    assert_eq!(
+        edges(&cut.json),
+        owned(&[
+            ("user", "planner", 1),
+            ("planner", "web_search", 1),
+            ("web_search", "tools", 1),
+            ("web_search", "planner", 1),
+            ("tools", "web_search", 1),
+        ]),
+        "?step=9"
+    );
+    server.stop().await;
+}
+
+/// Item 2: a `ThoughtEvent` (the model's reasoning before its call) was a message to the
+/// next speaker. It addresses nobody, as Claude Code's thinking does, and takes no turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autogen_thought_addresses_nobody() {
+    let server = TestServer::start(Options::default()).await;
+    let s = load(&server, "autogen/agentchat/selector_planner.json").await;
+    let thought = unit(&s.units, 6);
+    assert_eq!(thought["actor_id"], "web_search");
+    assert_eq!(thought["message_type"], "thought");
+    assert!(thought.get("receiver").is_none(), "{thought}");
+    let steps: Vec<u64> = s.graph["graph"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|e| e["interactions"].as_array().unwrap())
+        .map(|i| i["step_index"].as_u64().unwrap())
+        .collect();
+    assert!(!steps.contains(&6), "no interaction at the thought's step");
+    assert_eq!(edges(&s.graph), owned(SELECTOR_PLANNER));
+    // The notebook's run: its thought (step 5) went to DataAnalystAgent.
+    let n = load(&server, "autogen/agentchat/selector_messages.json").await;
+    assert!(unit(&n.units, 5).get("receiver").is_none());
+    assert_eq!(
+        edges(&n.graph),
+        owned(crate::autogen::SELECTOR_NOTEBOOK),
+        "WebSearchAgent -> DataAnalystAgent counts 3, not 4"
+    );
+    server.stop().await;
+}
+
+/// Item 3: the message that ends a run with its termination (`TERMINATE`) went to the
+/// previous speaker; it is the answer to the task, and goes to the task giver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autogen_final_answer_goes_to_the_task_giver() {
+    let server = TestServer::start(Options::default()).await;
+    let s = load(&server, "autogen/agentchat/round_robin_termination.json").await;
+    assert_eq!(edges(&s.graph), owned(ROUND_ROBIN_TERMINATION));
+    let last = unit(&s.units, 4);
+    assert_eq!(
+        (&last["actor_id"], &last["receiver"]),
+        (&"critic".into(), &"user".into())
+    );
+    for (rel, giver, sender, step) in [
+        ("autogen/agentchat/selector_planner.json", "user", "planner", 28),
+        ("autogen/agentchat/swarm_handoffs.json", "user", "planner", 14),
+        ("autogen/agentchat/swarm_task_result.json", "user", "planner", 26),
+        ("autogen/ag2/groupchat_messages.json", "admin", "planner", 6),
+    ] {
+        let s = load(&server, rel).await;
+        let last = unit(&s.units, step);
+        assert_eq!(last["actor_id"], sender, "{rel}");
+        assert_eq!(last["receiver"], giver, "{rel}");
+    }
+    // A human who ends it (the user proxy's APPROVE) answers the agent, as any turn.
+    let h = load(&server, "autogen/agentchat/round_robin_user_proxy.json").await;
+    assert_eq!(unit(&h.units, 6)["receiver"], "assistant");
+    server.stop().await;
+}
+
+/// Item 4: in a swarm, the analyst's tool summary went to the writer, who had not yet been
+/// handed control (the next speaker). The agent holding control answers whoever handed it
+/// control; anyone else addresses the agent holding it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autogen_swarm_messages_follow_who_holds_control() {
+    let server = TestServer::start(Options::default()).await;
+    let s = load(&server, "autogen/agentchat/swarm_handoffs.json").await;
+    assert_eq!(edges(&s.graph), owned(SWARM_HANDOFFS));
+    for (step, sender, receiver) in [
+        (3, "planner", "analyst"), // the handoff
+        (6, "analyst", "planner"), // the tool summary: to whoever handed it control
+        (9, "analyst", "writer"),  // the handoff
+        (10, "writer", "analyst"), // the writer's report
+        (13, "writer", "planner"), // the handoff
+        (14, "planner", "user"),   // the final answer
+    ] {
+        let u = unit(&s.units, step);
+        assert_eq!(u["actor_id"], sender, "M:{step}");
+        assert_eq!(u["receiver"], receiver, "M:{step}");
+    }
+    let notebook = load(&server, "autogen/agentchat/swarm_task_result.json").await;
+    assert_eq!(edges(&notebook.graph), owned(crate::autogen::SWARM_NOTEBOOK));
+    server.stop().await;
+}
+
+/// Item 8: a UserProxyAgent's replies (each after a `UserInputRequestedEvent`) are what the
+/// human typed, and were typed assistant turns of an agent. They are the human's turns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autogen_user_proxy_replies_are_the_humans_turns() {
+    let server = TestServer::start(Options::default()).await;
+    let s = load(&server, "autogen/agentchat/round_robin_user_proxy.json").await;
+    assert_eq!(edges(&s.graph), owned(ROUND_ROBIN_USER_PROXY));
+    let kinds: Vec<(&str, &str, &str)> = s.units["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["actor_id"].as_str().unwrap(),
+                u["actor_type"].as_str().unwrap(),
+                u["unit_type"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("user", "human", "user_turn"),
+            ("assistant", "agent", "assistant_turn"),
+            ("user_proxy", "human", "user_turn"),
+            ("assistant", "agent", "assistant_turn"),
+            ("user_proxy", "human", "user_turn"),
+        ]
+    );
+    assert_eq!(s.units["user_turn_count"], 3);
+    server.stop().await;
+}
