@@ -8,16 +8,17 @@
 //! the peer agent).
 //!
 //! Neither names a receiver, so one is derived the way the frameworks run a conversation
-//! (CONTRACT 3.14): a handoff goes to its `target`, a tool call to the [`TOOLS`] party and its
-//! result from [`TOOLS`] back to the caller, a thought to no one, the answer that ends the
-//! run to the task giver; in a swarm, by who holds control; any other message to the next
-//! speaker in turn order (the sender of the next message from someone else), the last one
-//! to the previous speaker, and a log with one speaker to `user`. A speaker selection is no
-//! message.
+//! (CONTRACT 3.14): a handoff goes to its `target`, a tool call to whoever answers it (the
+//! [`TOOLS`] party, or AG2's named executor) and its result back to the caller, a thought
+//! to no one, the answer that ends the run to the task giver; in a swarm, by who holds
+//! control; any other message to the next speaker in turn order (the sender of the next
+//! message from someone else), the last one to the previous speaker, and a log with one
+//! speaker to `user`. A speaker selection is no message. Each tool call (and result) of a
+//! message is a [`ToolPart`] of it, a failed result marked so.
 
 use serde_json::{Map, Value};
 
-use super::autogen::{js_string, message_type, timestamp, truthy, AgMessage};
+use super::autogen::{js_string, message_type, timestamp, truthy, AgMessage, ToolPart};
 
 /// The party tool calls go to and tool results come from.
 pub const TOOLS: &str = "tools";
@@ -328,6 +329,9 @@ enum Route {
     To(String),
     /// A handoff: to its target, who holds control from then on.
     Handoff(String),
+    /// Tool calls: to whoever answers them (the sender of the next tool result), which is
+    /// the [`TOOLS`] party unless the result is named.
+    Call,
     /// A tool result: back to the sender of the last tool call.
     Caller,
     /// No one: a thought.
@@ -345,6 +349,9 @@ pub(crate) struct Draft {
     /// True when the message carries the termination: a `StopMessage`, or text that
     /// mentions `TERMINATE` (AgentChat's `TextMentionTermination`, AG2's convention).
     terminates: bool,
+    /// True for a 0.2 / AG2 tool call without a `name` (AG2 drops it from calls): its
+    /// sender is the role until routing works out who made it.
+    unnamed_call: bool,
 }
 
 /// What reading an AgentChat list remembers between entries: the `UserProxyAgent` whose
@@ -392,20 +399,30 @@ fn agentchat_draft(object: &Map<String, Value>, step: usize) -> Option<Draft> {
         .get("source")
         .filter(|v| truthy(v))
         .map_or_else(|| "unknown".to_owned(), js_string);
-    let content = object.get("content").map(render).unwrap_or_default();
+    let calls = kind == "AssistantMessage" && object.get("content").is_some_and(Value::is_array);
+    let tool_list = calls
+        || matches!(
+            kind,
+            "ToolCallRequestEvent" | "ToolCallExecutionEvent" | "FunctionExecutionResultMessage"
+        );
+    let results = matches!(kind, "ToolCallExecutionEvent" | "FunctionExecutionResultMessage");
+    let (content, tools) = match object.get("content") {
+        Some(Value::Array(items)) if tool_list => tool_parts(items, results),
+        Some(content) => (render(content), Vec::new()),
+        None => (String::new(), Vec::new()),
+    };
     if content.trim().is_empty() {
         return None;
     }
-    let calls = kind == "AssistantMessage" && object.get("content").is_some_and(Value::is_array);
     let (sender, route, message_type) = match kind {
-        "AssistantMessage" if calls => (source, Route::To(TOOLS.to_owned()), "action"),
+        "AssistantMessage" if calls => (source, Route::Call, "action"),
         "FunctionExecutionResultMessage" => (TOOLS.to_owned(), Route::Caller, "observation"),
         "SystemMessage" => ("system".to_owned(), Route::Turn, "system"),
         "HandoffMessage" => match object.get("target").filter(|v| truthy(v)) {
             Some(target) => (source, Route::Handoff(js_string(target)), "delegation"),
             None => (source, Route::Turn, "delegation"),
         },
-        "ToolCallRequestEvent" => (source, Route::To(TOOLS.to_owned()), "action"),
+        "ToolCallRequestEvent" => (source, Route::Call, "action"),
         "ToolCallExecutionEvent" => (TOOLS.to_owned(), Route::To(source), "observation"),
         "ThoughtEvent" => (source, Route::Nobody, "thought"),
         "StopMessage" => (source, Route::Turn, "system"),
@@ -422,10 +439,12 @@ fn agentchat_draft(object: &Map<String, Value>, step: usize) -> Option<Draft> {
             message_type,
             content,
             human: false,
+            tools,
         },
         route,
         speaks,
         terminates,
+        unnamed_call: false,
     })
 }
 
@@ -434,6 +453,50 @@ const TERMINATE: &str = "TERMINATE";
 
 fn mentions_termination(text: &str) -> bool {
     text.contains(TERMINATE)
+}
+
+/// The text of a list of function calls (`name(arguments)`) or results (their `content`),
+/// one a line as [`render`] writes it, and a [`ToolPart`] per line: its id and tool name,
+/// and for a result whether it failed (`is_error: true`).
+fn tool_parts(items: &[Value], results: bool) -> (String, Vec<ToolPart>) {
+    let mut lines = ToolLines::default();
+    for item in items {
+        let field = |key: &str| item.get(key).filter(|v| truthy(v)).map(js_string);
+        let call_id = match results {
+            true => field("call_id").or_else(|| field("tool_call_id")),
+            false => field("id"),
+        };
+        let failed = results && item.get("is_error") == Some(&Value::Bool(true));
+        lines.push(render_item(item), call_id, field("name"), failed);
+    }
+    (lines.text, lines.parts)
+}
+
+/// Tool calls or results written one a line, with a part per line.
+#[derive(Default)]
+struct ToolLines {
+    text: String,
+    parts: Vec<ToolPart>,
+}
+
+impl ToolLines {
+    /// Adds `line` (nothing if it is empty) as a part.
+    fn push(&mut self, line: String, call_id: Option<String>, name: Option<String>, failed: bool) {
+        if line.is_empty() {
+            return;
+        }
+        if !self.text.is_empty() {
+            self.text.push('\n');
+        }
+        let start = self.text.len();
+        self.text.push_str(&line);
+        self.parts.push(ToolPart {
+            call_id,
+            name,
+            text: start..self.text.len(),
+            failed,
+        });
+    }
 }
 
 /// The text of an AgentChat `content`: a string; a list of function calls (`name(arguments)`),
@@ -477,41 +540,49 @@ fn render_item(item: &Value) -> String {
     item.to_string()
 }
 
-/// The draft of one 0.2 / AG2 message, or `None` when it holds no text. The sender is `name`,
-/// else by role: `user` the peer (or `user`), `tool`/`function` the tools, any other the role
-/// (the agent who saved the list, whose name it does not hold, is `assistant`). `peer` is
-/// the `chat_messages` key the list was saved under, if any.
+/// How AG2 writes a tool's failure in its result: `execute_function` answers an exception,
+/// a missing function or bad arguments with `Error: ...`.
+const AG2_ERROR: &str = "Error: ";
+
+/// The draft of one 0.2 / AG2 message, or `None` when it holds no text. The sender is `name`
+/// (but a `function` result's `name` is its function's), else by role: `user` the peer (or
+/// `user`), `tool`/`function` the tools, any other the role (the agent who saved the list,
+/// whose name it does not hold, is `assistant`; a call without a name is worked out when
+/// routing). `peer` is the `chat_messages` key the list was saved under, if any.
 pub(crate) fn chat_draft(object: &Map<String, Value>, step: usize, peer: Option<&str>) -> Option<Draft> {
     let role = object.get("role").and_then(Value::as_str).unwrap_or("");
     let named = object.get("name").filter(|v| truthy(v)).map(js_string);
-    let calls = calls(object);
     let result = matches!(role, "tool" | "function");
-    let sender = match (result, named, role) {
-        (true, _, _) => TOOLS.to_owned(),
-        (false, Some(name), _) => name,
-        (false, None, "user") => peer.unwrap_or("user").to_owned(),
-        (false, None, "") => "unknown".to_owned(),
-        (false, None, other) => other.to_owned(),
+    let sender = match (role, named.clone()) {
+        ("tool", Some(name)) => name,
+        ("tool" | "function", _) => TOOLS.to_owned(),
+        (_, Some(name)) => name,
+        ("user", None) => peer.unwrap_or("user").to_owned(),
+        ("", None) => "unknown".to_owned(),
+        (other, None) => other.to_owned(),
     };
-    let mut content = object.get("content").map(render).unwrap_or_default();
-    if content.trim().is_empty() {
-        content = if result {
-            object.get("tool_responses").map(render).unwrap_or_default()
-        } else {
-            calls.clone().unwrap_or_default()
-        };
-    }
+    let text = object.get("content").map(render).unwrap_or_default();
+    let (content, tools) = if result {
+        chat_results(object, text, named.filter(|_| role == "function"))
+    } else {
+        match chat_calls(object) {
+            Some((calls, parts)) => with_calls(text, calls, parts),
+            None => (text, Vec::new()),
+        }
+    };
     if content.trim().is_empty() {
         return None;
     }
-    let (route, kind) = match (result, calls.is_some()) {
+    let calls = !result && !tools.is_empty();
+    let (route, kind) = match (result, calls) {
         (true, _) => (Route::Caller, "observation"),
-        (false, true) => (Route::To(TOOLS.to_owned()), "action"),
+        (false, true) => (Route::Call, "action"),
         (false, false) => (Route::Turn, message_type(object, &content)),
     };
     Some(Draft {
         speaks: !result,
         terminates: route == Route::Turn && mentions_termination(&content),
+        unnamed_call: calls && !object.get("name").is_some_and(truthy),
         message: AgMessage {
             step,
             timestamp: timestamp(object, step),
@@ -520,32 +591,109 @@ pub(crate) fn chat_draft(object: &Map<String, Value>, step: usize, peer: Option<
             message_type: kind,
             content,
             human: false,
+            tools,
         },
         route,
     })
 }
 
-/// A message's tool or function calls as `name(arguments)` lines, if it makes any.
-fn calls(object: &Map<String, Value>) -> Option<String> {
-    let mut lines = Vec::new();
+/// A message's text followed by its calls, one a line (the parts moved to follow it).
+fn with_calls(text: String, calls: String, mut parts: Vec<ToolPart>) -> (String, Vec<ToolPart>) {
+    if text.trim().is_empty() {
+        return (calls, parts);
+    }
+    let shift = text.len() + 1;
+    for part in &mut parts {
+        part.text = part.text.start + shift..part.text.end + shift;
+    }
+    (format!("{text}\n{calls}"), parts)
+}
+
+/// A message's tool or function calls as `name(arguments)` lines, and a part per call, if
+/// it makes any.
+fn chat_calls(object: &Map<String, Value>) -> Option<(String, Vec<ToolPart>)> {
+    let mut lines = ToolLines::default();
     if let Some(Value::Array(tool_calls)) = object.get("tool_calls") {
-        lines.extend(
-            tool_calls
-                .iter()
-                .filter_map(|c| c.get("function"))
-                .map(render_item),
-        );
+        for call in tool_calls {
+            if let Some(function) = call.get("function") {
+                let id = call.get("id").filter(|v| truthy(v)).map(js_string);
+                let name = function.get("name").filter(|v| truthy(v)).map(js_string);
+                lines.push(render_item(function), id, name, false);
+            }
+        }
     }
     if let Some(call) = object.get("function_call").filter(|v| truthy(v)) {
-        lines.push(render_item(call));
+        let name = call.get("name").filter(|v| truthy(v)).map(js_string);
+        lines.push(render_item(call), None, name, false);
     }
-    (!lines.is_empty()).then(|| lines.join("\n"))
+    (!lines.parts.is_empty()).then_some((lines.text, lines.parts))
+}
+
+/// The text of a 0.2 / AG2 tool (or function) result message and a part per result: each of
+/// its `tool_responses` (found in its text, which AG2 writes as theirs joined), else the
+/// whole message is one; a part fails when its text starts with AG2's `Error: `. `function` is the
+/// function a `function` result names.
+fn chat_results(
+    object: &Map<String, Value>,
+    text: String,
+    function: Option<String>,
+) -> (String, Vec<ToolPart>) {
+    let responses = match object.get("tool_responses") {
+        Some(Value::Array(responses)) if !responses.is_empty() => responses.as_slice(),
+        _ => {
+            let text = match text.trim().is_empty() {
+                true => object.get("tool_responses").map(render).unwrap_or_default(),
+                false => text,
+            };
+            let whole = ToolPart {
+                call_id: object.get("tool_call_id").filter(|v| truthy(v)).map(js_string),
+                name: function,
+                text: 0..text.len(),
+                failed: text.trim_start().starts_with(AG2_ERROR),
+            };
+            let parts = if text.trim().is_empty() {
+                Vec::new()
+            } else {
+                vec![whole]
+            };
+            return (text, parts);
+        }
+    };
+    if text.trim().is_empty() {
+        let (text, mut parts) = tool_parts(responses, true);
+        for part in &mut parts {
+            part.failed |= text[part.text.clone()].trim_start().starts_with(AG2_ERROR);
+        }
+        return (text, parts);
+    }
+    let mut parts = Vec::with_capacity(responses.len());
+    let mut from = 0;
+    for response in responses {
+        let said = response.get("content").map(render).unwrap_or_default();
+        let found = (!said.is_empty())
+            .then(|| text.get(from..)?.find(&said))
+            .flatten()
+            .map(|at| from + at..from + at + said.len());
+        if let Some(range) = &found {
+            from = range.end;
+        }
+        parts.push(ToolPart {
+            call_id: response.get("tool_call_id").filter(|v| truthy(v)).map(js_string),
+            name: None,
+            // Not found as AG2 writes it: the part has no text of its own (so that the
+            // parts' texts never add up to more than the message's).
+            text: found.unwrap_or(from..from),
+            failed: said.trim_start().starts_with(AG2_ERROR),
+        });
+    }
+    (text, parts)
 }
 
 /// Gives every draft its receiver (the rules are CONTRACT 3.14's):
 ///
-/// - a handoff goes to its target; a tool call to the [`TOOLS`] party and a result back to
-///   the sender of the last call; a thought to no one;
+/// - a handoff goes to its target; a tool call to the sender of the tool result that
+///   answers it (the next one), which is [`TOOLS`] unless the result is named, and a result
+///   back to the sender of the last call; a thought to no one;
 /// - the message that ends the conversation carrying its termination (a `StopMessage`, or
 ///   `TERMINATE` in its text, with no one speaking after it) goes to the task giver (the
 ///   first speaker), unless a human or the task giver itself sends it;
@@ -555,9 +703,17 @@ fn calls(object: &Map<String, Value>) -> Option<String> {
 /// - any other message goes to the next speaker other than the sender, else the previous
 ///   one, else `user` (none for `user` itself).
 ///
-/// Nothing goes from a party to itself. Each receiver given is passed to `charge`; `None`
-/// as soon as it answers false.
-pub(crate) fn route(mut drafts: Vec<Draft>, mut charge: impl FnMut(&str) -> bool) -> Option<Vec<AgMessage>> {
+/// A call without a name (AG2 drops it) is first given its sender: in a conversation of two,
+/// the party that did not answer it; in a `chat_messages` list, the `peer` unless the peer
+/// answered it. Nothing goes from a party to itself. Each receiver given is passed to
+/// `charge`; `None` as soon as it answers false.
+pub(crate) fn route(
+    mut drafts: Vec<Draft>,
+    peer: Option<&str>,
+    mut charge: impl FnMut(&str) -> bool,
+) -> Option<Vec<AgMessage>> {
+    let answers = answering_results(&drafts);
+    name_unnamed_callers(&mut drafts, &answers, peer);
     let next = next_speakers(&drafts);
     let giver = drafts.iter().position(|d| d.speaks);
     let swarm = drafts.iter().any(|d| matches!(d.route, Route::Handoff(_)));
@@ -581,16 +737,16 @@ pub(crate) fn route(mut drafts: Vec<Draft>, mut charge: impl FnMut(&str) -> bool
         let receiver = match &draft.route {
             Route::Nobody => None,
             Route::To(party) | Route::Handoff(party) => Some(party.clone()),
+            Route::Call => Some(answers[i].map_or(TOOLS, sender).to_owned()),
             Route::Caller => caller.map(|c| sender(c).to_owned()).or_else(turn),
             Route::Turn if final_answer => giver.map(|g| sender(g).to_owned()),
             Route::Turn if swarm => in_control(&drafts, i, handoff, giver).or_else(turn),
             Route::Turn => turn(),
         };
-        if receiver.as_deref() == Some(TOOLS) {
-            caller = Some(i);
-        }
-        if let Route::Handoff(_) = draft.route {
-            handoff = Some(i);
+        match draft.route {
+            Route::Call => caller = Some(i),
+            Route::Handoff(_) => handoff = Some(i),
+            _ => {}
         }
         let message = &mut drafts[i].message;
         message.receiver = receiver.filter(|r| *r != message.sender);
@@ -621,6 +777,68 @@ fn in_control(drafts: &[Draft], i: usize, handoff: Option<usize>, giver: Option<
             .map(|g| drafts[g].message.sender.as_str())
             .filter(|g| *g != sender)
             .map(str::to_owned),
+    }
+}
+
+/// For each tool call draft, the next tool result after it (an index of `drafts`).
+fn answering_results(drafts: &[Draft]) -> Vec<Option<usize>> {
+    let mut answers = vec![None; drafts.len()];
+    let mut result = None;
+    for i in (0..drafts.len()).rev() {
+        match drafts[i].route {
+            Route::Caller => result = Some(i),
+            Route::Call => answers[i] = result,
+            _ => {}
+        }
+    }
+    answers
+}
+
+/// Gives each call without a name its sender, where the result answering it is named: the
+/// other party of a conversation of two, else the `peer` of a `chat_messages` list when the
+/// peer did not answer it; else it keeps its role.
+fn name_unnamed_callers(drafts: &mut [Draft], answers: &[Option<usize>], peer: Option<&str>) {
+    if !drafts.iter().any(|d| d.unnamed_call) {
+        return;
+    }
+    let pair = two_parties(drafts, peer);
+    for i in 0..drafts.len() {
+        if !drafts[i].unnamed_call {
+            continue;
+        }
+        let Some(executor) = answers[i].map(|r| drafts[r].message.sender.as_str()) else {
+            continue;
+        };
+        if executor == TOOLS {
+            continue;
+        }
+        let other = match &pair {
+            Some((a, b)) if a == executor => Some(b.clone()),
+            Some((a, b)) if b == executor => Some(a.clone()),
+            _ => peer.filter(|p| *p != executor).map(str::to_owned),
+        };
+        if let Some(other) = other {
+            drafts[i].message.sender = other;
+        }
+    }
+}
+
+/// The two parties of a conversation of two: the senders of the messages that take a turn
+/// (calls without a name aside) and the `peer`, when there are exactly two.
+fn two_parties(drafts: &[Draft], peer: Option<&str>) -> Option<(String, String)> {
+    let mut seen: Vec<&str> = peer.into_iter().collect();
+    for d in drafts.iter().filter(|d| d.speaks && !d.unnamed_call) {
+        let sender = d.message.sender.as_str();
+        if !seen.contains(&sender) {
+            if seen.len() == 2 {
+                return None;
+            }
+            seen.push(sender);
+        }
+    }
+    match seen[..] {
+        [a, b] => Some((a.to_owned(), b.to_owned())),
+        _ => None,
     }
 }
 
@@ -667,6 +885,7 @@ impl Speakers {
         }
     }
 }
+
 #[cfg(test)]
 mod reference;
 #[cfg(test)]

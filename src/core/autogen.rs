@@ -13,6 +13,7 @@
 //! `system` for role system, `action` for a `function_call`, then keywords, else `response`.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
@@ -39,6 +40,35 @@ pub struct AgMessage {
     /// True when a human speaks: the entry's `role` is `user` (CommuGraph's form), or an
     /// AgentChat `UserProxyAgent` relays what a human typed.
     pub human: bool,
+    /// The tool calls (or results) of a tool call (or result) message, one interaction
+    /// each in the graph; empty for any other message.
+    pub tools: Vec<ToolPart>,
+}
+
+/// One tool call, or one tool result, of an AutoGen message: a message may carry several
+/// (parallel calls in one request, and their results).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolPart {
+    /// The call's id (a call's `id`, a result's `call_id` or `tool_call_id`), when given.
+    pub call_id: Option<String>,
+    /// The tool's name, when given.
+    pub name: Option<String>,
+    /// Where its text is in the message's `content` (a byte range).
+    pub text: Range<usize>,
+    /// True for a result the log marks failed (`is_error: true`, or AG2's `Error: ...`).
+    pub failed: bool,
+}
+
+impl AgMessage {
+    /// The text of `part`, one of this message's [`AgMessage::tools`].
+    pub fn part_text(&self, part: &ToolPart) -> &str {
+        self.content.get(part.text.clone()).unwrap_or(&self.content)
+    }
+
+    /// True when one of its tool results failed.
+    pub fn failed(&self) -> bool {
+        self.tools.iter().any(|p| p.failed)
+    }
 }
 
 /// Why a log cannot be read; the messages are CommuGraph's.
@@ -141,6 +171,7 @@ pub(crate) fn message(object: &Map<String, Value>, step: usize) -> Option<AgMess
         message_type: message_type(object, &content),
         content,
         human: matches!(object.get("role"), Some(Value::String(r)) if r.eq_ignore_ascii_case("user")),
+        tools: Vec::new(),
     })
 }
 

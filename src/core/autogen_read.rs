@@ -237,7 +237,7 @@ impl<'c, 'b> ListReading<'c, 'b> {
             return Ok(self.messages);
         }
         let charges = self.charges;
-        agentchat::route(self.drafts, |receiver| {
+        agentchat::route(self.drafts, self.peer, |receiver| {
             charges.add(receiver_cost(receiver)).is_ok()
         })
         .ok_or_else(|| charges.past())

@@ -24,7 +24,7 @@ pub(crate) const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// The keys of an entry reading its message looks at (CommuGraph's fields, AgentChat's and
 /// 0.2's); the second pass keeps only these of an entry.
-pub(crate) const MESSAGE_KEYS: [&str; 19] = [
+pub(crate) const MESSAGE_KEYS: [&str; 20] = [
     "sender",
     "name",
     "from",
@@ -44,6 +44,7 @@ pub(crate) const MESSAGE_KEYS: [&str; 19] = [
     "target",
     "tool_calls",
     "tool_responses",
+    "tool_call_id",
 ];
 
 /// The keys whose list a whole-document object wraps, in the order they are looked for.

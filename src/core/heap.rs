@@ -371,6 +371,11 @@ impl Session {
                             + m.sender.heap_size()
                             + m.receiver.heap_size()
                             + m.content.heap_size()
+                            + m.tools.capacity() * size_of::<crate::core::autogen::ToolPart>()
+                            + m.tools
+                                .iter()
+                                .map(|p| p.call_id.heap_size() + p.name.heap_size())
+                                .sum::<usize>()
                     })
                     .sum::<usize>()
         });

@@ -5,7 +5,8 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::autogen_frameworks::{
-    Edge, ROUND_ROBIN_TERMINATION, ROUND_ROBIN_USER_PROXY, SELECTOR_PLANNER, SWARM_HANDOFFS,
+    Edge, AG2_GROUP_CHAT, AG2_TOOLS, ROUND_ROBIN_TERMINATION, ROUND_ROBIN_USER_PROXY, SELECTOR_PLANNER,
+    SWARM_HANDOFFS, TOOL_ERROR_PARALLEL,
 };
 use crate::helpers::{read_json, reference};
 use crate::server::{Options, TestServer};
@@ -178,7 +179,11 @@ pub(crate) const SELECTOR_NOTEBOOK: &[Edge] = &[
     ("DataAnalystAgent", "PlanningAgent", 1),
 ];
 
-const DUMPS: [Dump; 8] = [
+const AG2_GROUP_CHAT_NODES: &[&str] = &["admin", "planner", "coder", "critic"];
+
+const AG2_TOOLS_NODES: &[&str] = &["user_proxy", "weather_agent"];
+
+const DUMPS: [Dump; 14] = [
     Dump {
         path: "autogen/agentchat/swarm_task_result.json",
         nodes: &[
@@ -252,6 +257,36 @@ const DUMPS: [Dump; 8] = [
         path: "autogen/agentchat/round_robin_user_proxy.json",
         nodes: &["user", "assistant", "user_proxy"],
         edges: ROUND_ROBIN_USER_PROXY,
+    },
+    Dump {
+        path: "autogen/agentchat/tool_error_parallel.json",
+        nodes: &["user", "assistant", "tools"],
+        edges: TOOL_ERROR_PARALLEL,
+    },
+    Dump {
+        path: "autogen/ag2/groupchat_messages.json",
+        nodes: AG2_GROUP_CHAT_NODES,
+        edges: AG2_GROUP_CHAT,
+    },
+    Dump {
+        path: "autogen/ag2/groupchat_result.json",
+        nodes: AG2_GROUP_CHAT_NODES,
+        edges: AG2_GROUP_CHAT,
+    },
+    Dump {
+        path: "autogen/ag2/tools_chat_result.json",
+        nodes: AG2_TOOLS_NODES,
+        edges: AG2_TOOLS,
+    },
+    Dump {
+        path: "autogen/ag2/tools_user_proxy_chat_messages.json",
+        nodes: AG2_TOOLS_NODES,
+        edges: AG2_TOOLS,
+    },
+    Dump {
+        path: "autogen/ag2/tools_weather_agent_chat_messages.json",
+        nodes: AG2_TOOLS_NODES,
+        edges: AG2_TOOLS,
     },
 ];
 

@@ -19,9 +19,9 @@ pub(crate) const SELECTOR_PLANNER: &[Edge] = &[
     ("planner", "web_search", 2),
     ("planner", "data_analyst", 1),
     ("planner", "user", 1),
-    ("web_search", "tools", 2),
+    ("web_search", "tools", 3),
     ("web_search", "planner", 2),
-    ("tools", "web_search", 2),
+    ("tools", "web_search", 3),
     ("tools", "data_analyst", 1),
     ("data_analyst", "tools", 1),
     ("data_analyst", "planner", 1),
@@ -59,6 +59,30 @@ pub(crate) const ROUND_ROBIN_USER_PROXY: &[Edge] = &[
     ("user", "assistant", 1),
     ("assistant", "user_proxy", 2),
     ("user_proxy", "assistant", 2),
+];
+
+/// `tool_error_parallel.json`: two calls in one request, one failing.
+pub(crate) const TOOL_ERROR_PARALLEL: &[Edge] = &[
+    ("user", "assistant", 1),
+    ("assistant", "tools", 2),
+    ("assistant", "user", 1),
+    ("tools", "assistant", 2),
+];
+
+/// The AG2 group chat, in each of the three forms AG2 keeps it.
+pub(crate) const AG2_GROUP_CHAT: &[Edge] = &[
+    ("admin", "planner", 1),
+    ("planner", "coder", 1),
+    ("planner", "admin", 1),
+    ("coder", "critic", 2),
+    ("critic", "coder", 1),
+    ("critic", "planner", 1),
+];
+
+/// The AG2 chat whose user_proxy runs the weather agent's tools, in each form AG2 keeps it.
+pub(crate) const AG2_TOOLS: &[Edge] = &[
+    ("user_proxy", "weather_agent", 3),
+    ("weather_agent", "user_proxy", 3),
 ];
 
 /// A session of one fixture file, uploaded.
@@ -263,6 +287,94 @@ async fn autogen_swarm_messages_follow_who_holds_control() {
     }
     let notebook = load(&server, "autogen/agentchat/swarm_task_result.json").await;
     assert_eq!(edges(&notebook.graph), owned(crate::autogen::SWARM_NOTEBOOK));
+    server.stop().await;
+}
+
+/// Item 5: AG2's tool results carry the executing agent's `name` (`user_proxy`) and were
+/// credited to an invented `tools` party; the calls (AG2 writes them without a name) went
+/// there too, or came from `assistant`, the role. A result comes from its `name`; a call
+/// goes to whoever answers it and comes from the other party.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autogen_ag2_tool_results_come_from_the_named_executor() {
+    let server = TestServer::start(Options::default()).await;
+    for rel in [
+        "autogen/ag2/tools_chat_result.json",
+        "autogen/ag2/tools_user_proxy_chat_messages.json",
+        "autogen/ag2/tools_weather_agent_chat_messages.json",
+    ] {
+        let s = load(&server, rel).await;
+        assert_eq!(edges(&s.graph), owned(AG2_TOOLS), "{rel}");
+        assert_eq!(node_ids(&s.graph), ["user_proxy", "weather_agent"], "{rel}");
+        let (call, result) = (unit(&s.units, 1), unit(&s.units, 2));
+        assert_eq!(
+            (&call["actor_id"], &call["receiver"]),
+            (&"weather_agent".into(), &"user_proxy".into()),
+            "{rel}"
+        );
+        assert_eq!(
+            (&result["actor_id"], &result["receiver"]),
+            (&"user_proxy".into(), &"weather_agent".into()),
+            "{rel}"
+        );
+    }
+    server.stop().await;
+}
+
+/// Item 7: a failed tool call (AgentChat's `is_error: true`, AG2's `Error: ...`) read as a
+/// success, and two calls made in one request were one interaction. Each call (and each
+/// result) is an interaction of its own; a failed result's says `is_error: true`, and the
+/// call's unit says how each call went, as a Claude Code turn's `tool_summary` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autogen_tool_errors_fail_and_parallel_calls_are_two_interactions() {
+    let server = TestServer::start(Options::default()).await;
+    let s = load(&server, "autogen/agentchat/tool_error_parallel.json").await;
+    assert_eq!(edges(&s.graph), owned(TOOL_ERROR_PARALLEL));
+    let calls: Vec<&str> = interactions(&s.graph, "assistant", "tools")
+        .iter()
+        .map(|i| i["metadata"]["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            r#"get_weather({"city": "Paris"})"#,
+            r#"get_population({"city": "Paris"})"#
+        ]
+    );
+    let results: Vec<(&str, bool)> = interactions(&s.graph, "tools", "assistant")
+        .iter()
+        .map(|i| {
+            (
+                i["metadata"]["content"].as_str().unwrap(),
+                i["metadata"]["is_error"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            ("The weather in Paris is 23 degrees and sunny.", false),
+            ("no population data for Paris", true)
+        ]
+    );
+    let summary = &unit(&s.units, 1)["tool_summary"]["tool_calls"];
+    assert_eq!(
+        summary,
+        &serde_json::json!([
+            {"tool_use_id": "call_9", "tool_name": "get_weather", "success": true, "is_error": false, "result_count": 1},
+            {"tool_use_id": "call_10", "tool_name": "get_population", "success": false, "is_error": true, "result_count": 1}
+        ])
+    );
+    assert_eq!(unit(&s.units, 2)["is_error"], true);
+    // AG2: the user_proxy's results, the second `Error: ...`.
+    let ag2 = load(&server, "autogen/ag2/tools_chat_result.json").await;
+    let results: Vec<bool> = interactions(&ag2.graph, "user_proxy", "weather_agent")
+        .iter()
+        .map(|i| i["metadata"]["is_error"] == true)
+        .collect();
+    assert_eq!(results, [false, false, true], "the task, then the two results");
+    let summary = &unit(&ag2.units, 1)["tool_summary"]["tool_calls"];
+    assert_eq!(summary[0]["success"], true);
+    assert_eq!(summary[1]["is_error"], true);
     server.stop().await;
 }
 

@@ -14,7 +14,7 @@ use sessiongraph::core::autogen::AutogenError;
 use sessiongraph::core::heap::HeapSize;
 use sessiongraph::core::input::Format;
 use sessiongraph::core::memory_bound::{
-    fixed_cost, MemoryBound, MESSAGE_COST, PROCESS_RESERVE, RECORD_COST, TEXT_SHARE,
+    fixed_cost, MemoryBound, MESSAGE_COST, PROCESS_RESERVE, RECORD_COST, TEXT_SHARE, TOOL_PART_COST,
 };
 use sessiongraph::core::parse::parse_file;
 use sessiongraph::core::session::Branch;
@@ -972,6 +972,9 @@ enum MessageShape {
     Unaddressed,
     /// `{}`: no message.
     Empty,
+    /// `n` tool calls in one request (a message whose content is a list of `n` calls), and
+    /// in every other message their results: an interaction and a tool part each.
+    Calls(usize),
 }
 
 /// The form an AutoGen log comes in.
@@ -1010,6 +1013,7 @@ impl MessageShape {
             }
             MessageShape::Unaddressed => (sender, None, format!("\"to whom it may concern {i}\"")),
             MessageShape::Empty => return None,
+            MessageShape::Calls(n) => (sender, receiver, tool_list(i, n)),
         })
     }
 
@@ -1030,11 +1034,66 @@ impl MessageShape {
                 format!(r#"{{"sender":"{sender}"{to},"{key}":{content}}}"#)
             }
             LogForm::AgentChat => {
-                format!(r#"{{"source":"{sender}","type":"TextMessage","content":{content}}}"#)
+                let kind = match self {
+                    MessageShape::Calls(_) if i.is_multiple_of(2) => "ToolCallRequestEvent",
+                    MessageShape::Calls(_) => "ToolCallExecutionEvent",
+                    _ => "TextMessage",
+                };
+                format!(r#"{{"source":"{sender}","type":"{kind}","content":{content}}}"#)
             }
-            LogForm::ChatDict => format!(r#"{{"role":"user","name":"{sender}","content":{content}}}"#),
+            LogForm::ChatDict => match self {
+                MessageShape::Calls(n) if i.is_multiple_of(2) => format!(
+                    r#"{{"role":"assistant","name":"{sender}","content":null,"tool_calls":{}}}"#,
+                    ag2_calls(i, n)
+                ),
+                MessageShape::Calls(n) => format!(
+                    r#"{{"role":"tool","name":"{sender}","content":"","tool_responses":{}}}"#,
+                    ag2_results(i, n)
+                ),
+                _ => format!(r#"{{"role":"user","name":"{sender}","content":{content}}}"#),
+            },
         }
     }
+}
+
+/// AgentChat's `n` tool calls (message `i` even) or their results (`i` odd), as a JSON list.
+fn tool_list(i: usize, n: usize) -> String {
+    let items: Vec<String> = (0..n)
+        .map(|k| match i % 2 {
+            0 => format!(r#"{{"id":"c{i}_{k}","name":"f{k}","arguments":"{{}}"}}"#),
+            _ => format!(
+                r#"{{"call_id":"c{}_{k}","content":"r{k}","is_error":{}}}"#,
+                i - 1,
+                k % 2 == 1
+            ),
+        })
+        .collect();
+    format!("[{}]", items.join(","))
+}
+
+/// AG2's `tool_calls` of `n` calls.
+fn ag2_calls(i: usize, n: usize) -> String {
+    let items: Vec<String> = (0..n)
+        .map(|k| {
+            format!(
+                r#"{{"id":"c{i}_{k}","type":"function","function":{{"name":"f{k}","arguments":"{{}}"}}}}"#
+            )
+        })
+        .collect();
+    format!("[{}]", items.join(","))
+}
+
+/// AG2's `tool_responses` of `n` results.
+fn ag2_results(i: usize, n: usize) -> String {
+    let items: Vec<String> = (0..n)
+        .map(|k| {
+            format!(
+                r#"{{"tool_call_id":"c{}_{k}","role":"tool","content":"Error: r{k}"}}"#,
+                i.saturating_sub(1)
+            )
+        })
+        .collect();
+    format!("[{}]", items.join(","))
 }
 
 /// An AutoGen log of `form` made of runs of messages, each run `count` messages of one
@@ -1083,6 +1142,7 @@ fn message_shape() -> impl proptest::strategy::Strategy<Value = MessageShape> {
         (1..400usize).prop_map(MessageShape::Object),
         Just(MessageShape::Unaddressed),
         Just(MessageShape::Empty),
+        (1..60usize).prop_map(MessageShape::Calls),
     ]
 }
 
@@ -1154,6 +1214,35 @@ fn f10_a_small_autogen_message_costs_at_most_its_charge() {
         assert!(
             per_message <= MESSAGE_COST as i64,
             "{form}: {per_message} bytes per message"
+        );
+    }
+}
+
+/// Issue 33: each tool call (or result) of an AutoGen message is a part of it and an
+/// interaction of its own in the graph, and costs a bounded number of bytes beyond its text
+/// ([`TOOL_PART_COST`] is that, with some room): AgentChat's and AG2's requests of 20
+/// parallel calls and their results, every view rendered and kept.
+#[test]
+fn f10_an_autogen_tool_call_costs_at_most_its_charge() {
+    let unbounded = MemoryBound {
+        per_input_byte: f64::INFINITY,
+        allowance: 0,
+    };
+    let (n, calls) = (2_000, 20);
+    for form in [LogForm::AgentChat, LogForm::ChatDict] {
+        let bytes = autogen_log(&[(MessageShape::Calls(calls), n)], form);
+        let (peak, loaded) = autogen_peak_under_bound(&bytes, unbounded);
+        let messages = loaded.expect("loaded without a bound") as i64;
+        assert_eq!(messages, n as i64, "{form:?}");
+        let per_part =
+            (peak - bytes.len() as i64 - messages * MESSAGE_COST as i64) / (messages * calls as i64);
+        eprintln!(
+            "{form:?}: {} bytes in, peak {peak}, {per_part} bytes per tool part beyond its message's charge",
+            bytes.len()
+        );
+        assert!(
+            per_part <= TOOL_PART_COST as i64,
+            "{form:?}: {per_part} bytes per tool part"
         );
     }
 }

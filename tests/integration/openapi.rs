@@ -319,6 +319,29 @@ async fn every_documented_response_validates_against_openapi_yaml() {
             &server.get(&format!("/api/graph/{ag}{suffix}")).await,
         );
     }
+    // AutoGen's own dumps with tool calls, failed results among them (issue 33): the call's
+    // `tool_summary`, the result's `is_error`, an interaction per call.
+    for fixture in [
+        "autogen/agentchat/tool_error_parallel.json",
+        "autogen/ag2/tools_chat_result.json",
+    ] {
+        let bytes = std::fs::read(crate::helpers::fixture(fixture)).unwrap();
+        let up = server
+            .upload_raw("framework=autogen&filename=tools.json", bytes)
+            .await;
+        c.check("post", "/api/upload", &up);
+        let tools = up.json["graph_id"].as_str().unwrap().to_owned();
+        for (template, suffix) in [
+            ("/api/graph/{id}/annotations", "/annotations"),
+            ("/api/graph/{id}", ""),
+        ] {
+            c.check(
+                "get",
+                template,
+                &server.get(&format!("/api/graph/{tools}{suffix}")).await,
+            );
+        }
+    }
 
     parse_for_dialog(&mut c, &server).await;
     label_routes(&mut c, &server, &id).await;

@@ -428,6 +428,7 @@ fn d1_bodies_that_keep_input_texts_by_reference_are_the_bodies_written_out() {
         "pi/large-session.jsonl",
         "pi/before-compaction.jsonl",
         "autogen/chat_messages/groupchat_chat_result.json",
+        "autogen/ag2/tools_chat_result.json",
         "synthetic/subagents",
         "synthetic/edge_cases",
         "synthetic/multi_block",

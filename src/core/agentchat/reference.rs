@@ -6,12 +6,37 @@ use super::{Draft, Route, TOOLS};
 use crate::core::autogen::AgMessage;
 
 /// [`super::route`]'s rules, each found by searching the drafts.
-pub(crate) fn route_by_names(drafts: Vec<Draft>) -> Vec<AgMessage> {
+pub(crate) fn route_by_names(mut drafts: Vec<Draft>, peer: Option<&str>) -> Vec<AgMessage> {
     let n = drafts.len();
+    for i in 0..n {
+        if !drafts[i].unnamed_call {
+            continue;
+        }
+        let executor = (i + 1..n)
+            .find(|&j| drafts[j].route == Route::Caller)
+            .map(|j| drafts[j].message.sender.clone());
+        let Some(executor) = executor.filter(|e| e != TOOLS) else {
+            continue;
+        };
+        let mut parties: Vec<String> = peer.into_iter().map(str::to_owned).collect();
+        for d in drafts.iter().filter(|d| d.speaks && !d.unnamed_call) {
+            if !parties.contains(&d.message.sender) {
+                parties.push(d.message.sender.clone());
+            }
+        }
+        let other = if parties.len() == 2 && parties.contains(&executor) {
+            parties.into_iter().find(|p| *p != executor)
+        } else {
+            peer.filter(|p| *p != executor).map(str::to_owned)
+        };
+        if let Some(other) = other {
+            drafts[i].message.sender = other;
+        }
+    }
     let sender = |d: &Draft| d.message.sender.clone();
     let giver = drafts.iter().find(|d| d.speaks).map(sender);
     let swarm = drafts.iter().any(|d| matches!(d.route, Route::Handoff(_)));
-    let mut receivers: Vec<Option<String>> = Vec::with_capacity(n);
+    let mut receivers = Vec::with_capacity(n);
     for i in 0..n {
         let me = drafts[i].message.sender.clone();
         let speaker = |j: &usize| drafts[*j].speaks && drafts[*j].message.sender != me;
@@ -21,11 +46,9 @@ pub(crate) fn route_by_names(drafts: Vec<Draft>) -> Vec<AgMessage> {
             .clone()
             .or(previous)
             .or_else(|| (me != "user").then(|| "user".to_owned()));
-        // The last draft that addressed the tools (before dropping a receiver that is its
-        // own sender).
         let caller = (0..i)
             .rev()
-            .find(|&j| receivers[j].as_deref() == Some(TOOLS))
+            .find(|&j| drafts[j].route == Route::Call)
             .map(|j| sender(&drafts[j]));
         let handoff = (0..i)
             .rev()
@@ -36,6 +59,11 @@ pub(crate) fn route_by_names(drafts: Vec<Draft>) -> Vec<AgMessage> {
         let receiver = match &d.route {
             Route::Nobody => None,
             Route::To(party) | Route::Handoff(party) => Some(party.clone()),
+            Route::Call => Some(
+                (i + 1..n)
+                    .find(|&j| drafts[j].route == Route::Caller)
+                    .map_or_else(|| TOOLS.to_owned(), |j| sender(&drafts[j])),
+            ),
             Route::Caller => caller.or(turn),
             Route::Turn if final_answer => giver.clone(),
             Route::Turn if swarm => match handoff {
@@ -53,17 +81,14 @@ pub(crate) fn route_by_names(drafts: Vec<Draft>) -> Vec<AgMessage> {
             },
             Route::Turn => turn,
         };
-        receivers.push(receiver);
+        receivers.push(receiver.filter(|r| *r != me));
     }
     drafts
         .into_iter()
         .zip(receivers)
-        .map(|(d, receiver)| {
-            let receiver = receiver.filter(|r| *r != d.message.sender);
-            AgMessage {
-                receiver,
-                ..d.message
-            }
+        .map(|(d, receiver)| AgMessage {
+            receiver,
+            ..d.message
         })
         .collect()
 }
@@ -80,28 +105,33 @@ mod tests {
         let party = || prop::sample::select(vec!["user", "a", "b", "c", TOOLS]);
         let route = prop_oneof![
             4 => Just(Route::Turn),
-            2 => party().prop_map(|p| Route::To(p.to_owned())),
+            1 => party().prop_map(|p| Route::To(p.to_owned())),
             1 => party().prop_map(|p| Route::Handoff(p.to_owned())),
+            2 => Just(Route::Call),
             2 => Just(Route::Caller),
             1 => Just(Route::Nobody),
         ];
-        (party(), route, any::<bool>(), any::<bool>()).prop_map(|(sender, route, terminates, human)| {
-            let result = route == Route::Caller;
-            Draft {
-                speaks: !result && route != Route::Nobody,
-                terminates: terminates && route == Route::Turn,
-                message: AgMessage {
-                    step: 0,
-                    timestamp: String::new(),
-                    sender: sender.to_owned(),
-                    receiver: None,
-                    message_type: "response",
-                    content: format!("{sender}:{terminates}"),
-                    human,
-                },
-                route,
-            }
-        })
+        (party(), route, any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+            |(sender, route, terminates, unnamed, human)| {
+                let result = route == Route::Caller;
+                Draft {
+                    speaks: !result && route != Route::Nobody,
+                    terminates: terminates && route == Route::Turn,
+                    unnamed_call: unnamed && route == Route::Call,
+                    message: AgMessage {
+                        step: 0,
+                        timestamp: String::new(),
+                        sender: sender.to_owned(),
+                        receiver: None,
+                        message_type: "response",
+                        content: format!("{sender}:{terminates}"),
+                        human,
+                        tools: Vec::new(),
+                    },
+                    route,
+                }
+            },
+        )
     }
 
     fn drafts() -> impl Strategy<Value = Vec<Draft>> {
@@ -121,6 +151,7 @@ mod tests {
                 route: d.route.clone(),
                 speaks: d.speaks,
                 terminates: d.terminates,
+                unnamed_call: d.unnamed_call,
             })
             .collect()
     }
@@ -130,9 +161,12 @@ mod tests {
 
         /// The routing by index gives every draft the receiver the plain search gives it.
         #[test]
-        fn routing_by_index_agrees_with_the_plain_search(drafts in drafts()) {
-            let want = route_by_names(copy(&drafts));
-            let got = route(drafts, |_| true).unwrap();
+        fn routing_by_index_agrees_with_the_plain_search(
+            drafts in drafts(),
+            peer in proptest::option::of(prop::sample::select(vec!["a", "b", "peer"])),
+        ) {
+            let want = route_by_names(copy(&drafts), peer);
+            let got = route(drafts, peer, |_| true).unwrap();
             prop_assert_eq!(got, want);
         }
     }

@@ -168,12 +168,13 @@ fn read_entries(entries: &[(usize, &Value)]) -> Vec<AgMessage> {
         Form::AgentChat => {
             let mut reading = AgentChatReading::default();
             let drafts = objects.filter_map(|(step, o)| reading.draft(o, step)).collect();
-            route_by_names(drafts)
+            route_by_names(drafts, None)
         }
         Form::ChatList => route_by_names(
             objects
                 .filter_map(|(step, o)| chat_draft(o, step, None))
                 .collect(),
+            None,
         ),
         Form::CommuGraph => objects.filter_map(|(step, o)| message(o, step)).collect(),
     }
@@ -194,7 +195,7 @@ fn read_wrapped(wrapped: &Wrapped<'_>) -> Result<Vec<AgMessage>, AutogenError> {
                     .iter()
                     .filter_map(|(step, v)| chat_draft(v.as_object()?, *step, Some(peer)))
                     .collect();
-                messages.extend(route_by_names(drafts));
+                messages.extend(route_by_names(drafts, Some(peer)));
                 first_step += list.len();
             }
             Ok(messages)

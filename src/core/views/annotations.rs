@@ -172,8 +172,10 @@ pub fn dialog_of(annotations: &super::Body) -> Option<super::Body> {
 }
 
 /// A unit of an AutoGen log: one message (`event_id` `M:<step>`), a `user_turn` when a
-/// human speaks (the sender is `user`, any case, or the entry's role is user) and an
-/// `assistant_turn` otherwise, with whom it addresses, its type and its intent.
+/// human speaks (the sender is `user`, any case, the entry's role is user, or a
+/// `UserProxyAgent` relays a human's input) and an `assistant_turn` otherwise, with whom it
+/// addresses, its type and its intent. A tool call's unit says how each call went
+/// (`tool_summary`, as a Claude Code turn's), a failed result's `is_error: true`.
 #[derive(Debug, Serialize)]
 pub struct MessageUnit<'a> {
     event_id: String,
@@ -188,6 +190,68 @@ pub struct MessageUnit<'a> {
     timestamp: &'a str,
     text_or_artifact_ref: MessageText<'a>,
     labels: ShownLabels<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_summary: Option<MessageToolSummary<'a>>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    is_error: bool,
+}
+
+/// How each tool call of an AutoGen message went, in the shape of a Claude Code turn's
+/// `tool_summary` (an id or a name the log does not give is left out).
+#[derive(Debug, Serialize)]
+struct MessageToolSummary<'a> {
+    tool_calls: Vec<MessageToolOutcome<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct MessageToolOutcome<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_use_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_name: Option<&'a str>,
+    success: bool,
+    is_error: bool,
+    result_count: usize,
+}
+
+/// For each message (by index) that makes tool calls, the [`Outcome`] of each call: its
+/// results are matched by call id to the latest call with that id, else by place to the
+/// last call message's calls.
+fn call_outcomes(messages: &[crate::core::autogen::AgMessage]) -> HashMap<usize, Vec<Outcome>> {
+    let mut outcomes: HashMap<usize, Vec<Outcome>> = HashMap::new();
+    let mut by_id: HashMap<&str, (usize, usize)> = HashMap::new();
+    let mut last_call: Option<usize> = None;
+    for (i, m) in messages.iter().enumerate() {
+        if m.tools.is_empty() {
+            continue;
+        }
+        match m.message_type {
+            "action" => {
+                outcomes.insert(i, vec![Outcome::default(); m.tools.len()]);
+                for (k, part) in m.tools.iter().enumerate() {
+                    if let Some(id) = part.call_id.as_deref() {
+                        by_id.insert(id, (i, k));
+                    }
+                }
+                last_call = Some(i);
+            }
+            "observation" => {
+                for (k, part) in m.tools.iter().enumerate() {
+                    let by_place = last_call.map(|c| (c, k));
+                    let call = part.call_id.as_deref().and_then(|id| by_id.get(id).copied());
+                    let Some((c, at)) = call.or(by_place) else {
+                        continue;
+                    };
+                    if let Some(o) = outcomes.get_mut(&c).and_then(|o| o.get_mut(at)) {
+                        o.count += 1;
+                        o.failed |= part.failed;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    outcomes
 }
 
 #[derive(Debug, Serialize)]
@@ -207,9 +271,11 @@ fn message_units<'a>(
     messages: &'a [crate::core::autogen::AgMessage],
 ) -> AnnotationsBody<'a> {
     let file = session.files.first().map_or("", |f| f.name.as_str());
+    let outcomes = call_outcomes(messages);
     let annotations: Vec<Unit> = messages
         .iter()
-        .map(|m| {
+        .enumerate()
+        .map(|(i, m)| {
             let human = m.sender.eq_ignore_ascii_case("user") || m.human;
             let line = m.step + 1;
             Unit::Message(MessageUnit {
@@ -229,6 +295,21 @@ fn message_units<'a>(
                     text: Text::from(m.content.as_str()),
                 },
                 labels: ShownLabels::NONE,
+                tool_summary: outcomes.get(&i).map(|o| MessageToolSummary {
+                    tool_calls: m
+                        .tools
+                        .iter()
+                        .zip(o)
+                        .map(|(part, o)| MessageToolOutcome {
+                            tool_use_id: part.call_id.as_deref(),
+                            tool_name: part.name.as_deref(),
+                            success: o.count > 0 && !o.failed,
+                            is_error: o.failed,
+                            result_count: o.count,
+                        })
+                        .collect(),
+                }),
+                is_error: m.message_type == "observation" && m.failed(),
             })
         })
         .collect();

@@ -3,7 +3,10 @@
 //! first message (`first_appearance`; `last_activity` the greatest time it sent at);
 //! one directed edge per (sender, receiver) pair with an interaction per message, messages
 //! without a receiver adding none; nodes in order of first appearance, edges by source then
-//! target in order of first appearance; `?step=N` as for every framework.
+//! target in order of first appearance; `?step=N` as for every framework. Past CommuGraph,
+//! a message carrying several tool calls (or results) is an interaction per call (or
+//! result), with the call's text, and a failed result's says `is_error: true`; a node
+//! receives an interaction's worth each.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -13,7 +16,7 @@ use foldhash::{HashMap, HashMapExt};
 use super::graph::{
     metrics_of, snapshot, EdgeJson, GraphBody, InteractionJson, InteractionMetadata, MetricsBody, SenderNode,
 };
-use crate::core::autogen::{intent, js_prefix, AgMessage};
+use crate::core::autogen::{intent, js_prefix, AgMessage, ToolPart};
 use crate::core::literals::Preview;
 
 /// A party's whole-log tallies.
@@ -25,11 +28,21 @@ struct Party<'a> {
     last: &'a str,
 }
 
-/// The parties (in order of first appearance) and the edges (source, target, messages).
+/// One interaction: a message, or one of its tool calls (or results).
+type Said<'a> = (&'a AgMessage, Option<&'a ToolPart>);
+
+/// The interactions of a message that has a receiver: one per tool part, else one.
+fn said(m: &AgMessage) -> impl Iterator<Item = Said<'_>> {
+    let whole = m.tools.is_empty().then_some((m, None));
+    whole.into_iter().chain(m.tools.iter().map(move |p| (m, Some(p))))
+}
+
+/// The parties (in order of first appearance) and the edges (source, target,
+/// interactions).
 struct Built<'a> {
     parties: Vec<Party<'a>>,
     index: HashMap<&'a str, usize>,
-    edges: Vec<(usize, usize, Vec<&'a AgMessage>)>,
+    edges: Vec<(usize, usize, Vec<Said<'a>>)>,
 }
 
 fn build(messages: &[AgMessage]) -> Built<'_> {
@@ -49,12 +62,13 @@ fn build(messages: &[AgMessage]) -> Built<'_> {
             continue;
         };
         let r = built.party(receiver, m);
-        built.parties[r].received += 1;
         let e = *pairs.entry((s, r)).or_insert_with(|| {
             built.edges.push((s, r, Vec::new()));
             built.edges.len() - 1
         });
-        built.edges[e].2.push(m);
+        let before = built.edges[e].2.len();
+        built.edges[e].2.extend(said(m));
+        built.parties[r].received += built.edges[e].2.len() - before;
     }
     built.edges.sort_by_key(|(s, _, _)| *s);
     built
@@ -141,23 +155,27 @@ fn cut(messages: &[AgMessage], n: u64) -> (Built<'_>, Vec<bool>) {
     (built, linked)
 }
 
-fn edge_json<'a>(built: &Built<'a>, s: usize, t: usize, list: &[&'a AgMessage]) -> EdgeJson<'a> {
+fn edge_json<'a>(built: &Built<'a>, s: usize, t: usize, list: &[Said<'a>]) -> EdgeJson<'a> {
     EdgeJson {
         source: Cow::Owned(built.parties[s].id.to_owned()),
         target: Cow::Owned(built.parties[t].id.to_owned()),
         weight: list.len(),
         interactions: list
             .iter()
-            .map(|m| InteractionJson {
-                step_index: m.step,
-                timestamp: Some(&m.timestamp),
-                intent: intent(m.message_type),
-                message_id: m.step,
-                metadata: InteractionMetadata {
-                    message_type: m.message_type,
-                    content: Some(&m.content),
-                    content_preview: Preview::of_str(&js_prefix(&m.content, 100)),
-                },
+            .map(|&(m, part)| {
+                let content = part.map_or(m.content.as_str(), |p| m.part_text(p));
+                InteractionJson {
+                    step_index: m.step,
+                    timestamp: Some(&m.timestamp),
+                    intent: intent(m.message_type),
+                    message_id: m.step,
+                    metadata: InteractionMetadata {
+                        message_type: m.message_type,
+                        content: Some(content),
+                        content_preview: Preview::of_str(&js_prefix(content, 100)),
+                        is_error: part.is_some_and(|p| p.failed),
+                    },
+                }
             })
             .collect(),
     }
@@ -222,14 +240,17 @@ mod tests {
     fn graph_cut_by_search(messages: &[AgMessage], step: Option<u64>) -> GraphBody<'_> {
         let built = build(messages);
         let upto = |s: usize| step.is_none_or(|n| (s as u64) <= n);
-        let edges: Vec<(usize, usize, Vec<&AgMessage>)> = built
+        let edges: Vec<(usize, usize, Vec<Said>)> = built
             .edges
             .iter()
             .map(|(s, t, list)| {
                 (
                     *s,
                     *t,
-                    list.iter().copied().filter(|m| upto(m.step)).collect::<Vec<_>>(),
+                    list.iter()
+                        .copied()
+                        .filter(|(m, _)| upto(m.step))
+                        .collect::<Vec<_>>(),
                 )
             })
             .filter(|(_, _, list)| !list.is_empty())
@@ -241,7 +262,7 @@ mod tests {
         for m in messages.iter().filter(|m| upto(m.step)) {
             sent[built.index[m.sender.as_str()]] += 1;
             if let Some(r) = m.receiver.as_deref() {
-                received[built.index[r]] += 1;
+                received[built.index[r]] += m.tools.len().max(1);
             }
         }
         let nodes: Vec<SenderNode> = built
@@ -275,24 +296,43 @@ mod tests {
         snapshot(nodes, edges, step, total_steps, messages.len())
     }
 
-    /// Messages among a few parties, some addressing nobody, with times out of order.
+    /// Messages among a few parties, some addressing nobody, some carrying tool parts (a
+    /// failed one now and then), with times out of order.
     fn messages() -> impl Strategy<Value = Vec<AgMessage>> {
         let party = || prop::sample::select(vec!["a", "b", "c", "d", "user"]);
-        let message = (party(), proptest::option::of(party()), 0u8..5, any::<bool>());
+        let message = (
+            party(),
+            proptest::option::of(party()),
+            0u8..5,
+            any::<bool>(),
+            prop::collection::vec(any::<bool>(), 0..3),
+        );
         prop::collection::vec(message, 0..24).prop_map(|drawn| {
             let mut step = 0;
             drawn
                 .into_iter()
-                .map(|(sender, receiver, time, gap)| {
+                .map(|(sender, receiver, time, gap, parts)| {
                     step += 1 + usize::from(gap);
+                    let content = format!("m{step}:{}", "p".repeat(parts.len()));
+                    let tools = parts
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &failed)| ToolPart {
+                            call_id: Some(format!("c{k}")),
+                            name: None,
+                            text: content.len() - k - 1..content.len() - k,
+                            failed,
+                        })
+                        .collect();
                     AgMessage {
                         step,
                         timestamp: format!("2024-01-01T00:00:0{time}.000Z"),
                         sender: sender.to_owned(),
                         receiver: receiver.filter(|r| *r != sender).map(str::to_owned),
                         message_type: "response",
-                        content: format!("m{step}"),
+                        content,
                         human: false,
+                        tools,
                     }
                 })
                 .collect()

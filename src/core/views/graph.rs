@@ -76,13 +76,16 @@ pub(super) struct InteractionJson<'a> {
     pub(super) metadata: InteractionMetadata<'a>,
 }
 
-/// An interaction's metadata: the full content only for AutoGen (as CommuGraph gives it).
+/// An interaction's metadata: the full content only for AutoGen (as CommuGraph gives it),
+/// and `is_error: true` only for an AutoGen tool result the log marks failed.
 #[derive(Debug, Serialize)]
 pub(super) struct InteractionMetadata<'a> {
     pub(super) message_type: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) content: Option<&'a str>,
     pub(super) content_preview: Preview,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(super) is_error: bool,
 }
 
 /// A sender.
@@ -392,6 +395,7 @@ fn edge_json<'a>(parties: &Parties<'a>, s: usize, t: usize, list: Vec<&Interacti
                     message_type: i.message_type,
                     content: None,
                     content_preview: i.content_preview.clone(),
+                    is_error: false,
                 },
             })
             .collect(),
