@@ -14,7 +14,8 @@
 //! control; any other message to the next speaker in turn order (the sender of the next
 //! message from someone else), the last one to the previous speaker, and a log with one
 //! speaker to `user`. A speaker selection is no message. Each tool call (and result) of a
-//! message is a [`ToolPart`] of it, a failed result marked so.
+//! message is a [`ToolPart`] of it, a failed result marked so. A `chat_messages` list that
+//! repeats an earlier one (a group chat manager's copy per agent) counts once.
 
 use serde_json::{Map, Value};
 
@@ -886,10 +887,48 @@ impl Speakers {
     }
 }
 
+/// Empties every conversation of a `chat_messages` dict that repeats one before it (a group
+/// chat manager keeps the whole conversation once per agent): the same senders and texts at
+/// the same places in the list. `conversations` are the peers' messages in the dict's
+/// order, each with the step of its list's first entry.
+pub(crate) fn drop_copies(conversations: &mut [(usize, Vec<AgMessage>)]) {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let hasher = foldhash::fast::FixedState::default();
+    let key = |(first, messages): &(usize, Vec<AgMessage>)| {
+        let mut h = hasher.build_hasher();
+        for m in messages {
+            (m.step - first, &m.sender, &m.content).hash(&mut h);
+        }
+        messages.len().hash(&mut h);
+        h.finish()
+    };
+    let same = |(f1, a): &(usize, Vec<AgMessage>), (f2, b): &(usize, Vec<AgMessage>)| {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| x.step - f1 == y.step - f2 && x.sender == y.sender && x.content == y.content)
+    };
+    // The first conversation of each hash: another of the same hash (a copy, or, very
+    // rarely, a collision) is compared with it, and only on a collision with the rest.
+    let mut seen: foldhash::HashMap<u64, usize> = foldhash::HashMap::default();
+    for q in 0..conversations.len() {
+        if conversations[q].1.is_empty() {
+            continue;
+        }
+        let first = *seen.entry(key(&conversations[q])).or_insert(q);
+        let copy = first != q
+            && (same(&conversations[first], &conversations[q])
+                || (0..q).any(|p| same(&conversations[p], &conversations[q])));
+        if copy {
+            conversations[q].1 = Vec::new();
+        }
+    }
+}
+
 #[cfg(test)]
 mod reference;
 #[cfg(test)]
-pub(crate) use reference::route_by_names;
+pub(crate) use reference::{drop_copies_by_search, route_by_names};
 
 #[cfg(test)]
 mod tests {

@@ -418,7 +418,16 @@ impl<'de> Visitor<'de> for PeersSeed<'_, '_, '_> {
             }
             key = map.next_key_seed(KeySeed)?;
         }
-        Ok(Ok(conversations.into_iter().flatten().collect()))
+        // A group chat manager keeps the conversation once per agent: each message counts
+        // once.
+        let mut conversations: Vec<(usize, Vec<AgMessage>)> = self
+            .peers
+            .iter()
+            .map(|p| p.first_step)
+            .zip(conversations)
+            .collect();
+        agentchat::drop_copies(&mut conversations);
+        Ok(Ok(conversations.into_iter().flat_map(|(_, c)| c).collect()))
     }
 }
 

@@ -183,7 +183,7 @@ const AG2_GROUP_CHAT_NODES: &[&str] = &["admin", "planner", "coder", "critic"];
 
 const AG2_TOOLS_NODES: &[&str] = &["user_proxy", "weather_agent"];
 
-const DUMPS: [Dump; 14] = [
+const DUMPS: [Dump; 15] = [
     Dump {
         path: "autogen/agentchat/swarm_task_result.json",
         nodes: &[
@@ -262,6 +262,11 @@ const DUMPS: [Dump; 14] = [
         path: "autogen/agentchat/tool_error_parallel.json",
         nodes: &["user", "assistant", "tools"],
         edges: TOOL_ERROR_PARALLEL,
+    },
+    Dump {
+        path: "autogen/ag2/groupchat_manager_chat_messages.json",
+        nodes: AG2_GROUP_CHAT_NODES,
+        edges: AG2_GROUP_CHAT,
     },
     Dump {
         path: "autogen/ag2/groupchat_messages.json",
@@ -492,25 +497,13 @@ async fn autogen_json_dumps_in_a_sessions_directory_are_served() {
         .map(|s| s["id"].as_str().unwrap().to_owned())
         .collect();
     ids.sort();
+    let mut expected: Vec<&str> = DUMPS
+        .iter()
+        .map(|d| d.path.rsplit('/').next().unwrap().trim_end_matches(".json"))
+        .collect();
+    expected.sort();
     assert_eq!(
-        ids,
-        [
-            "fsm_chat_messages",
-            "groupchat_chat_result",
-            "groupchat_manager_chat_messages",
-            "groupchat_messages",
-            "groupchat_result",
-            "round_robin_termination",
-            "round_robin_user_proxy",
-            "selector_messages",
-            "selector_planner",
-            "swarm_handoffs",
-            "swarm_task_result",
-            "tool_error_parallel",
-            "tools_chat_result",
-            "tools_user_proxy_chat_messages",
-            "tools_weather_agent_chat_messages",
-        ],
+        ids, expected,
         "the READMEs and the generators are not sessions: {}",
         list.json
     );

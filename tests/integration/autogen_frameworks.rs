@@ -320,6 +320,27 @@ async fn autogen_ag2_tool_results_come_from_the_named_executor() {
     server.stop().await;
 }
 
+/// Item 6: a GroupChatManager's `chat_messages` hold the whole conversation once per agent:
+/// its 7 messages were read as 28, every weight four times over. A conversation that
+/// repeats an earlier one counts once, and the graph is the group chat's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autogen_group_chat_manager_copies_count_once() {
+    let server = TestServer::start(Options::default()).await;
+    let copies = load(&server, "autogen/ag2/groupchat_manager_chat_messages.json").await;
+    assert_eq!(edges(&copies.graph), owned(AG2_GROUP_CHAT));
+    assert_eq!(copies.units["total"], 7);
+    assert_eq!(copies.graph["graph"]["metadata"]["message_count"], 7);
+    for rel in [
+        "autogen/ag2/groupchat_messages.json",
+        "autogen/ag2/groupchat_result.json",
+    ] {
+        let other = load(&server, rel).await;
+        assert_eq!(edges(&other.graph), owned(AG2_GROUP_CHAT), "{rel}");
+        assert_eq!(other.units["total"], 7, "{rel}");
+    }
+    server.stop().await;
+}
+
 /// Item 7: a failed tool call (AgentChat's `is_error: true`, AG2's `Error: ...`) read as a
 /// success, and two calls made in one request were one interaction. Each call (and each
 /// result) is an interaction of its own; a failed result's says `is_error: true`, and the

@@ -1,6 +1,7 @@
-//! The routing written the plain way: names compared and lists searched, in quadratic time.
-//! Kept as the reference that [`super::route`] is checked against
-//! (`autogen_read::whole_document`, `autogen_read`'s property test, and the one below).
+//! The routing and the dropping of copied conversations written the plain way: names
+//! compared and lists searched, in quadratic time. Kept as the reference that
+//! [`super::route`] and [`super::drop_copies`] are checked against
+//! (`autogen_read::whole_document`, `autogen_read`'s property test).
 
 use super::{Draft, Route, TOOLS};
 use crate::core::autogen::AgMessage;
@@ -93,12 +94,30 @@ pub(crate) fn route_by_names(mut drafts: Vec<Draft>, peer: Option<&str>) -> Vec<
         .collect()
 }
 
+/// [`super::drop_copies`]'s rule: a conversation is dropped when one before it has the
+/// same senders and texts at the same places.
+pub(crate) fn drop_copies_by_search(conversations: &mut [(usize, Vec<AgMessage>)]) {
+    let original: Vec<(usize, Vec<AgMessage>)> = conversations.to_vec();
+    let same = |(f1, a): &(usize, Vec<AgMessage>), (f2, b): &(usize, Vec<AgMessage>)| {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| (x.step - f1, &x.sender, &x.content) == (y.step - f2, &y.sender, &y.content))
+    };
+    for q in 0..original.len() {
+        if !original[q].1.is_empty() && (0..q).any(|p| same(&original[p], &original[q])) {
+            conversations[q].1.clear();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
-    use super::super::route;
+    use super::super::{drop_copies, route};
     use super::*;
+    use crate::core::autogen::ToolPart;
 
     /// A draft among a few parties, of any route, with any of the flags routing reads.
     fn draft() -> impl Strategy<Value = Draft> {
@@ -168,6 +187,43 @@ mod tests {
             let want = route_by_names(copy(&drafts), peer);
             let got = route(drafts, peer, |_| true).unwrap();
             prop_assert_eq!(got, want);
+        }
+
+        /// Dropping copies with hashes drops what comparing every pair drops.
+        #[test]
+        fn dropping_copies_agrees_with_the_plain_search(
+            lists in prop::collection::vec(
+                prop::collection::vec((prop::sample::select(vec!["a", "b"]), 0u8..2, 0usize..2), 0..4),
+                0..6,
+            ),
+        ) {
+            // Each list's entries, some of them dropped (a gap in the steps).
+            let mut first = 0;
+            let mut conversations: Vec<(usize, Vec<AgMessage>)> = Vec::new();
+            for list in &lists {
+                let mut step = first;
+                let mut messages = Vec::new();
+                for (sender, text, gap) in list {
+                    step += gap;
+                    messages.push(AgMessage {
+                        step,
+                        timestamp: String::new(),
+                        sender: (*sender).to_owned(),
+                        receiver: None,
+                        message_type: "response",
+                        content: text.to_string(),
+                        human: false,
+                        tools: Vec::<ToolPart>::new(),
+                    });
+                    step += 1;
+                }
+                conversations.push((first, messages));
+                first = step + 1;
+            }
+            let mut searched = conversations.clone();
+            drop_copies_by_search(&mut searched);
+            drop_copies(&mut conversations);
+            prop_assert_eq!(conversations, searched);
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::core::agentchat::{chat_draft, route_by_names, AgentChatReading, Form};
+use crate::core::agentchat::{chat_draft, drop_copies_by_search, route_by_names, AgentChatReading, Form};
 use crate::core::autogen::{message, AgMessage, AutogenError};
 
 const TYPES: [&str; 20] = [
@@ -187,7 +187,7 @@ fn read_wrapped(wrapped: &Wrapped<'_>) -> Result<Vec<AgMessage>, AutogenError> {
             Ok(read_entries(&entries))
         }
         Wrapped::Dict(peers) => {
-            let mut messages = Vec::new();
+            let mut conversations = Vec::new();
             let mut first_step = 0;
             for (peer, list) in peers {
                 let entries = indexed(list, first_step)?;
@@ -195,10 +195,11 @@ fn read_wrapped(wrapped: &Wrapped<'_>) -> Result<Vec<AgMessage>, AutogenError> {
                     .iter()
                     .filter_map(|(step, v)| chat_draft(v.as_object()?, *step, Some(peer)))
                     .collect();
-                messages.extend(route_by_names(drafts, Some(peer)));
+                conversations.push((first_step, route_by_names(drafts, Some(peer))));
                 first_step += list.len();
             }
-            Ok(messages)
+            drop_copies_by_search(&mut conversations);
+            Ok(conversations.into_iter().flat_map(|(_, c)| c).collect())
         }
     }
 }
