@@ -299,21 +299,7 @@ fn dump_bytes(dump: &Dump) -> Vec<u8> {
     std::fs::read(crate::helpers::fixture(dump.path)).unwrap()
 }
 
-/// The edges of a graph body as (source, target, weight).
-fn edges_of(graph: &Value) -> Vec<(String, String, u64)> {
-    graph["graph"]["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["source"].as_str().unwrap().to_owned(),
-                e["target"].as_str().unwrap().to_owned(),
-                e["weight"].as_u64().unwrap(),
-            )
-        })
-        .collect()
-}
+use crate::autogen_frameworks::edges as edges_of;
 
 fn node_ids(graph: &Value) -> Vec<String> {
     graph["graph"]["nodes"]
