@@ -4,6 +4,7 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+use crate::autogen_frameworks::edges as edges_of;
 use crate::autogen_frameworks::{
     Edge, AG2_GROUP_CHAT, AG2_TOOLS, ROUND_ROBIN_TERMINATION, ROUND_ROBIN_USER_PROXY, SELECTOR_PLANNER,
     SWARM_HANDOFFS, TOOL_ERROR_PARALLEL,
@@ -298,8 +299,6 @@ const DUMPS: [Dump; 15] = [
 fn dump_bytes(dump: &Dump) -> Vec<u8> {
     std::fs::read(crate::helpers::fixture(dump.path)).unwrap()
 }
-
-use crate::autogen_frameworks::edges as edges_of;
 
 fn node_ids(graph: &Value) -> Vec<String> {
     graph["graph"]["nodes"]
