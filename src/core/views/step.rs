@@ -15,47 +15,10 @@ use std::ops::Range;
 use serde::Serialize;
 
 use super::body::{Body, ChunkWriter, ObjectMembers};
-use super::workflow::{snapshot_tail, write_parallel, NodesJson, EDGES_OPEN, NODES_OPEN};
+use super::workflow::{snapshot_tail, write_parallel, NodesJson, WorkflowLayout, EDGES_OPEN, NODES_OPEN};
 use crate::core::heap::HeapSize;
 use crate::core::session::{Branch, Session};
 use crate::core::workflow::Workflow;
-
-/// Where a whole workflow body's nodes and edges are in it (byte offsets).
-#[derive(Debug, Clone, Default)]
-pub struct WorkflowLayout {
-    /// Where the first node starts.
-    pub(super) nodes_start: usize,
-    /// Where each node ends; the next starts after its comma.
-    pub(super) node_ends: Vec<usize>,
-    /// Where the first edge starts.
-    pub(super) edges_start: usize,
-    /// Where each edge ends.
-    pub(super) edge_ends: Vec<usize>,
-    /// Length of what follows the edges (the lanes and the totals).
-    pub(super) tail_len: usize,
-}
-
-impl WorkflowLayout {
-    fn node_range(&self, n: usize) -> Range<usize> {
-        element_range(self.nodes_start, &self.node_ends, n)
-    }
-
-    fn edge_range(&self, e: usize) -> Range<usize> {
-        element_range(self.edges_start, &self.edge_ends, e)
-    }
-
-    /// True when it describes a whole body of `w`.
-    fn describes(&self, w: &Workflow) -> bool {
-        self.node_ends.len() == w.nodes.len() && self.edge_ends.len() == w.edges.len()
-    }
-}
-
-/// Element `i` of a list whose first element starts at `start` and whose elements end at
-/// `ends`, each followed by a comma.
-fn element_range(start: usize, ends: &[usize], i: usize) -> Range<usize> {
-    let from = if i == 0 { start } else { ends[i - 1] + 1 };
-    from..ends[i]
-}
 
 /// A whole workflow body (not cut at a step), with what bodies cut at a step need to share
 /// it.

@@ -12,7 +12,6 @@ use crate::core::session::{ItemKind, Session};
 use crate::core::subagents::{tool_use_at, Agent};
 use crate::core::time::iso_millis;
 use crate::core::views::body::{write_elements_indexed, BodyWriter, ObjectMembers};
-use crate::core::views::step::WorkflowLayout;
 use crate::core::workflow::{preview, result_preview, Node, NodeType, Workflow};
 
 /// `{"workflow": ...}`.
@@ -331,6 +330,43 @@ pub fn node_tool_name<'a>(session: &'a Session, node: &Node) -> Option<&'a str> 
 /// Lane id of a lane index.
 pub fn lane_id(session: &Session, lane: usize) -> &str {
     &session.lanes[lane].id
+}
+
+/// Where a whole workflow body's nodes and edges are in it (byte offsets).
+#[derive(Debug, Clone, Default)]
+pub struct WorkflowLayout {
+    /// Where the first node starts.
+    pub(super) nodes_start: usize,
+    /// Where each node ends; the next starts after its comma.
+    pub(super) node_ends: Vec<usize>,
+    /// Where the first edge starts.
+    pub(super) edges_start: usize,
+    /// Where each edge ends.
+    pub(super) edge_ends: Vec<usize>,
+    /// Length of what follows the edges (the lanes and the totals).
+    pub(super) tail_len: usize,
+}
+
+impl WorkflowLayout {
+    pub(super) fn node_range(&self, n: usize) -> std::ops::Range<usize> {
+        element_range(self.nodes_start, &self.node_ends, n)
+    }
+
+    pub(super) fn edge_range(&self, e: usize) -> std::ops::Range<usize> {
+        element_range(self.edges_start, &self.edge_ends, e)
+    }
+
+    /// True when it describes a whole body of `w`.
+    pub(super) fn describes(&self, w: &Workflow) -> bool {
+        self.node_ends.len() == w.nodes.len() && self.edge_ends.len() == w.edges.len()
+    }
+}
+
+/// Element `i` of a list whose first element starts at `start` and whose elements end at
+/// `ends`, each followed by a comma.
+fn element_range(start: usize, ends: &[usize], i: usize) -> std::ops::Range<usize> {
+    let from = if i == 0 { start } else { ends[i - 1] + 1 };
+    from..ends[i]
 }
 
 /// The node list, written node by node as it is serialised (a large session's nodes are
