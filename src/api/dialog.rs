@@ -62,9 +62,10 @@ async fn read_file(state: &AppState, path: &str) -> Result<Vec<u8>, ApiError> {
         Ok(ClientFile::TooLarge(size)) => Err(ApiError::TooLarge(format!(
             "filePath: the file holds {size} bytes, more than the upload limit of {limit}"
         ))),
-        Err(e) if e.is_not_found() => Err(ApiError::NotFound(format!("Could not read file: {}", echo(path)))),
         Err(e @ ReadError::Io { .. }) => {
-            tracing::warn!(error = %e, "parse-for-dialog could not read a file");
+            if !e.is_not_found() {
+                tracing::warn!(error = %e, "parse-for-dialog could not read a file");
+            }
             Err(ApiError::NotFound(format!("Could not read file: {}", echo(path))))
         }
         Err(e) => Err(ApiError::Forbidden(format!(
