@@ -7,13 +7,15 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use sessiongraph::core::dedup::dedup_records;
-use sessiongraph::core::group::group_turns;
-use sessiongraph::core::order::{order_units, OrderUnit, SortKey};
-use sessiongraph::core::records::{Position, Record};
+use sessiongraph::core::formats::claude_code::parse;
+use sessiongraph::core::formats::claude_code::records::{Position, Record};
+use sessiongraph::core::json::frame;
+use sessiongraph::core::pipeline::dedup::dedup_records;
+use sessiongraph::core::pipeline::group::group_turns;
+use sessiongraph::core::pipeline::order::{order_units, OrderUnit, SortKey};
+use sessiongraph::core::pipeline::workflow::{build_workflow, WorkflowInput};
 use sessiongraph::core::views::{self, View, ViewOptions};
-use sessiongraph::core::workflow::{build_workflow, WorkflowInput};
-use sessiongraph::core::{frame, parse, LoadOptions, Session, SessionInput};
+use sessiongraph::core::{LoadOptions, Session, SessionInput};
 use sessiongraph::store::disk;
 
 #[path = "../tests/support/scaled.rs"]

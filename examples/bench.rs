@@ -20,9 +20,10 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use rayon::prelude::*;
-use sessiongraph::core::session::Branch;
+use sessiongraph::core::json::frame;
+use sessiongraph::core::pipeline::session::Branch;
 use sessiongraph::core::views::{self, Body, View, ViewOptions};
-use sessiongraph::core::{frame, LoadOptions, Session};
+use sessiongraph::core::{LoadOptions, Session};
 use sessiongraph::store::disk;
 
 /// mimalloc, as in the server binary.

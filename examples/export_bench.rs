@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use sessiongraph::core::frame;
+use sessiongraph::core::json::frame;
 use sessiongraph::store::disk;
 
 /// mimalloc, as in the server binary.

@@ -8,8 +8,8 @@ use clap::builder::TypedValueParser;
 use clap::Args;
 
 use crate::config::MemoryBoundArgs;
-use crate::core::session::Branch;
-use crate::core::session::NoConversation;
+use crate::core::pipeline::session::Branch;
+use crate::core::pipeline::session::NoConversation;
 use crate::core::views::branches::{context_body, ContextError};
 use crate::core::views::graph::GraphMode;
 use crate::core::views::{self, View, ViewOptions};

@@ -18,7 +18,7 @@
 pub mod api;
 pub mod cli;
 pub mod config;
-pub mod core;
+pub use sessiongraph_core as core;
 pub mod labels;
 pub mod store;
 pub mod web;

@@ -100,13 +100,12 @@ impl From<Served> for axum::body::Body {
     }
 }
 
-impl From<Body> for axum::body::Body {
-    fn from(body: Body) -> axum::body::Body {
-        match body.chunks() {
-            [] => axum::body::Body::empty(),
-            [one] if one.len() <= MAX_FRAME => axum::body::Body::from(one.clone()),
-            _ => axum::body::Body::new(ChunkedBody::from(body)),
-        }
+/// A rendered body as an HTTP body: empty, one frame, or sent a frame at a time.
+pub fn http_body(body: Body) -> axum::body::Body {
+    match body.chunks() {
+        [] => axum::body::Body::empty(),
+        [one] if one.len() <= MAX_FRAME => axum::body::Body::from(one.clone()),
+        _ => axum::body::Body::new(ChunkedBody::from(body)),
     }
 }
 

@@ -8,6 +8,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Response};
 use http_body::Body as _;
 use http_body_util::BodyExt;
 
+use super::body::http_body;
 use super::error::ApiError;
 use crate::core::views::Body;
 use crate::store::compress::{compress, Effort, Encoding, MIN_COMPRESSED_BYTES};
@@ -66,11 +67,11 @@ pub async fn compress_small_body(
             parts
                 .headers
                 .insert(header::CONTENT_ENCODING, HeaderValue::from_static(token));
-            Response::from_parts(parts, compressed.into())
+            Response::from_parts(parts, http_body(compressed))
         }
         Err(e) => {
             tracing::warn!(error = %e, ?encoding, "compression failed; sending the body as it is");
-            Response::from_parts(parts, plain.into())
+            Response::from_parts(parts, http_body(plain))
         }
     }
 }

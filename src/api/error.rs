@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::core::session::NoConversation;
+use crate::core::pipeline::session::NoConversation;
 use crate::core::SessionError;
 use crate::store::disk::DiskError;
 use crate::store::StoreError;
@@ -243,7 +243,7 @@ fn unreadable_session(id: &str, error: DiskError) -> ApiError {
     }
 }
 
-pub use crate::core::text::{echo, ECHO_LIMIT};
+pub use crate::core::json::utf16::{echo, ECHO_LIMIT};
 
 /// A session-route not-found message.
 pub fn session_not_found(id: &str) -> String {

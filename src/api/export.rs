@@ -19,7 +19,7 @@ use super::body::ChunkedBody;
 use super::error::{echo, session_not_found, ApiError};
 use super::query::QueryPairs;
 use super::AppState;
-use crate::core::pi::{migrate_to_v3, migration_estimate};
+use crate::core::formats::pi::{migrate_to_v3, migration_estimate};
 use crate::store::{Framework, MainFile};
 
 /// Bytes read from the file per chunk sent.

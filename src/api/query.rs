@@ -3,7 +3,7 @@
 //! read `1e99` as 1 and `5abc` as 5).
 
 use super::error::{echo, ApiError};
-use crate::core::session::Branch;
+use crate::core::pipeline::session::Branch;
 use crate::core::views::graph::GraphMode;
 
 /// The pairs of a query string, in order.

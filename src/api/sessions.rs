@@ -11,7 +11,7 @@ use serde_json::json;
 use super::error::{session_not_found, ApiError};
 use super::upload::FRAMEWORKS;
 use super::AppState;
-use crate::core::time::iso_millis;
+use crate::core::json::time::iso_millis;
 use crate::labels::LabelError;
 use crate::store::registry::{Slot, SlotInfo, Source};
 use crate::store::uploads::Counts;

@@ -11,7 +11,7 @@ use super::error::{echo, upload_error, ApiError};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::core::diagnostics::DiagnosticsSummary;
-use crate::core::input::Format;
+use crate::core::formats::input::Format;
 use crate::core::{LoadOptions, SessionInput, SourceFile};
 use crate::store::Framework;
 
@@ -53,11 +53,11 @@ struct Upload {
 /// The framework of a raw upload, from its first line: a pi session header, or a Claude
 /// Code record (it carries `sessionId`, `parentUuid` or a Claude Code record type).
 fn detect_framework(bytes: &[u8]) -> Option<&'static str> {
-    let first = crate::core::frame::lines(bytes).next()?;
-    if crate::core::pi::is_pi_header(first.bytes) {
+    let first = crate::core::json::frame::lines(bytes).next()?;
+    if crate::core::formats::pi::is_pi_header(first.bytes) {
         return Some("pi");
     }
-    if crate::core::autogen::looks_like_bytes(bytes) {
+    if crate::core::formats::autogen::looks_like_bytes(bytes) {
         return Some("autogen");
     }
     let value: serde_json::Value = serde_json::from_slice(first.bytes).ok()?;
@@ -285,7 +285,7 @@ fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
 /// A client's file name made safe to show: its last path component, without control
 /// characters (`../x.jsonl` is `x.jsonl`). Names are never used as paths anyway.
 fn clean_name(name: &str, index: usize) -> String {
-    let base = crate::core::input::base_name(name);
+    let base = crate::core::formats::input::base_name(name);
     let cleaned: String = base.chars().filter(|c| !c.is_control()).collect();
     match cleaned.trim() {
         "" | "." | ".." => format!("upload-{index}.jsonl"),

@@ -15,7 +15,7 @@ use super::etag::none_match;
 use super::labels;
 use super::query::QueryPairs;
 use super::AppState;
-use crate::core::session::Branch;
+use crate::core::pipeline::session::Branch;
 use crate::core::views::annotations::UnitLabels;
 use crate::core::views::graph::GraphMode;
 use crate::core::views::{View, ViewOptions};

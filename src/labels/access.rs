@@ -37,13 +37,13 @@ impl<'a> Caller<'a> {
             Caller::Named(me) if me == annotator || is_reviewer(me) => Ok(()),
             Caller::Named(me) => Err(format!(
                 "the API key is {me}'s: it may not act for {}",
-                crate::core::text::echo(annotator)
+                crate::core::json::utf16::echo(annotator)
             )),
             Caller::Unnamed { named } => {
                 if named.binary_search_by(|n| n.as_str().cmp(annotator)).is_ok() || is_reviewer(annotator) {
                     Err(format!(
                         "{} has a named API key or is a reviewer: a key without a name may not act for them",
-                        crate::core::text::echo(annotator)
+                        crate::core::json::utf16::echo(annotator)
                     ))
                 } else {
                     Ok(())

@@ -274,8 +274,8 @@ impl LabelStore {
                         "event_id",
                         format!(
                             "unit '{}' not found in session '{}'",
-                            crate::core::text::echo(&p.item.event_id),
-                            crate::core::text::echo(&p.item.session_id)
+                            crate::core::json::utf16::echo(&p.item.event_id),
+                            crate::core::json::utf16::echo(&p.item.session_id)
                         ),
                     )
                 })?;

@@ -536,8 +536,8 @@ impl LabelStore {
             let Some(current) = lock_and_read(&mut tx, key).await? else {
                 return Err(LabelError::NotFound(format!(
                     "No label set of annotator '{}' on unit '{}'",
-                    crate::core::text::echo(key.annotator),
-                    crate::core::text::echo(key.event_id)
+                    crate::core::json::utf16::echo(key.annotator),
+                    crate::core::json::utf16::echo(key.event_id)
                 )));
             };
             if !precondition.holds(Some(current.version)) {

@@ -153,7 +153,7 @@ pub fn validate_set(body: &Value, codebook: &Codebook, unit_text: &str) -> Resul
 fn only_keys(object: &Map<String, Value>, prefix: &str, allowed: &[&str]) -> Result<(), Invalid> {
     match object.keys().find(|k| !allowed.contains(&k.as_str())) {
         Some(key) => Err(invalid(
-            format!("{prefix}{}", crate::core::text::echo(key)),
+            format!("{prefix}{}", crate::core::json::utf16::echo(key)),
             format!("is not a known field (known: {})", allowed.join(", ")),
         )),
         None => Ok(()),
@@ -200,7 +200,10 @@ fn label_record(
     let label = codebook.label(id).ok_or_else(|| {
         invalid(
             format!("{field}.id"),
-            format!("{} is not a label of the codebook", crate::core::text::echo(id)),
+            format!(
+                "{} is not a label of the codebook",
+                crate::core::json::utf16::echo(id)
+            ),
         )
     })?;
     let confidence = match object.get("confidence") {
@@ -269,7 +272,7 @@ fn output_fields(
     label: &Label,
 ) -> Result<Map<String, Value>, Invalid> {
     for (name, value) in fields {
-        let path = format!("{field}.{}", crate::core::text::echo(name));
+        let path = format!("{field}.{}", crate::core::json::utf16::echo(name));
         let declared = label.field(name).ok_or_else(|| {
             invalid(
                 path.clone(),

@@ -22,7 +22,7 @@ use super::budget::{Admission, BudgetPermit, RenderBudget};
 use super::compress::{compress, Effort, Encoding, MIN_COMPRESSED_BYTES};
 use super::registry::{lock, Loaded};
 use super::StoreError;
-use crate::core::session::Branch;
+use crate::core::pipeline::session::Branch;
 use crate::core::views::annotations::{annotations, dialog_of, UnitLabels};
 use crate::core::views::branches::context_body;
 use crate::core::views::graph::GraphMode;

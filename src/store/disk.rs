@@ -21,7 +21,7 @@ use foldhash::HashSet;
 
 use super::confined::{EntryKind, ReadError, SessionsRoot};
 use crate::core::diagnostics::LineIssue;
-use crate::core::input::{FileRole, SessionInput, SourceFile};
+use crate::core::formats::input::{FileRole, SessionInput, SourceFile};
 
 /// Why a session's files could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -287,7 +287,7 @@ fn read_flat(gathered: &mut Gathered<'_>, main_bytes: &[u8]) -> Result<(), DiskE
             continue;
         }
         let file = gathered.folder.join(&entry.name);
-        let id = crate::core::input::agent_id_from_name(&name).unwrap_or_default();
+        let id = crate::core::formats::input::agent_id_from_name(&name).unwrap_or_default();
         let belongs = session_id.is_some() && head_session_id(gathered.root, &file) == session_id
             || named
                 .get_or_insert_with(|| named_agent_ids(main_bytes))

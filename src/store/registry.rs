@@ -27,10 +27,10 @@ use super::scan::{scan_dir, FoundSession};
 use super::units::UnitIndex;
 use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
 use super::watch::{FileWatch, Watcher};
+use crate::core::formats::input::Format;
 use crate::core::heap::HeapSize;
-use crate::core::input::Format;
 use crate::core::memory_bound::MemoryBound;
-use crate::core::session::NoConversation;
+use crate::core::pipeline::session::NoConversation;
 use crate::core::views::summary::{counts, Counts};
 use crate::core::{LoadOptions, Session, SessionError, SessionInput};
 

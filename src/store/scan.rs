@@ -18,8 +18,8 @@ use std::time::SystemTime;
 use sha2::{Digest, Sha256};
 
 use super::confined::SessionsRoot;
-use crate::core::input::{FileRole, Format};
-use crate::core::pi::is_pi_header;
+use crate::core::formats::input::{FileRole, Format};
+use crate::core::formats::pi::is_pi_header;
 
 /// A session found on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,14 +168,14 @@ fn inspect(root: &SessionsRoot, log: &Path) -> Result<(fs::Metadata, Format), St
 }
 
 /// The format of a log, from its start (a pi session starts with a `{"type":"session"}`
-/// header; an AutoGen log's first message is told by [`crate::core::autogen::looks_like`]).
+/// header; an AutoGen log's first message is told by [`crate::core::formats::autogen::looks_like`]).
 fn format_of(file: fs::File) -> Format {
     let mut head = Vec::with_capacity(4096);
     let read = file.take(64 * 1024).read_to_end(&mut head);
     let first = head.split(|&b| b == b'\n').find(|l| !l.trim_ascii().is_empty());
     match (read, first) {
         (Ok(_), Some(line)) if is_pi_header(line) => Format::Pi,
-        (Ok(_), Some(_)) if crate::core::autogen::looks_like_bytes(&head) => Format::Autogen,
+        (Ok(_), Some(_)) if crate::core::formats::autogen::looks_like_bytes(&head) => Format::Autogen,
         _ => Format::ClaudeCode,
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::core::heap::HeapSize;
-use crate::core::session::Branch;
+use crate::core::pipeline::session::Branch;
 use crate::core::views::annotations::annotations;
 use crate::core::Session;
 

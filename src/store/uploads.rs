@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::input::{base_name, FileRole};
+use crate::core::formats::input::{base_name, FileRole};
 use crate::core::{SessionInput, SourceFile};
 
 /// The rules [`Counts`] are counted by now: 1 (or none written), CommuGraph's, with no edge

@@ -10,14 +10,14 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use sessiongraph::core::autogen::AutogenError;
+use sessiongraph::core::formats::autogen::AutogenError;
+use sessiongraph::core::formats::claude_code::parse::parse_file;
+use sessiongraph::core::formats::input::Format;
 use sessiongraph::core::heap::HeapSize;
-use sessiongraph::core::input::Format;
 use sessiongraph::core::memory_bound::{
     fixed_cost, MemoryBound, MESSAGE_COST, PROCESS_RESERVE, RECORD_COST, TEXT_SHARE, TOOL_PART_COST,
 };
-use sessiongraph::core::parse::parse_file;
-use sessiongraph::core::session::Branch;
+use sessiongraph::core::pipeline::session::Branch;
 use sessiongraph::core::views::{self, View, ViewOptions};
 use sessiongraph::core::{LoadOptions, Session, SessionError, SessionInput, SourceFile};
 
@@ -432,7 +432,7 @@ fn d1_a_log_of_prose_costs_its_text_once_in_the_session_and_once_in_the_bodies()
 /// entries (where ids and parsed maps weigh most against their text).
 #[test]
 fn pi_v3_migration_peak_is_within_its_estimate() {
-    use sessiongraph::core::pi::{migrate_to_v3, migration_estimate};
+    use sessiongraph::core::formats::pi::{migrate_to_v3, migration_estimate};
     let v1 = |entry: &dyn Fn(usize) -> String| -> bytes::Bytes {
         std::iter::once(r#"{"type":"session","id":"s"}"#.to_owned() + "\n")
             .chain((0..200_000).map(|i| entry(i) + "\n"))
@@ -485,7 +485,7 @@ fn pi_v3_migration_peak_is_within_its_estimate() {
 #[test]
 fn autogen_lines_that_are_no_object_cost_nothing() {
     let text = "0\n".repeat(20_000);
-    let (work, parsed) = measure(|| sessiongraph::core::autogen::parse(&text).is_err());
+    let (work, parsed) = measure(|| sessiongraph::core::formats::autogen::parse(&text).is_err());
     assert!(parsed, "no message in it");
     assert!(work.peak < 64 << 10, "{} bytes at the peak", work.peak);
 }
@@ -1168,7 +1168,7 @@ proptest::proptest! {
         form in log_form(),
         allowance_kib in 256..16_384usize,
     ) {
-        use sessiongraph::core::autogen::parse_within;
+        use sessiongraph::core::formats::autogen::parse_within;
         use sessiongraph::core::memory_bound::RecordBudget;
         let bytes = autogen_log(&runs, form);
         let allowance = allowance_kib << 10;
@@ -1249,7 +1249,7 @@ fn f10_an_autogen_tool_call_costs_at_most_its_charge() {
 
 /// The messages of an AutoGen log of `n` messages, message `i` from agent `i` to agent
 /// `i + 1`: its graph has `n + 1` parties and `n` edges.
-fn chain_of_agents(n: usize) -> Vec<sessiongraph::core::autogen::AgMessage> {
+fn chain_of_agents(n: usize) -> Vec<sessiongraph::core::formats::autogen::AgMessage> {
     let log: String = (0..n)
         .map(|i| {
             format!(
@@ -1258,11 +1258,11 @@ fn chain_of_agents(n: usize) -> Vec<sessiongraph::core::autogen::AgMessage> {
             )
         })
         .collect();
-    sessiongraph::core::autogen::parse(&log).expect("the log reads")
+    sessiongraph::core::formats::autogen::parse(&log).expect("the log reads")
 }
 
 /// The allocations of rendering the graph of `messages` cut at `step`.
-fn graph_allocations(messages: &[sessiongraph::core::autogen::AgMessage], step: Option<u64>) -> u64 {
+fn graph_allocations(messages: &[sessiongraph::core::formats::autogen::AgMessage], step: Option<u64>) -> u64 {
     use sessiongraph::core::views::autogen_graph::graph;
     let (work, body) = measure(|| serde_json::to_vec(&graph(messages, step)).expect("JSON"));
     std::hint::black_box(body);
@@ -1305,7 +1305,7 @@ fn a_step_cut_of_a_graph_of_many_agents_costs_no_more_than_the_whole() {
 /// charges at most when loaded, and is refused within the bound when they pass it.
 #[test]
 fn f10_a_dict_of_many_empty_conversations_stays_within_the_memory_bound() {
-    use sessiongraph::core::autogen::parse_within;
+    use sessiongraph::core::formats::autogen::parse_within;
     use sessiongraph::core::memory_bound::RecordBudget;
     let peers: String = (0..200_000).map(|i| format!("\"peer{i}\":[],")).collect();
     let bytes = format!("{{{peers}\"critic\":[{{\"role\":\"user\",\"content\":\"x\"}}]}}").into_bytes();

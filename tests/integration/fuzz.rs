@@ -12,7 +12,8 @@
 
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
-use sessiongraph::core::{frame, LoadOptions, Session, SessionInput, SourceFile};
+use sessiongraph::core::json::frame;
+use sessiongraph::core::{LoadOptions, Session, SessionInput, SourceFile};
 
 use crate::helpers::fixture;
 use crate::properties::{all_views, assert_accounted, assert_parents_first};
@@ -267,7 +268,7 @@ const AUTOGEN_KEYS: [&str; 12] = [
 
 /// An AutoGen dump entry: its keys with values of any type, or a known AgentChat type.
 fn any_autogen_entry() -> impl Strategy<Value = Value> {
-    use sessiongraph::core::agentchat;
+    use sessiongraph::core::formats::autogen::agentchat;
     let value = prop_oneof![
         any_json(),
         prop::sample::select(
@@ -308,7 +309,7 @@ proptest! {
         entries in prop::collection::vec(any_autogen_entry(), 0..12),
         shape in 0u8..5,
     ) {
-        use sessiongraph::core::autogen;
+        use sessiongraph::core::formats::autogen;
         use sessiongraph::core::views::autogen_graph;
         if shape == 4 && !entries.is_empty() {
             let lines = autogen_document(entries.clone(), 4);

@@ -121,8 +121,8 @@ fn system_notices_give_the_edges_the_table_says() {
         .items
         .iter()
         .filter(|i| {
-            matches!(i.kind, sessiongraph::core::session::ItemKind::Notice { record, .. }
-                if edge_cases.records[record].kind == sessiongraph::core::records::RecordKind::System)
+            matches!(i.kind, sessiongraph::core::pipeline::session::ItemKind::Notice { record, .. }
+                if edge_cases.records[record].kind == sessiongraph::core::formats::claude_code::records::RecordKind::System)
         })
         .count();
     assert!(system_records > 0);
@@ -197,7 +197,7 @@ proptest! {
 
 #[test]
 fn the_autogen_sample_gives_commugraphs_graph_and_metrics_exactly() {
-    use sessiongraph::core::autogen;
+    use sessiongraph::core::formats::autogen;
     use sessiongraph::core::views::autogen_graph;
     let dir = crate::helpers::reference("autogen");
     let text = std::fs::read_to_string(dir.join("mock_chat_history.jsonl")).unwrap();

@@ -5,8 +5,8 @@ use std::collections::{HashMap, HashSet};
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use sessiongraph::core::dedup::dedup_records;
-use sessiongraph::core::session::Branch;
+use sessiongraph::core::pipeline::dedup::dedup_records;
+use sessiongraph::core::pipeline::session::Branch;
 use sessiongraph::core::views::{self, View, ViewOptions};
 use sessiongraph::core::{LoadOptions, Session, SessionInput, SourceFile};
 
@@ -469,7 +469,7 @@ proptest! {
                 _ => main.insert(i, b'\n'),
             }
         }
-        let lines = sessiongraph::core::frame::lines(&main).count();
+        let lines = sessiongraph::core::json::frame::lines(&main).count();
         let input = SessionInput::new(vec![SourceFile::new(MAIN, main), SourceFile::new("agent-aaaa1111.jsonl", agent)]);
         let session = Session::build(&input, LoadOptions::default()).expect("a main log always loads");
         prop_assert_eq!(session.diagnostics.files[0].lines, lines);

@@ -4,7 +4,7 @@
 use http_body_util::BodyExt;
 use reqwest::StatusCode;
 use serde_json::Value;
-use sessiongraph::core::session::Branch;
+use sessiongraph::core::pipeline::session::Branch;
 use sessiongraph::core::views::step::WholeWorkflow;
 use sessiongraph::core::views::{self, View, ViewOptions};
 
@@ -507,7 +507,7 @@ fn a_tool_calls_description_is_made_once_and_every_view_shows_the_same() {
 /// instead of giving an empty DAG's body.
 #[test]
 fn a_session_loaded_without_its_workflow_gives_the_same_bodies_of_the_views_that_do_not_read_it() {
-    use sessiongraph::core::session::{LoadOptions, Session};
+    use sessiongraph::core::pipeline::session::{LoadOptions, Session};
 
     let dirs = [
         "commugraph-sample",

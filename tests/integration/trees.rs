@@ -2,7 +2,7 @@
 //! branching and compaction examples, and the Claude Code DAG's edge cases.
 
 use serde_json::{json, Value};
-use sessiongraph::core::session::Branch;
+use sessiongraph::core::pipeline::session::Branch;
 use sessiongraph::core::views::branches::context_body;
 use sessiongraph::core::views::{View, ViewOptions};
 use sessiongraph::core::Session;
@@ -134,7 +134,7 @@ fn the_context_of_a_compacted_pi_session_starts_with_the_latest_summary() {
 fn pi_v1_is_offered_as_a_migrated_v3_file_that_reads_the_same() {
     let path = fixture("pi/before-compaction.jsonl");
     let original = std::fs::read(&path).unwrap();
-    let migrated = sessiongraph::core::pi::migrate_to_v3(&original);
+    let migrated = sessiongraph::core::formats::pi::migrate_to_v3(&original);
     let first: Value = serde_json::from_slice(migrated.split(|&b| b == b'\n').next().unwrap()).unwrap();
     assert_eq!(first["version"], 3);
     let a = load_files(&[("s.jsonl", std::str::from_utf8(&original).unwrap())]);

@@ -1,0 +1,4 @@
+//! Claude Code's session JSONL: its typed records and the parser that reads them.
+
+pub mod parse;
+pub mod records;

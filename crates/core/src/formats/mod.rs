@@ -1,0 +1,7 @@
+//! The log formats the pipeline reads: Claude Code's JSONL, pi's session tree and AutoGen's
+//! message logs, and [`input`], which tells them apart.
+
+pub mod autogen;
+pub mod claude_code;
+pub mod input;
+pub mod pi;

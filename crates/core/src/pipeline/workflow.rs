@@ -1,0 +1,681 @@
+//! The workflow DAG (CONTRACT 3.7): reasoning, tool call, result, prompt and notice nodes,
+//! in session order, with edges that only ever point forward.
+//!
+//! Edges, for each node:
+//! - a reasoning node hangs off its turn's parent; a turn's tool calls hang off its reasoning
+//!   node (or off the turn's parent when it has none), flagged parallel when there are
+//!   several;
+//! - a result hangs off the call it answers (matched by `tool_use_id`), else off its parent;
+//! - prompts, notices and compactions hang off their parent (a compaction off its logical
+//!   parent);
+//! - when a turn made several calls, every result joins into what follows the last result;
+//! - a sub-agent lane starts from its Task call and returns into the Task result;
+//! - a node still without an incoming edge continues from the previous node of its lane.
+//!
+//! Records without a node of their own (meta records, unknown types) pass their parent on,
+//! so nothing hangs in the air. Every edge goes from a lower step to a higher one, so the
+//! graph is acyclic, has no self-loops and has unique ids.
+
+use std::hash::BuildHasher;
+use std::sync::OnceLock;
+
+use foldhash::{HashMap, HashSet, HashSetExt};
+
+use super::classify::{self, tool_description};
+use super::group::Turn;
+use super::session::{Item, ItemKind, Lane};
+use super::subagents::Agent;
+use crate::formats::claude_code::records::{Block, Id, Record};
+use crate::json::literals::{Preview, Text};
+
+/// The kind of a workflow node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeType {
+    /// A user prompt.
+    UserInput,
+    /// A model response's thinking and text.
+    AgentReasoning,
+    /// One tool call.
+    ToolCall,
+    /// A tool result that succeeded.
+    ResultSuccess,
+    /// A tool result that failed.
+    ResultFailure,
+    /// A system notice or a compaction.
+    SystemNotice,
+}
+
+impl NodeType {
+    /// The wire name (`user_input`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeType::UserInput => "user_input",
+            NodeType::AgentReasoning => "agent_reasoning",
+            NodeType::ToolCall => "tool_call",
+            NodeType::ResultSuccess => "result_success",
+            NodeType::ResultFailure => "result_failure",
+            NodeType::SystemNotice => "system_notice",
+        }
+    }
+
+    /// True for result nodes.
+    pub fn is_result(self) -> bool {
+        matches!(self, NodeType::ResultSuccess | NodeType::ResultFailure)
+    }
+}
+
+/// One node.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// Unique id: the record's uuid (shared with the record); for a second node from the
+    /// same record, `<uuid>/<tool_use_id>`.
+    pub id: Id,
+    /// Position in session order (0-based, dense).
+    pub step: usize,
+    /// The item it comes from.
+    pub item: usize,
+    /// Its kind.
+    pub node_type: NodeType,
+    /// Its lane (index into the session's lanes).
+    pub lane: usize,
+    /// The record it stands for (a turn's reasoning node: the first chunk with thinking or
+    /// text; a tool call: the chunk holding it).
+    pub record: usize,
+    /// The record whose `timestamp` the node shows (a turn's nodes show the turn's).
+    pub time_record: usize,
+    /// Milliseconds since the epoch.
+    pub time: Option<i64>,
+    /// For tool calls: (record, block) of the `tool_use`, its index among the turn's calls
+    /// and the number of calls in the turn.
+    pub tool: Option<ToolCallRef>,
+    /// A tool call's one-line description (its content), made by the first body that shows
+    /// it: the workflow, the chat log and the graph all show it, and making it reads the
+    /// call's input, often a whole file's text, long out of the cache.
+    pub description: OnceLock<Box<str>>,
+}
+
+/// Where a tool call node's `tool_use` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolCallRef {
+    /// Record holding the `tool_use`.
+    pub record: usize,
+    /// Block index within the record.
+    pub block: usize,
+    /// 0-based index among the turn's calls.
+    pub index: usize,
+    /// Number of calls in the turn.
+    pub count: usize,
+}
+
+/// One edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Edge {
+    /// Source node.
+    pub source: usize,
+    /// Target node.
+    pub target: usize,
+    /// A fork into several tool calls of one turn.
+    pub parallel: bool,
+    /// Between lanes (spawning or returning from a sub-agent).
+    pub cross_lane: bool,
+}
+
+/// The workflow DAG of a session.
+#[derive(Debug, Clone, Default)]
+pub struct Workflow {
+    /// Nodes in step order.
+    pub nodes: Vec<Node>,
+    /// Edges, ordered by target step, then source step.
+    pub edges: Vec<Edge>,
+    /// For each node, its incoming edges (indices into `edges`), in edge order.
+    pub incoming: Adjacency,
+    /// For each node, its outgoing edges, in edge order.
+    pub outgoing: Adjacency,
+    /// `tool_use` id -> its tool call node.
+    pub call_node: HashMap<String, usize>,
+    /// `tool_use` id -> the (last) result node answering it.
+    pub result_node: HashMap<String, usize>,
+    /// Input plus output tokens of every API message, each counted once.
+    pub total_tokens: u64,
+}
+
+/// For each node, a list of edges (indices into [`Workflow::edges`]), all lists in one
+/// array: a `Vec` per node cost 56 bytes and an allocation even for one edge (issue 15, D1).
+/// Indices are `u32`: four billion edges would not fit in memory anyway.
+#[derive(Debug, Clone, Default)]
+pub struct Adjacency {
+    /// Where each node's list starts in `edges`; one more entry than nodes.
+    starts: Vec<u32>,
+    /// The lists, one after the other.
+    edges: Vec<u32>,
+}
+
+impl Adjacency {
+    /// The lists of `nodes` nodes, where `node_of(e)` is the node edge `e` belongs to;
+    /// each list keeps edge order.
+    fn build(nodes: usize, edges: usize, node_of: impl Fn(usize) -> usize) -> Adjacency {
+        let mut starts = vec![0u32; nodes + 1];
+        for e in 0..edges {
+            starts[node_of(e) + 1] += 1;
+        }
+        for n in 0..nodes {
+            starts[n + 1] += starts[n];
+        }
+        let mut next = starts.clone();
+        let mut list = vec![0u32; edges];
+        for e in 0..edges {
+            let slot = &mut next[node_of(e)];
+            list[*slot as usize] = e as u32;
+            *slot += 1;
+        }
+        Adjacency { starts, edges: list }
+    }
+
+    /// The edges of `node`, in edge order.
+    pub fn of(&self, node: usize) -> impl ExactSizeIterator<Item = usize> + '_ {
+        let (start, end) = (self.starts[node] as usize, self.starts[node + 1] as usize);
+        self.edges[start..end].iter().map(|&e| e as usize)
+    }
+}
+
+impl crate::heap::HeapSize for Adjacency {
+    fn heap_size(&self) -> usize {
+        self.starts.heap_size() + self.edges.heap_size()
+    }
+}
+
+/// What building the workflow reads.
+pub struct WorkflowInput<'a> {
+    /// All records.
+    pub records: &'a [Record],
+    /// The turns.
+    pub turns: &'a [Turn],
+    /// The items, in order.
+    pub items: &'a [Item],
+    /// Which items to draw (all when `None`); node `item` indices stay the session's.
+    pub include: Option<&'a [bool]>,
+    /// The sub-agents.
+    pub agents: &'a [Agent],
+    /// The lanes.
+    pub lanes: &'a [Lane],
+    /// Ordered records.
+    pub record_sequence: &'a [usize],
+    /// Each record's parent record.
+    pub record_parent: &'a [Option<usize>],
+}
+
+/// The ids given to nodes so far, held as the indices of the nodes that carry them: a set
+/// of ids without a second copy of each (issue 15, D1: a `HashSet<String>` of them cost
+/// about 70 bytes per node while the DAG was built).
+#[derive(Default)]
+struct NodeIds {
+    table: hashbrown::HashTable<usize>,
+    hasher: foldhash::fast::RandomState,
+    /// For an id given more than once: the suffix below which every `{id}#{n}` is taken.
+    /// Trying `#2, #3, ...` from 2 each time was quadratic in the repeats (a record with
+    /// 20,000 tool calls sharing one id: 18.8 s to export).
+    next_suffix: foldhash::HashMap<Id, u32>,
+}
+
+impl NodeIds {
+    /// `id` when no node has it yet, else `{id}#{n}` for the least `n` from 2 on that none
+    /// has.
+    fn free(&mut self, nodes: &[Node], id: Id) -> Id {
+        if !self.contains(nodes, &id) {
+            return id;
+        }
+        let mut n = self.next_suffix.get(&id).copied().unwrap_or(2);
+        let mut suffixed = format!("{id}#{n}");
+        while self.contains(nodes, &suffixed) {
+            n += 1;
+            suffixed = format!("{id}#{n}");
+        }
+        self.next_suffix.insert(id, n + 1);
+        Id::from(suffixed)
+    }
+
+    /// True when one of `nodes` already has `id`.
+    fn contains(&self, nodes: &[Node], id: &str) -> bool {
+        self.table
+            .find(self.hasher.hash_one(id), |&n| &*nodes[n].id == id)
+            .is_some()
+    }
+
+    /// Adds the id of `nodes[n]` (not already in the set).
+    fn insert(&mut self, nodes: &[Node], n: usize) {
+        let hasher = &self.hasher;
+        let hash = hasher.hash_one(&*nodes[n].id);
+        self.table
+            .insert_unique(hash, n, |&m| hasher.hash_one(&*nodes[m].id));
+    }
+}
+
+/// Builds the DAG.
+pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
+    let records = input.records;
+    let planned = node_capacity(input);
+    let mut w = Workflow {
+        nodes: Vec::with_capacity(planned),
+        ..Workflow::default()
+    };
+    let mut record_node: Vec<Option<usize>> = vec![None; records.len()];
+    let mut used_ids = NodeIds::default();
+    // For each item: its nodes (first, last) and, for turns, the reasoning node.
+    let mut item_nodes: Vec<Vec<usize>> = Vec::with_capacity(input.items.len());
+
+    fn push(w: &mut Workflow, used: &mut NodeIds, mut node: Node, base_id: Id) -> usize {
+        node.id = used.free(&w.nodes, base_id);
+        node.step = w.nodes.len();
+        w.nodes.push(node);
+        used.insert(&w.nodes, w.nodes.len() - 1);
+        w.nodes.len() - 1
+    }
+
+    for (item_index, item) in input.items.iter().enumerate() {
+        let mut nodes = Vec::new();
+        if input.include.is_some_and(|inc| !inc[item_index]) {
+            item_nodes.push(nodes);
+            continue;
+        }
+        let base = |record: usize, node_type: NodeType| Node {
+            id: Id::from(""),
+            step: 0,
+            item: item_index,
+            node_type,
+            lane: item.lane,
+            record,
+            time_record: record,
+            time: records[record].time,
+            tool: None,
+            description: OnceLock::new(),
+        };
+        match item.kind {
+            ItemKind::Turn(t) => {
+                let turn = &input.turns[t];
+                let anchor = turn.anchor();
+                if let Some(usage) = turn.usage(records) {
+                    w.total_tokens += usage.input_tokens + usage.output_tokens;
+                }
+                let thinking = turn.thinking(records);
+                let texts = turn.texts(records);
+                let mut reasoning = None;
+                if !thinking.is_empty() || !texts.is_empty() {
+                    let chunk = turn
+                        .chunks
+                        .iter()
+                        .copied()
+                        .find(|&c| {
+                            records[c].blocks().iter().any(|b| match b {
+                                Block::Thinking { thinking, .. } => !thinking.is_empty(),
+                                Block::Text(t) => !t.is_empty(),
+                                _ => false,
+                            })
+                        })
+                        .unwrap_or(anchor);
+                    let mut node = base(chunk, NodeType::AgentReasoning);
+                    node.time_record = anchor;
+                    node.time = records[anchor].time;
+                    let n = push(&mut w, &mut used_ids, node, record_id(records, chunk));
+                    reasoning = Some(n);
+                    nodes.push(n);
+                }
+                let calls = turn.tool_uses(records);
+                let count = calls.len();
+                for (index, (rec, block, tool)) in calls.into_iter().enumerate() {
+                    let mut node = base(rec, NodeType::ToolCall);
+                    node.time_record = anchor;
+                    node.time = records[anchor].time;
+                    node.tool = Some(ToolCallRef {
+                        record: rec,
+                        block,
+                        index,
+                        count,
+                    });
+                    let mut id = record_id(records, rec);
+                    if used_ids.contains(&w.nodes, &id) {
+                        id = Id::from(format!("{id}/{}", tool.id));
+                    }
+                    let n = push(&mut w, &mut used_ids, node, id);
+                    if !tool.id.is_empty() {
+                        w.call_node.entry(tool.id.clone()).or_insert(n);
+                    }
+                    if record_node[rec].is_none() {
+                        record_node[rec] = Some(n);
+                    }
+                    nodes.push(n);
+                }
+                // Chunks holding reasoning (or nothing) stand for the reasoning node; a
+                // chunk holding a call stands for its first call unless it also reasons.
+                for &c in &turn.chunks {
+                    let reasons = records[c]
+                        .blocks()
+                        .iter()
+                        .any(|b| matches!(b, Block::Thinking { .. } | Block::Text(_)));
+                    let mapped = if reasons { reasoning } else { None };
+                    record_node[c] = mapped.or(record_node[c]).or(reasoning).or(nodes.first().copied());
+                }
+            }
+            ItemKind::Prompt(r) => {
+                let n = push(
+                    &mut w,
+                    &mut used_ids,
+                    base(r, NodeType::UserInput),
+                    record_id(records, r),
+                );
+                record_node[r] = Some(n);
+                nodes.push(n);
+            }
+            ItemKind::ToolResult { record: r, failed } => {
+                let kind = if failed {
+                    NodeType::ResultFailure
+                } else {
+                    NodeType::ResultSuccess
+                };
+                let n = push(&mut w, &mut used_ids, base(r, kind), record_id(records, r));
+                for t in answered_ids(&records[r]) {
+                    w.result_node.insert(t.to_owned(), n);
+                }
+                record_node[r] = Some(n);
+                nodes.push(n);
+            }
+            ItemKind::Notice { record: r, .. } => {
+                let n = push(
+                    &mut w,
+                    &mut used_ids,
+                    base(r, NodeType::SystemNotice),
+                    record_id(records, r),
+                );
+                record_node[r] = Some(n);
+                nodes.push(n);
+            }
+            ItemKind::Compact { boundary, summary } => {
+                let n = push(
+                    &mut w,
+                    &mut used_ids,
+                    base(boundary, NodeType::SystemNotice),
+                    record_id(records, boundary),
+                );
+                record_node[boundary] = Some(n);
+                if let Some(s) = summary {
+                    record_node[s] = Some(n);
+                }
+                nodes.push(n);
+            }
+        }
+        item_nodes.push(nodes);
+    }
+
+    // Effective node of every ordered record: its own, else its parent's.
+    let mut effective: Vec<Option<usize>> = vec![None; records.len()];
+    for &r in input.record_sequence {
+        effective[r] = record_node[r].or_else(|| input.record_parent[r].and_then(|p| effective[p]));
+    }
+    let parent_node = |item: &Item| item.parent_record.and_then(|p| effective[p]);
+
+    let mut edges: Vec<Edge> = Vec::new();
+    let edge = |source: usize, target: usize, parallel: bool, cross: bool| Edge {
+        source,
+        target,
+        parallel,
+        cross_lane: cross,
+    };
+    // Primary edges.
+    let mut primary_parent: Vec<Option<usize>> = vec![None; w.nodes.len()];
+    for (i, item) in input.items.iter().enumerate() {
+        let from_parent = if item.parent_is_spawn {
+            None
+        } else {
+            parent_node(item)
+        };
+        let nodes = &item_nodes[i];
+        if nodes.is_empty() {
+            continue;
+        }
+        match item.kind {
+            ItemKind::Turn(_) => {
+                let reasoning = nodes
+                    .first()
+                    .copied()
+                    .filter(|&n| w.nodes[n].node_type == NodeType::AgentReasoning);
+                let calls: Vec<usize> = nodes
+                    .iter()
+                    .copied()
+                    .filter(|&n| w.nodes[n].node_type == NodeType::ToolCall)
+                    .collect();
+                let parallel = calls.len() > 1;
+                if let Some(r) = reasoning {
+                    if let Some(p) = from_parent {
+                        edges.push(edge(p, r, false, false));
+                        primary_parent[r] = Some(p);
+                    }
+                }
+                for &c in &calls {
+                    if let Some(p) = reasoning.or(from_parent) {
+                        edges.push(edge(p, c, parallel, false));
+                        primary_parent[c] = Some(p);
+                    }
+                }
+            }
+            ItemKind::ToolResult { record, .. } => {
+                // A result answers every call named by its blocks (batched results).
+                let n = nodes[0];
+                let mut calls: Vec<usize> = answered_ids(&records[record])
+                    .filter_map(|t| w.call_node.get(t).copied())
+                    .filter(|&c| c < n)
+                    .collect();
+                calls.sort_unstable();
+                calls.dedup();
+                if calls.is_empty() {
+                    calls.extend(from_parent);
+                }
+                for &p in &calls {
+                    edges.push(edge(p, n, false, false));
+                }
+                primary_parent[n] = calls.first().copied();
+            }
+            _ => {
+                let n = nodes[0];
+                if let Some(p) = from_parent {
+                    edges.push(edge(p, n, false, false));
+                    primary_parent[n] = Some(p);
+                }
+            }
+        }
+    }
+
+    // Joins: the results of a turn's parallel calls all lead to what follows the last one.
+    let mut first_child: Vec<Option<usize>> = vec![None; w.nodes.len()];
+    for (n, p) in primary_parent.iter().enumerate() {
+        if let Some(p) = *p {
+            first_child[p] = Some(first_child[p].map_or(n, |c: usize| c.min(n)));
+        }
+    }
+    for (i, item) in input.items.iter().enumerate() {
+        if !matches!(item.kind, ItemKind::Turn(_)) {
+            continue;
+        }
+        let mut results: Vec<usize> = item_nodes[i]
+            .iter()
+            .filter_map(|&n| {
+                let tool = records[w.nodes[n].tool?.record]
+                    .blocks()
+                    .get(w.nodes[n].tool?.block)?;
+                match tool {
+                    Block::ToolUse(t) => w.result_node.get(&t.id).copied(),
+                    _ => None,
+                }
+            })
+            .collect();
+        results.sort_unstable();
+        results.dedup();
+        if results.len() < 2 {
+            continue;
+        }
+        let last = *results.iter().max().unwrap_or(&0);
+        if let Some(join) = first_child[last] {
+            for &r in &results {
+                if r != last {
+                    edges.push(edge(r, join, false, false));
+                }
+            }
+        }
+    }
+
+    // Sub-agent lanes: Task call -> first node; last node -> Task result.
+    let mut lane_first: Vec<Option<usize>> = vec![None; input.lanes.len()];
+    let mut lane_last: Vec<Option<usize>> = vec![None; input.lanes.len()];
+    for n in &w.nodes {
+        lane_first[n.lane].get_or_insert(n.step);
+        lane_last[n.lane] = Some(n.step);
+    }
+    for (l, lane) in input.lanes.iter().enumerate() {
+        let Some(agent) = lane.agent.map(|a| &input.agents[a]) else {
+            continue;
+        };
+        let Some(tool_use) = agent.tool_use_id.as_deref() else {
+            continue;
+        };
+        if let (Some(&call), Some(first)) = (w.call_node.get(tool_use), lane_first[l]) {
+            edges.push(edge(call, first, false, true));
+        }
+        if let (Some(&result), Some(last)) = (w.result_node.get(tool_use), lane_last[l]) {
+            edges.push(edge(last, result, false, true));
+        }
+    }
+
+    // Keep forward edges once each.
+    let mut seen: HashSet<(usize, usize)> = HashSet::new();
+    edges.retain(|e| e.source < e.target && seen.insert((e.source, e.target)));
+
+    // Continuity: a node with no incoming edge continues from the previous node of its lane.
+    let mut has_incoming = vec![false; w.nodes.len()];
+    for e in &edges {
+        has_incoming[e.target] = true;
+    }
+    let mut previous_in_lane: Vec<Option<usize>> = vec![None; input.lanes.len()];
+    for (n, incoming) in has_incoming.iter().enumerate() {
+        let lane = w.nodes[n].lane;
+        if !incoming {
+            if let Some(p) = previous_in_lane[lane] {
+                edges.push(edge(p, n, false, false));
+            }
+        }
+        previous_in_lane[lane] = Some(n);
+    }
+
+    for e in &mut edges {
+        e.cross_lane = e.cross_lane || w.nodes[e.source].lane != w.nodes[e.target].lane;
+    }
+    edges.sort_by_key(|e| (e.target, e.source));
+    w.incoming = Adjacency::build(w.nodes.len(), edges.len(), |e| edges[e].target);
+    w.outgoing = Adjacency::build(w.nodes.len(), edges.len(), |e| edges[e].source);
+    debug_assert!(w.nodes.len() <= planned, "node_capacity is a bound");
+    // Held for the session's life: give back what the bound left spare.
+    w.nodes.shrink_to_fit();
+    edges.shrink_to_fit();
+    w.edges = edges;
+    w
+}
+
+/// At least the number of nodes `input` gives (a turn: a reasoning node and one per call;
+/// any other item: one), so that the nodes are allocated once: grown by doubling, the
+/// vector and its copy were both alive at the build's peak.
+fn node_capacity(input: &WorkflowInput<'_>) -> usize {
+    input
+        .items
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| input.include.is_none_or(|include| include[i]))
+        .map(|(_, item)| match item.kind {
+            ItemKind::Turn(t) => 1 + input.turns[t].tool_use_count(input.records),
+            _ => 1,
+        })
+        .sum()
+}
+
+/// The `tool_use_id`s a result record answers, in block order.
+fn answered_ids(r: &Record) -> impl Iterator<Item = &str> {
+    r.blocks().iter().filter_map(|b| match b {
+        Block::ToolResult(t) => t.tool_use_id.as_deref(),
+        _ => None,
+    })
+}
+
+/// The id a record gives its node: its uuid, or its position when it has none.
+fn record_id(records: &[Record], r: usize) -> Id {
+    let rec = &records[r];
+    match &rec.uuid {
+        Some(u) if !u.is_empty() => u.clone(),
+        _ => Id::from(format!("line-{}-{}-{}", rec.pos.file, rec.pos.line, rec.pos.seq)),
+    }
+}
+
+/// A compaction's text: its summary, else the boundary's content, else a fixed phrase.
+pub fn compact_text(records: &[Record], boundary: usize, summary: Option<usize>) -> Text<'_> {
+    summary
+        .map(|s| classify::prompt_text(&records[s]))
+        .filter(|s| !s.is_empty())
+        .or_else(|| {
+            records[boundary]
+                .system_content()
+                .filter(|s| !s.is_empty())
+                .map(Text::json)
+        })
+        .unwrap_or_else(|| Text::from("Context compacted"))
+}
+
+/// The text a node shows (its `content`). Computed when a body is rendered rather than
+/// stored, so that a session holds each text once, in its records.
+///
+/// A reasoning node shows its turn's thinking (`[Thinking]` then the blocks joined by blank
+/// lines) and text (`[Response]` ...); a tool call the one-line description of the call; a
+/// prompt or result the record's user text; a notice its notice text; a compaction its
+/// summary.
+pub fn node_content<'a>(records: &'a [Record], turns: &[Turn], items: &[Item], node: &'a Node) -> Text<'a> {
+    match (node.node_type, items[node.item].kind) {
+        (NodeType::AgentReasoning, ItemKind::Turn(t)) => reasoning_content(records, &turns[t]),
+        (NodeType::ToolCall, _) => {
+            let Some(tool) = node
+                .tool
+                .and_then(|t| super::subagents::tool_use_at(records, (t.record, t.block)))
+            else {
+                return Text::default();
+            };
+            let description = node
+                .description
+                .get_or_init(|| tool_description(tool).into_boxed_str());
+            Text::from(&**description)
+        }
+        (_, ItemKind::Compact { boundary, summary }) => compact_text(records, boundary, summary),
+        (NodeType::SystemNotice, _) => classify::notice_text(&records[node.record]),
+        _ => classify::user_text(&records[node.record]),
+    }
+}
+
+/// A reasoning node's content: `[Thinking]` and the thinking blocks joined by blank lines,
+/// then `[Response]` and the text blocks.
+fn reasoning_content<'a>(records: &'a [Record], turn: &Turn) -> Text<'a> {
+    let sections = [
+        ("[Thinking]\n", turn.joined_thinking(records)),
+        ("[Response]\n", turn.joined_texts(records)),
+    ];
+    let mut content = Text::new();
+    for (heading, blocks) in sections.into_iter().filter(|(_, blocks)| !blocks.is_empty()) {
+        if !content.is_empty() {
+            content.push_str("\n\n");
+        }
+        content.push_str(heading);
+        content.push_text(blocks);
+    }
+    content
+}
+
+/// `content` cut for previews: 100 UTF-16 units, the last three being `...` when cut.
+pub fn preview(s: &Text<'_>) -> Preview {
+    s.preview(100)
+}
+
+/// A result preview, cut at 200 units.
+pub fn result_preview(s: &Text<'_>) -> Preview {
+    s.preview(200)
+}
