@@ -10,13 +10,13 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use sessiongraph::core::formats::autogen::cost::{MESSAGE_COST, TOOL_PART_COST};
 use sessiongraph::core::formats::autogen::AutogenError;
+use sessiongraph::core::formats::claude_code::cost::{fixed_cost, RECORD_COST};
 use sessiongraph::core::formats::claude_code::parse::parse_file;
 use sessiongraph::core::formats::input::Format;
 use sessiongraph::core::heap::HeapSize;
-use sessiongraph::core::memory_bound::{
-    fixed_cost, MemoryBound, MESSAGE_COST, PROCESS_RESERVE, RECORD_COST, TEXT_SHARE, TOOL_PART_COST,
-};
+use sessiongraph::core::memory_bound::{MemoryBound, PROCESS_RESERVE, TEXT_SHARE};
 use sessiongraph::core::pipeline::session::Branch;
 use sessiongraph::core::views::{self, View, ViewOptions};
 use sessiongraph::core::{LoadOptions, Session, SessionError, SessionInput, SourceFile};

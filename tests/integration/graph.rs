@@ -121,7 +121,7 @@ fn system_notices_give_the_edges_the_table_says() {
         .items
         .iter()
         .filter(|i| {
-            matches!(i.kind, sessiongraph::core::pipeline::session::ItemKind::Notice { record, .. }
+            matches!(i.kind, sessiongraph::core::pipeline::items::ItemKind::Notice { record, .. }
                 if edge_cases.records[record].kind == sessiongraph::core::formats::claude_code::records::RecordKind::System)
         })
         .count();

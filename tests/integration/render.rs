@@ -507,7 +507,7 @@ fn a_tool_calls_description_is_made_once_and_every_view_shows_the_same() {
 /// instead of giving an empty DAG's body.
 #[test]
 fn a_session_loaded_without_its_workflow_gives_the_same_bodies_of_the_views_that_do_not_read_it() {
-    use sessiongraph::core::pipeline::session::{LoadOptions, Session};
+    use sessiongraph::core::{LoadOptions, Session};
 
     let dirs = [
         "commugraph-sample",

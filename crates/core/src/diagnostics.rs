@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::heap::HeapSize;
 use serde::Serialize;
 
 /// How many examples of each kind of finding are kept; counts are always exact.
@@ -242,6 +243,51 @@ pub struct DiagnosticsSummary {
     pub unknown_record_types: usize,
     /// Sub-agents referenced but missing.
     pub subagents_missing: usize,
+}
+
+impl<T: HeapSize> HeapSize for Samples<T> {
+    fn heap_size(&self) -> usize {
+        self.samples.heap_size()
+    }
+}
+
+impl HeapSize for LineIssue {
+    fn heap_size(&self) -> usize {
+        self.file.heap_size() + self.reason.heap_size()
+    }
+}
+
+impl HeapSize for RecordIssue {
+    fn heap_size(&self) -> usize {
+        self.file.heap_size()
+            + self.uuid.heap_size()
+            + self.related_uuid.heap_size()
+            + self.reason.heap_size()
+    }
+}
+
+impl HeapSize for FileSummary {
+    fn heap_size(&self) -> usize {
+        self.name.heap_size() + self.agent_id.heap_size()
+    }
+}
+
+impl HeapSize for Diagnostics {
+    fn heap_size(&self) -> usize {
+        self.files.heap_size()
+            + self.record_types.heap_size()
+            + self.unknown_record_types.heap_size()
+            + self.bad_lines.heap_size()
+            + self.repaired_lines.heap_size()
+            + self.duplicate_samples.heap_size()
+            + self.phantom_branch_removed.heap_size()
+            + self.orphans.heap_size()
+            + self.dangling_logical_parents.heap_size()
+            + self.cycles_broken.heap_size()
+            + self.subagents_missing.heap_size()
+            + self.subagents_unlinked.heap_size()
+            + self.ignored_files.heap_size()
+    }
 }
 
 #[cfg(test)]

@@ -25,4 +25,5 @@ pub mod pipeline;
 pub mod views;
 
 pub use formats::input::{SessionInput, SourceFile};
-pub use pipeline::session::{LoadOptions, Session, SessionError};
+pub use pipeline::load::{LoadOptions, SessionError};
+pub use pipeline::session::Session;

@@ -34,10 +34,12 @@ use super::claude_code::records::{
     Block, Content, Id, Image, JsonStr, Message, Position, RawJson, Record, RecordKind, ToolResultBlock,
     ToolUse, Usage,
 };
+use crate::formats::claude_code::cost::fixed_cost;
+use crate::heap::HeapSize;
 use crate::json::frame;
 use crate::json::lenient::{self, ObjectOr};
 use crate::json::time::{iso_millis, parse_millis};
-use crate::memory_bound::{fixed_cost, RecordBudget};
+use crate::memory_bound::RecordBudget;
 
 /// The header line of a pi session.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -524,6 +526,12 @@ fn entry_record(
         _ => {}
     }
     r
+}
+
+impl HeapSize for PiHeader {
+    fn heap_size(&self) -> usize {
+        self.id.heap_size() + self.cwd.heap_size()
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::{Arc, LazyLock};
 
+use crate::heap::HeapSize;
 use bytes::Bytes;
 use bytestring::ByteString;
 use memchr::memmem;
@@ -972,6 +973,20 @@ impl fmt::Debug for RawJson {
 impl Serialize for RawJson {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         serialize_raw(self.get(), s)
+    }
+}
+
+/// A string of the input owns nothing: its bytes are the input's, counted once by the
+/// session that keeps them ([`Session::input`]). A copy owns its literal.
+impl HeapSize for JsonStr {
+    fn heap_size(&self) -> usize {
+        self.own_heap_size()
+    }
+}
+
+impl HeapSize for RawJson {
+    fn heap_size(&self) -> usize {
+        self.own_heap_size()
     }
 }
 

@@ -8,6 +8,7 @@
 use foldhash::{HashMap, HashMapExt, HashSet};
 
 use crate::formats::claude_code::records::{Block, Id, JsonStr, Record, RecordKind, ToolUse, Usage};
+use crate::heap::HeapSize;
 use crate::json::literals::Text;
 
 /// One model response.
@@ -177,6 +178,15 @@ pub fn group_turns(records: &[Record], kept: impl Fn(usize) -> bool) -> (Vec<Tur
 /// `blocks` joined by blank lines, as a turn's text is shown: borrowed when there is one.
 fn join_blocks(blocks: Vec<&JsonStr>) -> Text<'_> {
     Text::join(blocks.into_iter().map(Text::json), "\n\n")
+}
+
+impl HeapSize for Turn {
+    fn heap_size(&self) -> usize {
+        self.records.heap_size()
+            + self.chunks.heap_size()
+            + self.request_id.heap_size()
+            + self.message_id.heap_size()
+    }
 }
 
 #[cfg(test)]

@@ -3,9 +3,15 @@
 
 pub mod classify;
 pub mod dedup;
+mod findings;
 pub mod group;
+pub mod items;
+pub mod lanes;
+pub mod load;
 pub mod order;
+pub mod read;
 pub mod session;
 pub mod subagents;
 pub mod tree;
+pub mod units;
 pub mod workflow;

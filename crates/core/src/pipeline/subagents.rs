@@ -21,6 +21,7 @@ use serde_json::Number;
 use super::classify::prompt_text;
 use crate::formats::claude_code::records::{Block, JsonStr, Record, RecordKind, ToolUse};
 use crate::formats::input::{agent_id_from_name, FileRole};
+use crate::heap::HeapSize;
 use crate::json::lenient;
 
 /// How an agent was tied to its Task call.
@@ -359,6 +360,16 @@ pub fn link_subagents(
         missing,
         unlinked,
         ignored,
+    }
+}
+
+impl HeapSize for Agent {
+    fn heap_size(&self) -> usize {
+        self.agent_id.heap_size()
+            + self.tool_use_id.heap_size()
+            + self.subagent_type.heap_size()
+            + self.prompt.heap_size()
+            + self.status.heap_size()
     }
 }
 

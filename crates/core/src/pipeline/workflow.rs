@@ -23,9 +23,11 @@ use foldhash::{HashMap, HashSet, HashSetExt};
 
 use super::classify::{self, tool_description};
 use super::group::Turn;
-use super::session::{Item, ItemKind, Lane};
+use super::items::{Item, ItemKind};
+use super::lanes::Lane;
 use super::subagents::Agent;
 use crate::formats::claude_code::records::{Block, Id, Record};
+use crate::heap::HeapSize;
 use crate::json::literals::{Preview, Text};
 
 /// The kind of a workflow node.
@@ -577,6 +579,44 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
     w
 }
 
+/// The order lanes are shown in: main, then sub-agents in the order they start (by the
+/// step of the Task call, else of the Task result, else of the lane's first node).
+pub(crate) fn order_lanes(lanes: &[Lane], agents: &[Agent], workflow: &Workflow) -> Vec<usize> {
+    let mut first_step: Vec<Option<usize>> = vec![None; lanes.len()];
+    for n in &workflow.nodes {
+        let s = &mut first_step[n.lane];
+        if s.is_none() {
+            *s = Some(n.step);
+        }
+    }
+    let mut keyed: Vec<(usize, usize)> = lanes
+        .iter()
+        .enumerate()
+        .map(|(l, lane)| {
+            let key = match lane.agent {
+                None => 0,
+                Some(a) => {
+                    let agent = &agents[a];
+                    let call = agent
+                        .tool_use_id
+                        .as_deref()
+                        .and_then(|t| workflow.call_node.get(t))
+                        .map(|&n| workflow.nodes[n].step);
+                    let result = agent
+                        .tool_use_id
+                        .as_deref()
+                        .and_then(|t| workflow.result_node.get(t))
+                        .map(|&n| workflow.nodes[n].step);
+                    1 + call.or(result).or(first_step[l]).unwrap_or(usize::MAX - 1)
+                }
+            };
+            (key, l)
+        })
+        .collect();
+    keyed.sort_by_key(|&(k, l)| (k, l));
+    keyed.into_iter().map(|(_, l)| l).collect()
+}
+
 /// At least the number of nodes `input` gives (a turn: a reasoning node and one per call;
 /// any other item: one), so that the nodes are allocated once: grown by doubling, the
 /// vector and its copy were both alive at the build's peak.
@@ -679,3 +719,22 @@ pub fn preview(s: &Text<'_>) -> Preview {
 pub fn result_preview(s: &Text<'_>) -> Preview {
     s.preview(200)
 }
+
+impl HeapSize for Node {
+    fn heap_size(&self) -> usize {
+        self.id.heap_size() + self.description.get().map_or(0, |d| d.len())
+    }
+}
+
+impl HeapSize for Workflow {
+    fn heap_size(&self) -> usize {
+        self.nodes.heap_size()
+            + self.edges.heap_size()
+            + self.incoming.heap_size()
+            + self.outgoing.heap_size()
+            + self.call_node.heap_size()
+            + self.result_node.heap_size()
+    }
+}
+
+crate::heap::owns_nothing!(Edge);

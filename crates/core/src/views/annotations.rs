@@ -15,7 +15,8 @@ use serde_json::value::RawValue;
 
 use crate::formats::claude_code::records::{Block, RawJson, Record, RecordKind};
 use crate::pipeline::classify::{self, ImageRef};
-use crate::pipeline::session::{Branch, ItemKind, Session};
+use crate::pipeline::items::ItemKind;
+use crate::pipeline::session::{Branch, Session};
 use crate::pipeline::workflow::compact_text;
 
 /// The annotations body.
@@ -531,9 +532,7 @@ pub fn annotations(session: &Session, include_sidechains: bool, branch: Branch) 
         let unit = match item.kind {
             // Words typed beside a tool result (the user wrote while the tool ran) are the
             // human's turn too; the result still counts for its call.
-            ItemKind::Prompt(r) | ItemKind::ToolResult { record: r, .. }
-                if classify::is_labelable_prompt(&records[r]) =>
-            {
+            ItemKind::Prompt(r) | ItemKind::ToolResult { record: r, .. } if item.labelable => {
                 body.user_turn_count += 1;
                 Unit::User(builder.user_turn(r, item.lane))
             }

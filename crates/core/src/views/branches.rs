@@ -3,8 +3,8 @@
 
 use serde::Serialize;
 
+use super::context::{context, ContextMessage};
 use crate::pipeline::session::Session;
-use crate::pipeline::tree::{context, ContextMessage};
 
 /// `{current_leaf, active_path_length, abandoned_records, forks, total}`.
 #[derive(Debug, Serialize)]

@@ -22,7 +22,8 @@ use super::interactions::{interactions, Interaction, Previews};
 use crate::formats::claude_code::records::RecordKind;
 use crate::json::jsnum::JsNumber;
 use crate::json::literals::Preview;
-use crate::pipeline::session::{ItemKind, Session};
+use crate::pipeline::items::ItemKind;
+use crate::pipeline::session::Session;
 
 /// `{"graph": ...}`.
 #[derive(Debug, Serialize)]

@@ -30,7 +30,8 @@ use foldhash::{HashMap, HashMapExt};
 use rayon::prelude::*;
 
 use crate::json::literals::Preview;
-use crate::pipeline::session::{ItemKind, Session};
+use crate::pipeline::items::ItemKind;
+use crate::pipeline::session::Session;
 use crate::pipeline::workflow::{preview, Node, NodeType};
 
 /// One message from one party to another.

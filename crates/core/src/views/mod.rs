@@ -7,6 +7,7 @@ pub mod autogen_graph;
 pub mod body;
 pub mod branches;
 pub mod chatlog;
+pub mod context;
 pub mod diagnostics;
 pub mod graph;
 pub mod interactions;
@@ -80,7 +81,7 @@ impl View {
 
     /// True when the view reads the session's workflow DAG (the chat log, the graph and
     /// its metrics derive from it, and the diagnostics count it): a session loaded
-    /// [`without_workflow`](crate::pipeline::session::LoadOptions::without_workflow) cannot
+    /// [`without_workflow`](crate::pipeline::load::LoadOptions::without_workflow) cannot
     /// render it.
     pub fn reads_workflow(self) -> bool {
         !matches!(

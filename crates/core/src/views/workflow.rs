@@ -10,7 +10,8 @@ use crate::json::jsnum::JsNumber;
 use crate::json::literals::{Preview, Text};
 use crate::json::time::iso_millis;
 use crate::pipeline::classify::{self, ImageRef};
-use crate::pipeline::session::{ItemKind, Session};
+use crate::pipeline::items::ItemKind;
+use crate::pipeline::session::Session;
 use crate::pipeline::subagents::{tool_use_at, Agent};
 use crate::pipeline::workflow::{preview, result_preview, Node, NodeType, Workflow};
 

@@ -13,6 +13,7 @@
 //! `system` for role system, `action` for a `function_call`, then keywords, else `response`.
 
 pub mod agentchat;
+pub mod cost;
 pub mod read;
 pub mod shape;
 
@@ -23,6 +24,7 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 
 pub use crate::formats::autogen::read::ReadError;
+use crate::heap::HeapSize;
 use crate::memory_bound::RecordBudget;
 
 /// One message of an AutoGen log.
@@ -125,7 +127,7 @@ pub fn parse(text: &str) -> Result<Vec<AgMessage>, AutogenError> {
 }
 
 /// Reads an AutoGen log as [`parse`] does, one entry at a time, charging each message kept
-/// to `budget` ([`crate::memory_bound::message_cost`]) and stopping with
+/// to `budget` ([`cost::message_cost`]) and stopping with
 /// [`ReadError::PastBound`] as soon as it runs out ([`crate::formats::autogen::read`]).
 pub fn parse_within(text: &str, budget: &RecordBudget) -> Result<Vec<AgMessage>, ReadError> {
     crate::formats::autogen::read::read(text, budget)
@@ -320,6 +322,22 @@ pub fn js_prefix(s: &str, n: usize) -> Cow<'_, str> {
         }
     }
     Cow::Borrowed(s)
+}
+
+impl HeapSize for AgMessage {
+    fn heap_size(&self) -> usize {
+        self.timestamp.heap_size()
+            + self.sender.heap_size()
+            + self.receiver.heap_size()
+            + self.content.heap_size()
+            + self.tools.heap_size()
+    }
+}
+
+impl HeapSize for ToolPart {
+    fn heap_size(&self) -> usize {
+        self.call_id.heap_size() + self.name.heap_size()
+    }
 }
 
 #[cfg(test)]

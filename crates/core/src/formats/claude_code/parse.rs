@@ -14,11 +14,12 @@ use bytestring::ByteString;
 use rayon::prelude::*;
 use serde_json::Deserializer;
 
+use super::cost::fixed_cost;
 use super::records::{LineBuffer, Position, Record, RepeatedIds, WireRecord};
 use crate::diagnostics::{Samples, TypeCounts};
 use crate::json::frame;
 use crate::json::raw::TextBuffer;
-use crate::memory_bound::{fixed_cost, RecordBudget};
+use crate::memory_bound::RecordBudget;
 
 /// Why a line gave no record.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -15,12 +15,13 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::formats::autogen::agentchat::{self, AgentChatReading, Draft, Form};
+use crate::formats::autogen::cost::{message_cost, receiver_cost};
 use crate::formats::autogen::shape::{
     self as shape, read_whole, through_raw_value, KeySeed, PathStep, Peer, Plan, Target, MESSAGE_KEYS,
     RAW_VALUE_TOKEN,
 };
 use crate::formats::autogen::{self, AgMessage, AutogenError};
-use crate::memory_bound::{message_cost, receiver_cost, RecordBudget};
+use crate::memory_bound::RecordBudget;
 
 /// Why an AutoGen log was not read within a memory bound.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -13,6 +13,7 @@ mod wire;
 
 use std::sync::Arc;
 
+use crate::heap::HeapSize;
 use serde_json::Number;
 
 pub use crate::json::raw::{JsonStr, RawJson};
@@ -421,6 +422,105 @@ impl ToolUseResult {
         self.status.as_deref() == Some("failed") || self.interrupted
     }
 }
+
+impl HeapSize for Record {
+    fn heap_size(&self) -> usize {
+        self.kind.heap_size()
+            + self.uuid.heap_size()
+            + self.parent_uuid.heap_size()
+            + self.timestamp.heap_size()
+            + self.session_id.heap_size()
+            + self.request_id.heap_size()
+            + self.agent_id.heap_size()
+            + self.message.heap_size()
+            + self.extra.heap_size()
+    }
+}
+
+impl HeapSize for RecordExtra {
+    fn heap_size(&self) -> usize {
+        self.logical_parent_uuid.heap_size()
+            + self.subtype.heap_size()
+            + self.content.heap_size()
+            + self.compact_metadata.heap_size()
+            + self.tool_use_result.heap_size()
+            + self.first_kept.heap_size()
+    }
+}
+
+impl HeapSize for RecordKind {
+    fn heap_size(&self) -> usize {
+        match self {
+            RecordKind::Other(name) => name.heap_size(),
+            _ => 0,
+        }
+    }
+}
+
+impl HeapSize for Message {
+    fn heap_size(&self) -> usize {
+        self.id.heap_size()
+            + self.model.heap_size()
+            + self.content.heap_size()
+            + self.usage.as_ref().map_or(0, |_| size_of::<Usage>())
+    }
+}
+
+impl HeapSize for Content {
+    fn heap_size(&self) -> usize {
+        match self {
+            Content::Absent => 0,
+            Content::Text(t) => t.heap_size(),
+            Content::Blocks(blocks) => blocks.heap_size(),
+        }
+    }
+}
+
+impl HeapSize for Block {
+    fn heap_size(&self) -> usize {
+        match self {
+            Block::Text(t) => t.heap_size(),
+            Block::Thinking { thinking, signature } => thinking.heap_size() + signature.heap_size(),
+            Block::ToolUse(t) => t.heap_size(),
+            Block::ToolResult(r) => r.heap_size(),
+            Block::Image(i) => i.heap_size(),
+            Block::Other(name) => name.heap_size(),
+        }
+    }
+}
+
+impl HeapSize for ToolUse {
+    fn heap_size(&self) -> usize {
+        self.id.heap_size() + self.name.heap_size() + self.input.heap_size()
+    }
+}
+
+impl HeapSize for ToolResultBlock {
+    fn heap_size(&self) -> usize {
+        self.tool_use_id.heap_size() + self.texts.heap_size()
+    }
+}
+
+impl HeapSize for Image {
+    fn heap_size(&self) -> usize {
+        self.source_type.heap_size() + self.media_type.heap_size() + self.data.heap_size()
+    }
+}
+
+impl HeapSize for ToolUseResult {
+    fn heap_size(&self) -> usize {
+        self.status.heap_size()
+            + self.stdout.heap_size()
+            + self.stderr.heap_size()
+            + self.agent_id.heap_size()
+            + self.prompt.heap_size()
+            + self.file_path.heap_size()
+            + self.file_content.heap_size()
+            + self.first_content_text.heap_size()
+    }
+}
+
+crate::heap::owns_nothing!(Position);
 
 #[cfg(test)]
 mod tests {
