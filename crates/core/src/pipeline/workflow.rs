@@ -252,318 +252,43 @@ impl NodeIds {
     }
 }
 
-/// Builds the DAG.
+/// Builds the DAG: the nodes of every item, in order, then the edges, rule by rule (see
+/// the module's documentation).
 pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
-    let records = input.records;
     let planned = node_capacity(input);
-    let mut w = Workflow {
-        nodes: Vec::with_capacity(planned),
-        ..Workflow::default()
-    };
-    let mut record_node: Vec<Option<usize>> = vec![None; records.len()];
-    let mut used_ids = NodeIds::default();
-    // For each item: its nodes (first, last) and, for turns, the reasoning node.
-    let mut item_nodes: Vec<Vec<usize>> = Vec::with_capacity(input.items.len());
-
-    fn push(w: &mut Workflow, used: &mut NodeIds, mut node: Node, base_id: Id) -> usize {
-        node.id = used.free(&w.nodes, base_id);
-        node.step = w.nodes.len();
-        w.nodes.push(node);
-        used.insert(&w.nodes, w.nodes.len() - 1);
-        w.nodes.len() - 1
-    }
-
+    let mut placement = NodePlacement::new(input, planned);
     for (item_index, item) in input.items.iter().enumerate() {
-        let mut nodes = Vec::new();
-        if input.include.is_some_and(|inc| !inc[item_index]) {
-            item_nodes.push(nodes);
-            continue;
-        }
-        let base = |record: usize, node_type: NodeType| Node {
-            id: Id::from(""),
-            step: 0,
-            item: item_index,
-            node_type,
-            lane: item.lane,
-            record,
-            time_record: record,
-            time: records[record].time,
-            tool: None,
-            description: OnceLock::new(),
-        };
-        match item.kind {
-            ItemKind::Turn(t) => {
-                let turn = &input.turns[t];
-                let anchor = turn.anchor();
-                if let Some(usage) = turn.usage(records) {
-                    w.total_tokens += usage.input_tokens + usage.output_tokens;
-                }
-                let thinking = turn.thinking(records);
-                let texts = turn.texts(records);
-                let mut reasoning = None;
-                if !thinking.is_empty() || !texts.is_empty() {
-                    let chunk = turn
-                        .chunks
-                        .iter()
-                        .copied()
-                        .find(|&c| {
-                            records[c].blocks().iter().any(|b| match b {
-                                Block::Thinking { thinking, .. } => !thinking.is_empty(),
-                                Block::Text(t) => !t.is_empty(),
-                                _ => false,
-                            })
-                        })
-                        .unwrap_or(anchor);
-                    let mut node = base(chunk, NodeType::AgentReasoning);
-                    node.time_record = anchor;
-                    node.time = records[anchor].time;
-                    let n = push(&mut w, &mut used_ids, node, record_id(records, chunk));
-                    reasoning = Some(n);
-                    nodes.push(n);
-                }
-                let calls = turn.tool_uses(records);
-                let count = calls.len();
-                for (index, (rec, block, tool)) in calls.into_iter().enumerate() {
-                    let mut node = base(rec, NodeType::ToolCall);
-                    node.time_record = anchor;
-                    node.time = records[anchor].time;
-                    node.tool = Some(ToolCallRef {
-                        record: rec,
-                        block,
-                        index,
-                        count,
-                    });
-                    let mut id = record_id(records, rec);
-                    if used_ids.contains(&w.nodes, &id) {
-                        id = Id::from(format!("{id}/{}", tool.id));
-                    }
-                    let n = push(&mut w, &mut used_ids, node, id);
-                    if !tool.id.is_empty() {
-                        w.call_node.entry(tool.id.clone()).or_insert(n);
-                    }
-                    if record_node[rec].is_none() {
-                        record_node[rec] = Some(n);
-                    }
-                    nodes.push(n);
-                }
-                // Chunks holding reasoning (or nothing) stand for the reasoning node; a
-                // chunk holding a call stands for its first call unless it also reasons.
-                for &c in &turn.chunks {
-                    let reasons = records[c]
-                        .blocks()
-                        .iter()
-                        .any(|b| matches!(b, Block::Thinking { .. } | Block::Text(_)));
-                    let mapped = if reasons { reasoning } else { None };
-                    record_node[c] = mapped.or(record_node[c]).or(reasoning).or(nodes.first().copied());
-                }
-            }
-            ItemKind::Prompt(r) => {
-                let n = push(
-                    &mut w,
-                    &mut used_ids,
-                    base(r, NodeType::UserInput),
-                    record_id(records, r),
-                );
-                record_node[r] = Some(n);
-                nodes.push(n);
-            }
-            ItemKind::ToolResult { record: r, failed } => {
-                let kind = if failed {
-                    NodeType::ResultFailure
-                } else {
-                    NodeType::ResultSuccess
-                };
-                let n = push(&mut w, &mut used_ids, base(r, kind), record_id(records, r));
-                for t in answered_ids(&records[r]) {
-                    w.result_node.insert(t.to_owned(), n);
-                }
-                record_node[r] = Some(n);
-                nodes.push(n);
-            }
-            ItemKind::Notice { record: r, .. } => {
-                let n = push(
-                    &mut w,
-                    &mut used_ids,
-                    base(r, NodeType::SystemNotice),
-                    record_id(records, r),
-                );
-                record_node[r] = Some(n);
-                nodes.push(n);
-            }
-            ItemKind::Compact { boundary, summary } => {
-                let n = push(
-                    &mut w,
-                    &mut used_ids,
-                    base(boundary, NodeType::SystemNotice),
-                    record_id(records, boundary),
-                );
-                record_node[boundary] = Some(n);
-                if let Some(s) = summary {
-                    record_node[s] = Some(n);
-                }
-                nodes.push(n);
-            }
-        }
-        item_nodes.push(nodes);
-    }
-
-    // Effective node of every ordered record: its own, else its parent's.
-    let mut effective: Vec<Option<usize>> = vec![None; records.len()];
-    for &r in input.record_sequence {
-        effective[r] = record_node[r].or_else(|| input.record_parent[r].and_then(|p| effective[p]));
-    }
-    let parent_node = |item: &Item| item.parent_record.and_then(|p| effective[p]);
-
-    let mut edges: Vec<Edge> = Vec::new();
-    let edge = |source: usize, target: usize, parallel: bool, cross: bool| Edge {
-        source,
-        target,
-        parallel,
-        cross_lane: cross,
-    };
-    // Primary edges.
-    let mut primary_parent: Vec<Option<usize>> = vec![None; w.nodes.len()];
-    for (i, item) in input.items.iter().enumerate() {
-        let from_parent = if item.parent_is_spawn {
-            None
+        let included = input.include.is_none_or(|inc| inc[item_index]);
+        let nodes = if included {
+            placement.place(item_index, item)
         } else {
-            parent_node(item)
+            Vec::new()
         };
-        let nodes = &item_nodes[i];
-        if nodes.is_empty() {
-            continue;
-        }
-        match item.kind {
-            ItemKind::Turn(_) => {
-                let reasoning = nodes
-                    .first()
-                    .copied()
-                    .filter(|&n| w.nodes[n].node_type == NodeType::AgentReasoning);
-                let calls: Vec<usize> = nodes
-                    .iter()
-                    .copied()
-                    .filter(|&n| w.nodes[n].node_type == NodeType::ToolCall)
-                    .collect();
-                let parallel = calls.len() > 1;
-                if let Some(r) = reasoning {
-                    if let Some(p) = from_parent {
-                        edges.push(edge(p, r, false, false));
-                        primary_parent[r] = Some(p);
-                    }
-                }
-                for &c in &calls {
-                    if let Some(p) = reasoning.or(from_parent) {
-                        edges.push(edge(p, c, parallel, false));
-                        primary_parent[c] = Some(p);
-                    }
-                }
-            }
-            ItemKind::ToolResult { record, .. } => {
-                // A result answers every call named by its blocks (batched results).
-                let n = nodes[0];
-                let mut calls: Vec<usize> = answered_ids(&records[record])
-                    .filter_map(|t| w.call_node.get(t).copied())
-                    .filter(|&c| c < n)
-                    .collect();
-                calls.sort_unstable();
-                calls.dedup();
-                if calls.is_empty() {
-                    calls.extend(from_parent);
-                }
-                for &p in &calls {
-                    edges.push(edge(p, n, false, false));
-                }
-                primary_parent[n] = calls.first().copied();
-            }
-            _ => {
-                let n = nodes[0];
-                if let Some(p) = from_parent {
-                    edges.push(edge(p, n, false, false));
-                    primary_parent[n] = Some(p);
-                }
-            }
-        }
+        placement.item_nodes.push(nodes);
     }
+    let NodePlacement {
+        mut w,
+        record_node,
+        item_nodes,
+        ..
+    } = placement;
 
-    // Joins: the results of a turn's parallel calls all lead to what follows the last one.
-    let mut first_child: Vec<Option<usize>> = vec![None; w.nodes.len()];
-    for (n, p) in primary_parent.iter().enumerate() {
-        if let Some(p) = *p {
-            first_child[p] = Some(first_child[p].map_or(n, |c: usize| c.min(n)));
-        }
-    }
-    for (i, item) in input.items.iter().enumerate() {
-        if !matches!(item.kind, ItemKind::Turn(_)) {
-            continue;
-        }
-        let mut results: Vec<usize> = item_nodes[i]
-            .iter()
-            .filter_map(|&n| {
-                let tool = records[w.nodes[n].tool?.record]
-                    .blocks()
-                    .get(w.nodes[n].tool?.block)?;
-                match tool {
-                    Block::ToolUse(t) => w.result_node.get(&t.id).copied(),
-                    _ => None,
-                }
-            })
-            .collect();
-        results.sort_unstable();
-        results.dedup();
-        if results.len() < 2 {
-            continue;
-        }
-        let last = *results.iter().max().unwrap_or(&0);
-        if let Some(join) = first_child[last] {
-            for &r in &results {
-                if r != last {
-                    edges.push(edge(r, join, false, false));
-                }
-            }
-        }
-    }
-
-    // Sub-agent lanes: Task call -> first node; last node -> Task result.
-    let mut lane_first: Vec<Option<usize>> = vec![None; input.lanes.len()];
-    let mut lane_last: Vec<Option<usize>> = vec![None; input.lanes.len()];
-    for n in &w.nodes {
-        lane_first[n.lane].get_or_insert(n.step);
-        lane_last[n.lane] = Some(n.step);
-    }
-    for (l, lane) in input.lanes.iter().enumerate() {
-        let Some(agent) = lane.agent.map(|a| &input.agents[a]) else {
-            continue;
-        };
-        let Some(tool_use) = agent.tool_use_id.as_deref() else {
-            continue;
-        };
-        if let (Some(&call), Some(first)) = (w.call_node.get(tool_use), lane_first[l]) {
-            edges.push(edge(call, first, false, true));
-        }
-        if let (Some(&result), Some(last)) = (w.result_node.get(tool_use), lane_last[l]) {
-            edges.push(edge(last, result, false, true));
-        }
-    }
-
-    // Keep forward edges once each.
-    let mut seen: HashSet<(usize, usize)> = HashSet::new();
-    edges.retain(|e| e.source < e.target && seen.insert((e.source, e.target)));
-
-    // Continuity: a node with no incoming edge continues from the previous node of its lane.
-    let mut has_incoming = vec![false; w.nodes.len()];
-    for e in &edges {
-        has_incoming[e.target] = true;
-    }
-    let mut previous_in_lane: Vec<Option<usize>> = vec![None; input.lanes.len()];
-    for (n, incoming) in has_incoming.iter().enumerate() {
-        let lane = w.nodes[n].lane;
-        if !incoming {
-            if let Some(p) = previous_in_lane[lane] {
-                edges.push(edge(p, n, false, false));
-            }
-        }
-        previous_in_lane[lane] = Some(n);
-    }
+    let effective = effective_nodes(input, &record_node);
+    drop(record_node);
+    let mut rules = EdgeRules {
+        input,
+        w: &w,
+        item_nodes: &item_nodes,
+        effective: &effective,
+        edges: Vec::new(),
+        primary_parent: vec![None; w.nodes.len()],
+    };
+    rules.add_primary_edges();
+    rules.add_joins();
+    rules.add_subagent_lanes();
+    rules.keep_forward_edges_once();
+    rules.add_lane_continuity();
+    let mut edges = rules.edges;
 
     for e in &mut edges {
         e.cross_lane = e.cross_lane || w.nodes[e.source].lane != w.nodes[e.target].lane;
@@ -577,6 +302,383 @@ pub fn build_workflow(input: &WorkflowInput<'_>) -> Workflow {
     edges.shrink_to_fit();
     w.edges = edges;
     w
+}
+
+/// The first half of the build: each item's nodes, with unique ids, and the node each
+/// record stands for.
+struct NodePlacement<'i, 'a> {
+    input: &'i WorkflowInput<'a>,
+    /// The workflow so far (nodes, call and result indices, tokens).
+    w: Workflow,
+    /// For each record: the node it stands for, if it has one of its own.
+    record_node: Vec<Option<usize>>,
+    used_ids: NodeIds,
+    /// For each item: its nodes (a turn's reasoning node first, then its calls).
+    item_nodes: Vec<Vec<usize>>,
+}
+
+impl<'i, 'a> NodePlacement<'i, 'a> {
+    fn new(input: &'i WorkflowInput<'a>, planned: usize) -> Self {
+        NodePlacement {
+            input,
+            w: Workflow {
+                nodes: Vec::with_capacity(planned),
+                ..Workflow::default()
+            },
+            record_node: vec![None; input.records.len()],
+            used_ids: NodeIds::default(),
+            item_nodes: Vec::with_capacity(input.items.len()),
+        }
+    }
+
+    /// A node of `item_index` for `record`, not yet placed.
+    fn node(&self, item_index: usize, record: usize, node_type: NodeType) -> Node {
+        Node {
+            id: Id::from(""),
+            step: 0,
+            item: item_index,
+            node_type,
+            lane: self.input.items[item_index].lane,
+            record,
+            time_record: record,
+            time: self.input.records[record].time,
+            tool: None,
+            description: OnceLock::new(),
+        }
+    }
+
+    /// Places `node` at the next step under `base_id` (made unique); returns its index.
+    fn push(&mut self, mut node: Node, base_id: Id) -> usize {
+        let w = &mut self.w;
+        node.id = self.used_ids.free(&w.nodes, base_id);
+        node.step = w.nodes.len();
+        w.nodes.push(node);
+        self.used_ids.insert(&w.nodes, w.nodes.len() - 1);
+        w.nodes.len() - 1
+    }
+
+    /// Places the node of a record that is an item of its own, standing for `records`;
+    /// returns it.
+    fn push_record(
+        &mut self,
+        item_index: usize,
+        record: usize,
+        node_type: NodeType,
+        records: &[usize],
+    ) -> usize {
+        let node = self.node(item_index, record, node_type);
+        let n = self.push(node, record_id(self.input.records, record));
+        for &r in records {
+            self.record_node[r] = Some(n);
+        }
+        n
+    }
+
+    /// Places the nodes of `item`; returns them.
+    fn place(&mut self, item_index: usize, item: &Item) -> Vec<usize> {
+        let n = match item.kind {
+            ItemKind::Turn(t) => return self.place_turn(item_index, t),
+            ItemKind::Prompt(r) => self.push_record(item_index, r, NodeType::UserInput, &[r]),
+            ItemKind::ToolResult { record: r, failed } => {
+                let kind = if failed {
+                    NodeType::ResultFailure
+                } else {
+                    NodeType::ResultSuccess
+                };
+                let n = self.push_record(item_index, r, kind, &[r]);
+                for t in answered_ids(&self.input.records[r]) {
+                    self.w.result_node.insert(t.to_owned(), n);
+                }
+                n
+            }
+            ItemKind::Notice { record: r, .. } => {
+                self.push_record(item_index, r, NodeType::SystemNotice, &[r])
+            }
+            ItemKind::Compact { boundary, summary } => {
+                let n = self.push_record(item_index, boundary, NodeType::SystemNotice, &[boundary]);
+                if let Some(s) = summary {
+                    self.record_node[s] = Some(n);
+                }
+                n
+            }
+        };
+        vec![n]
+    }
+
+    /// Places an assistant turn: its reasoning node (when it thinks or writes), then one
+    /// node per tool call; returns them.
+    fn place_turn(&mut self, item_index: usize, t: usize) -> Vec<usize> {
+        let records = self.input.records;
+        let turn = &self.input.turns[t];
+        let anchor = turn.anchor();
+        if let Some(usage) = turn.usage(records) {
+            self.w.total_tokens += usage.input_tokens + usage.output_tokens;
+        }
+        let mut nodes = Vec::new();
+        let reasoning = self.place_reasoning(item_index, turn);
+        nodes.extend(reasoning);
+        let calls = turn.tool_uses(records);
+        let count = calls.len();
+        for (index, (rec, block, tool)) in calls.into_iter().enumerate() {
+            let mut node = self.node(item_index, rec, NodeType::ToolCall);
+            node.time_record = anchor;
+            node.time = records[anchor].time;
+            node.tool = Some(ToolCallRef {
+                record: rec,
+                block,
+                index,
+                count,
+            });
+            let mut id = record_id(records, rec);
+            if self.used_ids.contains(&self.w.nodes, &id) {
+                id = Id::from(format!("{id}/{}", tool.id));
+            }
+            let n = self.push(node, id);
+            if !tool.id.is_empty() {
+                self.w.call_node.entry(tool.id.clone()).or_insert(n);
+            }
+            if self.record_node[rec].is_none() {
+                self.record_node[rec] = Some(n);
+            }
+            nodes.push(n);
+        }
+        // Chunks holding reasoning (or nothing) stand for the reasoning node; a
+        // chunk holding a call stands for its first call unless it also reasons.
+        for &c in &turn.chunks {
+            let reasons = records[c]
+                .blocks()
+                .iter()
+                .any(|b| matches!(b, Block::Thinking { .. } | Block::Text(_)));
+            let mapped = if reasons { reasoning } else { None };
+            self.record_node[c] = mapped
+                .or(self.record_node[c])
+                .or(reasoning)
+                .or(nodes.first().copied());
+        }
+        nodes
+    }
+
+    /// Places a turn's reasoning node, at its first chunk that thinks or writes, when it
+    /// does either.
+    fn place_reasoning(&mut self, item_index: usize, turn: &Turn) -> Option<usize> {
+        let records = self.input.records;
+        let anchor = turn.anchor();
+        if turn.thinking(records).is_empty() && turn.texts(records).is_empty() {
+            return None;
+        }
+        let chunk = turn
+            .chunks
+            .iter()
+            .copied()
+            .find(|&c| {
+                records[c].blocks().iter().any(|b| match b {
+                    Block::Thinking { thinking, .. } => !thinking.is_empty(),
+                    Block::Text(t) => !t.is_empty(),
+                    _ => false,
+                })
+            })
+            .unwrap_or(anchor);
+        let mut node = self.node(item_index, chunk, NodeType::AgentReasoning);
+        node.time_record = anchor;
+        node.time = records[anchor].time;
+        Some(self.push(node, record_id(records, chunk)))
+    }
+}
+
+/// The effective node of every ordered record: its own, else its parent's (records
+/// without a node of their own pass their parent on).
+fn effective_nodes(input: &WorkflowInput<'_>, record_node: &[Option<usize>]) -> Vec<Option<usize>> {
+    let mut effective: Vec<Option<usize>> = vec![None; input.records.len()];
+    for &r in input.record_sequence {
+        effective[r] = record_node[r].or_else(|| input.record_parent[r].and_then(|p| effective[p]));
+    }
+    effective
+}
+
+/// The second half of the build: the edges between the placed nodes, one rule at a time.
+struct EdgeRules<'w, 'a> {
+    input: &'w WorkflowInput<'a>,
+    w: &'w Workflow,
+    item_nodes: &'w [Vec<usize>],
+    effective: &'w [Option<usize>],
+    edges: Vec<Edge>,
+    /// For each node: the source of its primary edge (the node it hangs off).
+    primary_parent: Vec<Option<usize>>,
+}
+
+impl EdgeRules<'_, '_> {
+    fn push(&mut self, source: usize, target: usize, parallel: bool, cross_lane: bool) {
+        self.edges.push(Edge {
+            source,
+            target,
+            parallel,
+            cross_lane,
+        });
+    }
+
+    /// Each item's nodes hang off its parent: a turn's reasoning off the parent and its
+    /// calls off the reasoning (flagged parallel when several), a result off the calls it
+    /// answers, anything else off its parent. A sub-agent's first item hangs off nothing
+    /// here (see [`EdgeRules::add_subagent_lanes`]).
+    fn add_primary_edges(&mut self) {
+        for (i, item) in self.input.items.iter().enumerate() {
+            let from_parent = if item.parent_is_spawn {
+                None
+            } else {
+                item.parent_record.and_then(|p| self.effective[p])
+            };
+            let nodes = &self.item_nodes[i];
+            if nodes.is_empty() {
+                continue;
+            }
+            match item.kind {
+                ItemKind::Turn(_) => self.add_turn_edges(nodes, from_parent),
+                ItemKind::ToolResult { record, .. } => self.add_result_edges(nodes[0], record, from_parent),
+                _ => {
+                    if let Some(p) = from_parent {
+                        self.push(p, nodes[0], false, false);
+                        self.primary_parent[nodes[0]] = Some(p);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A turn: reasoning off the parent, each call off the reasoning (or the parent).
+    fn add_turn_edges(&mut self, nodes: &[usize], from_parent: Option<usize>) {
+        let w = self.w;
+        let reasoning = nodes
+            .first()
+            .copied()
+            .filter(|&n| w.nodes[n].node_type == NodeType::AgentReasoning);
+        let calls: Vec<usize> = nodes
+            .iter()
+            .copied()
+            .filter(|&n| w.nodes[n].node_type == NodeType::ToolCall)
+            .collect();
+        let parallel = calls.len() > 1;
+        if let (Some(r), Some(p)) = (reasoning, from_parent) {
+            self.push(p, r, false, false);
+            self.primary_parent[r] = Some(p);
+        }
+        for &c in &calls {
+            if let Some(p) = reasoning.or(from_parent) {
+                self.push(p, c, parallel, false);
+                self.primary_parent[c] = Some(p);
+            }
+        }
+    }
+
+    /// A result answers every call named by its blocks (batched results), else hangs off
+    /// its parent.
+    fn add_result_edges(&mut self, n: usize, record: usize, from_parent: Option<usize>) {
+        let w = self.w;
+        let mut calls: Vec<usize> = answered_ids(&self.input.records[record])
+            .filter_map(|t| w.call_node.get(t).copied())
+            .filter(|&c| c < n)
+            .collect();
+        calls.sort_unstable();
+        calls.dedup();
+        if calls.is_empty() {
+            calls.extend(from_parent);
+        }
+        for &p in &calls {
+            self.push(p, n, false, false);
+        }
+        self.primary_parent[n] = calls.first().copied();
+    }
+
+    /// Joins: the results of a turn's parallel calls all lead to what follows the last one.
+    fn add_joins(&mut self) {
+        let (w, records) = (self.w, self.input.records);
+        let mut first_child: Vec<Option<usize>> = vec![None; w.nodes.len()];
+        for (n, p) in self.primary_parent.iter().enumerate() {
+            if let Some(p) = *p {
+                first_child[p] = Some(first_child[p].map_or(n, |c: usize| c.min(n)));
+            }
+        }
+        for (i, item) in self.input.items.iter().enumerate() {
+            if !matches!(item.kind, ItemKind::Turn(_)) {
+                continue;
+            }
+            let mut results: Vec<usize> = self.item_nodes[i]
+                .iter()
+                .filter_map(|&n| {
+                    let tool = records[w.nodes[n].tool?.record]
+                        .blocks()
+                        .get(w.nodes[n].tool?.block)?;
+                    match tool {
+                        Block::ToolUse(t) => w.result_node.get(&t.id).copied(),
+                        _ => None,
+                    }
+                })
+                .collect();
+            results.sort_unstable();
+            results.dedup();
+            if results.len() < 2 {
+                continue;
+            }
+            let last = *results.iter().max().unwrap_or(&0);
+            if let Some(join) = first_child[last] {
+                for &r in &results {
+                    if r != last {
+                        self.push(r, join, false, false);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sub-agent lanes: Task call -> the lane's first node; its last node -> Task result.
+    fn add_subagent_lanes(&mut self) {
+        let (w, input) = (self.w, self.input);
+        let mut lane_first: Vec<Option<usize>> = vec![None; input.lanes.len()];
+        let mut lane_last: Vec<Option<usize>> = vec![None; input.lanes.len()];
+        for n in &w.nodes {
+            lane_first[n.lane].get_or_insert(n.step);
+            lane_last[n.lane] = Some(n.step);
+        }
+        for (l, lane) in input.lanes.iter().enumerate() {
+            let Some(agent) = lane.agent.map(|a| &input.agents[a]) else {
+                continue;
+            };
+            let Some(tool_use) = agent.tool_use_id.as_deref() else {
+                continue;
+            };
+            if let (Some(&call), Some(first)) = (w.call_node.get(tool_use), lane_first[l]) {
+                self.push(call, first, false, true);
+            }
+            if let (Some(&result), Some(last)) = (w.result_node.get(tool_use), lane_last[l]) {
+                self.push(last, result, false, true);
+            }
+        }
+    }
+
+    /// Keeps forward edges only, once each.
+    fn keep_forward_edges_once(&mut self) {
+        let mut seen: HashSet<(usize, usize)> = HashSet::new();
+        self.edges
+            .retain(|e| e.source < e.target && seen.insert((e.source, e.target)));
+    }
+
+    /// Continuity: a node with no incoming edge continues from the previous node of its lane.
+    fn add_lane_continuity(&mut self) {
+        let w = self.w;
+        let mut has_incoming = vec![false; w.nodes.len()];
+        for e in &self.edges {
+            has_incoming[e.target] = true;
+        }
+        let mut previous_in_lane: Vec<Option<usize>> = vec![None; self.input.lanes.len()];
+        for (n, incoming) in has_incoming.iter().enumerate() {
+            let lane = w.nodes[n].lane;
+            if !incoming {
+                if let Some(p) = previous_in_lane[lane] {
+                    self.push(p, n, false, false);
+                }
+            }
+            previous_in_lane[lane] = Some(n);
+        }
+    }
 }
 
 /// The order lanes are shown in: main, then sub-agents in the order they start (by the
