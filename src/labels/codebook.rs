@@ -253,7 +253,7 @@ impl Codebook {
 
     /// Reads a codebook from `text`, shown as `file` in errors.
     pub fn parse(file: &str, text: &str) -> Result<Codebook, CodebookError> {
-        let document: Document = serde_yaml::from_str(text).map_err(|e| CodebookError::Parse {
+        let document: Document = yaml_serde::from_str(text).map_err(|e| CodebookError::Parse {
             file: file.to_owned(),
             message: e.to_string(),
         })?;
@@ -390,11 +390,11 @@ impl<'de> Deserialize<'de> for Document {
 }
 
 /// A scalar's text (`0.2` and `"0.2"` alike); `None` for null, lists and mappings.
-fn scalar_text(value: serde_yaml::Value) -> Option<String> {
+fn scalar_text(value: yaml_serde::Value) -> Option<String> {
     match value {
-        serde_yaml::Value::String(s) => Some(s),
-        serde_yaml::Value::Number(n) => Some(n.to_string()),
-        serde_yaml::Value::Bool(b) => Some(b.to_string()),
+        yaml_serde::Value::String(s) => Some(s),
+        yaml_serde::Value::Number(n) => Some(n.to_string()),
+        yaml_serde::Value::Bool(b) => Some(b.to_string()),
         _ => None,
     }
 }
@@ -418,8 +418,8 @@ struct WireLabel {
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct WireOutputFields {
-    required: serde_yaml::Mapping,
-    optional: serde_yaml::Mapping,
+    required: yaml_serde::Mapping,
+    optional: yaml_serde::Mapping,
 }
 
 /// One field as written.
@@ -468,13 +468,13 @@ impl WireLabel {
 
 /// One output field from its name and declaration.
 fn wire_field(
-    name: serde_yaml::Value,
-    declaration: serde_yaml::Value,
+    name: yaml_serde::Value,
+    declaration: yaml_serde::Value,
     required: bool,
 ) -> Result<OutputField, String> {
     let name = scalar_text(name).ok_or("an output field's name is not a string")?;
     let wire: WireField =
-        serde_yaml::from_value(declaration).map_err(|e| format!("output field {name}: {e}"))?;
+        yaml_serde::from_value(declaration).map_err(|e| format!("output field {name}: {e}"))?;
     let spelled = wire
         .field_type
         .ok_or_else(|| format!("output field {name} has no type"))?;

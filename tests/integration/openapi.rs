@@ -11,7 +11,7 @@ use crate::server::{fixture_files, Options, Reply, TestServer};
 
 fn spec() -> Value {
     let text = std::fs::read_to_string(root().join("openapi.yaml")).unwrap();
-    serde_yaml::from_str(&text).expect("openapi.yaml is YAML")
+    yaml_serde::from_str(&text).expect("openapi.yaml is YAML")
 }
 
 /// Follows a local `$ref`.
