@@ -23,7 +23,7 @@ use crate::pipeline::workflow::compact_text;
 #[derive(Debug, Serialize)]
 pub struct AnnotationsBody<'a> {
     /// The units, in session order.
-    pub annotations: Vec<Unit<'a>>,
+    pub annotations: Vec<AnnotationUnit<'a>>,
     /// Number of units.
     pub total: usize,
     /// Number of `user_turn` units.
@@ -37,7 +37,7 @@ pub struct AnnotationsBody<'a> {
 /// One annotation unit.
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
-pub enum Unit<'a> {
+pub enum AnnotationUnit<'a> {
     /// A prompt.
     User(UserTurn<'a>),
     /// A model response.
@@ -48,33 +48,33 @@ pub enum Unit<'a> {
     Message(MessageUnit<'a>),
 }
 
-impl<'a> Unit<'a> {
+impl<'a> AnnotationUnit<'a> {
     /// The unit's id (what labels are keyed by, with the session's id).
     pub fn event_id(&self) -> &str {
         match self {
-            Unit::User(u) => &u.event_id,
-            Unit::Assistant(u) => &u.event_id,
-            Unit::System(u) => &u.event_id,
-            Unit::Message(u) => &u.event_id,
+            AnnotationUnit::User(u) => &u.event_id,
+            AnnotationUnit::Assistant(u) => &u.event_id,
+            AnnotationUnit::System(u) => &u.event_id,
+            AnnotationUnit::Message(u) => &u.event_id,
         }
     }
 
     /// `user_turn`, `assistant_turn` or `system_turn`.
     pub fn unit_type(&self) -> &'static str {
         match self {
-            Unit::User(u) => u.unit_type,
-            Unit::Assistant(u) => u.unit_type,
-            Unit::System(u) => u.unit_type,
-            Unit::Message(u) => u.unit_type,
+            AnnotationUnit::User(u) => u.unit_type,
+            AnnotationUnit::Assistant(u) => u.unit_type,
+            AnnotationUnit::System(u) => u.unit_type,
+            AnnotationUnit::Message(u) => u.unit_type,
         }
     }
 
     fn labels_mut(&mut self) -> &mut ShownLabels<'a> {
         match self {
-            Unit::User(u) => &mut u.labels,
-            Unit::Assistant(u) => &mut u.labels,
-            Unit::System(u) => &mut u.labels,
-            Unit::Message(u) => &mut u.labels,
+            AnnotationUnit::User(u) => &mut u.labels,
+            AnnotationUnit::Assistant(u) => &mut u.labels,
+            AnnotationUnit::System(u) => &mut u.labels,
+            AnnotationUnit::Message(u) => &mut u.labels,
         }
     }
 
@@ -82,14 +82,14 @@ impl<'a> Unit<'a> {
     /// what an evidence quote must occur in.
     pub fn text(&self) -> Cow<'a, str> {
         match self {
-            Unit::User(u) => u.text_or_artifact_ref.text.to_text(),
-            Unit::Assistant(u) => u
+            AnnotationUnit::User(u) => u.text_or_artifact_ref.text.to_text(),
+            AnnotationUnit::Assistant(u) => u
                 .text_or_artifact_ref
                 .text
                 .as_ref()
                 .map_or(Cow::Borrowed(""), Text::to_text),
-            Unit::System(u) => u.text_or_artifact_ref.text.to_text(),
-            Unit::Message(u) => u.text_or_artifact_ref.text.to_text(),
+            AnnotationUnit::System(u) => u.text_or_artifact_ref.text.to_text(),
+            AnnotationUnit::Message(u) => u.text_or_artifact_ref.text.to_text(),
         }
     }
 }
@@ -273,13 +273,13 @@ fn message_units<'a>(
 ) -> AnnotationsBody<'a> {
     let file = session.files.first().map_or("", |f| f.name.as_str());
     let outcomes = call_outcomes(messages);
-    let annotations: Vec<Unit> = messages
+    let annotations: Vec<AnnotationUnit> = messages
         .iter()
         .enumerate()
         .map(|(i, m)| {
             let human = m.sender.eq_ignore_ascii_case("user") || m.human;
             let line = m.step + 1;
-            Unit::Message(MessageUnit {
+            AnnotationUnit::Message(MessageUnit {
                 event_id: format!("M:{}", m.step),
                 actor_id: &m.sender,
                 actor_type: if human { "human" } else { "agent" },
@@ -534,11 +534,11 @@ pub fn annotations(session: &Session, include_sidechains: bool, branch: Branch) 
             // human's turn too; the result still counts for its call.
             ItemKind::Prompt(r) | ItemKind::ToolResult { record: r, .. } if item.labelable => {
                 body.user_turn_count += 1;
-                Unit::User(builder.user_turn(r, item.lane))
+                AnnotationUnit::User(builder.user_turn(r, item.lane))
             }
             ItemKind::Turn(t) => {
                 body.assistant_turn_count += 1;
-                Unit::Assistant(builder.assistant_turn(t, item.lane))
+                AnnotationUnit::Assistant(builder.assistant_turn(t, item.lane))
             }
             ItemKind::Notice { record, kind } => {
                 body.system_turn_count += 1;
@@ -547,11 +547,11 @@ pub fn annotations(session: &Session, include_sidechains: bool, branch: Branch) 
                 } else {
                     kind.subtype()
                 };
-                Unit::System(builder.notice_turn(record, subtype))
+                AnnotationUnit::System(builder.notice_turn(record, subtype))
             }
             ItemKind::Compact { boundary, summary } => {
                 body.system_turn_count += 1;
-                Unit::System(builder.compact_turn(boundary, summary))
+                AnnotationUnit::System(builder.compact_turn(boundary, summary))
             }
             ItemKind::Prompt(_) | ItemKind::ToolResult { .. } => continue,
         };
