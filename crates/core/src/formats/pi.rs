@@ -272,57 +272,112 @@ fn entry_error(bytes: &[u8], e: &serde_json::Error) -> LineError {
 /// [`parse_pi_file`], charging the records kept to `budget` and stopping once it is
 /// exhausted (the result is then incomplete: the caller refuses the session).
 pub fn parse_pi_file_within(file: u32, data: &[u8], budget: &RecordBudget) -> PiFile {
-    let mut parsed = ParsedFile::default();
-    let mut header = PiHeader {
-        version: 1,
-        ..PiHeader::default()
-    };
-    let mut header_is_root = false;
-    // v1 ids: one per line index (the header is line index 0).
-    let mut previous_id: Option<String> = None;
-    let mut pending_first_kept: Vec<(usize, usize)> = Vec::new();
-    let mut id_of_index: Vec<Option<String>> = Vec::new();
+    let mut reading = PiReading::new(file);
     for (this_index, line) in frame::lines(data).enumerate() {
-        parsed.lines += 1;
-        id_of_index.push(None);
+        let Some(record) = reading.line_record(this_index, &line) else {
+            continue;
+        };
+        let within = budget.charge(fixed_cost(&record));
+        reading.parsed.records.push(record);
+        if !within {
+            break;
+        }
+    }
+    reading.finish()
+}
+
+/// What reading a pi file carries from line to line.
+struct PiReading {
+    /// The file's number in its session.
+    file: u32,
+    /// The header (version 1 until a header says otherwise).
+    header: PiHeader,
+    /// True when the header has a uuid, which makes it the root.
+    header_is_root: bool,
+    /// The id of the last entry read: a v1 entry's parent.
+    previous_id: Option<String>,
+    /// The v1 compactions that name their first kept entry by line index: (record, line
+    /// index).
+    pending_first_kept: Vec<(usize, usize)>,
+    /// The id of each line index's entry, if any; v1 ids: one per line index (the header is
+    /// line index 0).
+    id_of_index: Vec<Option<String>>,
+    /// The lines and records read so far.
+    parsed: ParsedFile,
+}
+
+impl PiReading {
+    fn new(file: u32) -> Self {
+        PiReading {
+            file,
+            header: PiHeader {
+                version: 1,
+                ..PiHeader::default()
+            },
+            header_is_root: false,
+            previous_id: None,
+            pending_first_kept: Vec::new(),
+            id_of_index: Vec::new(),
+            parsed: ParsedFile::default(),
+        }
+    }
+
+    /// Reads `line`, at line index `this_index`: the record of its entry, or `None` when
+    /// the line is bad (it is noted) or is the header (it is taken).
+    fn line_record(&mut self, this_index: usize, line: &frame::Line<'_>) -> Option<Record> {
+        self.parsed.lines += 1;
+        self.id_of_index.push(None);
         let read = check_line_length(line.bytes.len()).and_then(|()| {
             serde_json::from_slice::<WireEntry>(line.bytes).map_err(|e| entry_error(line.bytes, &e))
         });
         let entry = match read {
             Ok(entry) => entry,
             Err(error) => {
-                parsed.bad_lines.push(BadLine {
+                self.parsed.bad_lines.push(BadLine {
                     line: line.number,
                     error,
                     unterminated: !line.terminated,
                 });
-                continue;
+                return None;
             }
         };
         let pos = Position {
-            file,
+            file: self.file,
             line: line.number,
             seq: 0,
         };
-        if entry.kind.as_deref() == Some("session") && header.id.is_none() && parsed.records.is_empty() {
-            header.version = entry.version.map_or(1, |v| v as u32);
-            header.id = entry.id.clone().or(entry.uuid.clone());
-            header.cwd = entry.cwd.clone();
-            // The design document's v2 gives the header a uuid and makes it the root.
-            if let Some(uuid) = entry.uuid.clone() {
-                header_is_root = true;
-                id_of_index[this_index] = Some(uuid.clone());
-                previous_id = Some(uuid.clone());
-                parsed.records.push(other_record(
-                    pos,
-                    "session",
-                    Some(uuid),
-                    Some(None),
-                    entry.timestamp,
-                ));
-            }
-            continue;
+        if entry.kind.as_deref() == Some("session")
+            && self.header.id.is_none()
+            && self.parsed.records.is_empty()
+        {
+            self.take_header(entry, pos, this_index);
+            return None;
         }
+        Some(self.record_with_ids(entry, pos, this_index))
+    }
+
+    /// Takes the header, read at `pos` from line index `this_index`.
+    fn take_header(&mut self, entry: WireEntry, pos: Position, this_index: usize) {
+        self.header.version = entry.version.map_or(1, |v| v as u32);
+        self.header.id = entry.id.clone().or(entry.uuid.clone());
+        self.header.cwd = entry.cwd.clone();
+        // The design document's v2 gives the header a uuid and makes it the root.
+        if let Some(uuid) = entry.uuid.clone() {
+            self.header_is_root = true;
+            self.id_of_index[this_index] = Some(uuid.clone());
+            self.previous_id = Some(uuid.clone());
+            self.parsed.records.push(other_record(
+                pos,
+                "session",
+                Some(uuid),
+                Some(None),
+                entry.timestamp,
+            ));
+        }
+    }
+
+    /// The record of `entry`, read at `pos` from line index `this_index`, with its ids.
+    fn record_with_ids(&mut self, entry: WireEntry, pos: Position, this_index: usize) -> Record {
         // Ids: v2/v3 carry them; v1 gets them from its line index, chained linearly.
         let explicit = entry.id.clone().or(entry.uuid.clone());
         let (uuid, parent) = match explicit {
@@ -334,37 +389,48 @@ pub fn parse_pi_file_within(file: u32, data: &[u8], budget: &RecordBudget) -> Pi
                     .unwrap_or(None);
                 (id, parent)
             }
-            None => (format!("{this_index:08x}"), previous_id.clone()),
+            None => (format!("{this_index:08x}"), self.previous_id.clone()),
         };
-        id_of_index[this_index] = Some(uuid.clone());
-        previous_id = Some(uuid.clone());
-        let record_index = parsed.records.len();
-        let mut record = entry_record(entry, pos, uuid, parent, &mut pending_first_kept, record_index);
-        if header_is_root && record.parent_uuid.is_none() {
+        self.id_of_index[this_index] = Some(uuid.clone());
+        self.previous_id = Some(uuid.clone());
+        let record_index = self.parsed.records.len();
+        let (mut record, first_kept_index) = entry_record(entry, pos, uuid, parent);
+        if let Some(index) = first_kept_index {
+            self.pending_first_kept.push((record_index, index));
+        }
+        if self.header_is_root && record.parent_uuid.is_none() {
             record.parent_uuid = Some(None);
         }
-        let within = budget.charge(fixed_cost(&record));
-        parsed.records.push(record);
-        if !within {
-            break;
+        record
+    }
+
+    /// The file read, once every line is: the v1 compactions' first kept entries named by
+    /// id, and the records counted.
+    fn finish(self) -> PiFile {
+        let PiReading {
+            header,
+            pending_first_kept,
+            id_of_index,
+            mut parsed,
+            ..
+        } = self;
+        // v1 compactions name their first kept entry by line index.
+        for (record, index) in pending_first_kept {
+            if let Some(Some(id)) = id_of_index.get(index) {
+                let extra = parsed.records[record].extra_mut();
+                extra.first_kept = Some(id.clone());
+                extra.compact_metadata = compact_metadata(extra.compact_metadata.take(), Some(id));
+            }
         }
-    }
-    // v1 compactions name their first kept entry by line index.
-    for (record, index) in pending_first_kept {
-        if let Some(Some(id)) = id_of_index.get(index) {
-            let extra = parsed.records[record].extra_mut();
-            extra.first_kept = Some(id.clone());
-            extra.compact_metadata = compact_metadata(extra.compact_metadata.take(), Some(id));
+        parsed.records_read = parsed.records.len();
+        for r in &parsed.records {
+            parsed.types.count(r.kind.name());
+            parsed
+                .identity
+                .observe(r.session_id.as_deref(), r.agent_id.as_deref());
         }
+        PiFile { header, parsed }
     }
-    parsed.records_read = parsed.records.len();
-    for r in &parsed.records {
-        parsed.types.count(r.kind.name());
-        parsed
-            .identity
-            .observe(r.session_id.as_deref(), r.agent_id.as_deref());
-    }
-    PiFile { header, parsed }
 }
 
 fn other_record(
@@ -400,132 +466,151 @@ fn compact_metadata(previous: Option<RawJson>, first_kept: Option<&str>) -> Opti
     Some(RawJson::copy_of(&Value::Object(map).to_string()))
 }
 
+/// The record of `entry`, not the header, given its ids; with the line index of its first
+/// kept entry when it is a compaction that names that entry by line index only (v1), to be
+/// named by id once every line is read.
 fn entry_record(
-    entry: WireEntry,
+    mut entry: WireEntry,
     pos: Position,
     uuid: String,
     parent: Option<String>,
-    pending_first_kept: &mut Vec<(usize, usize)>,
-    record_index: usize,
-) -> Record {
+) -> (Record, Option<usize>) {
+    let kind = entry.kind.take();
     let ts = entry.timestamp.clone();
     let mut r = other_record(
         pos,
-        entry.kind.as_deref().unwrap_or("(missing)"),
+        kind.as_deref().unwrap_or("(missing)"),
         Some(uuid),
         Some(parent),
         ts,
     );
-    if entry.kind.is_none() {
+    if kind.is_none() {
         r.kind = RecordKind::Other(None);
     }
-    let system = |r: &mut Record, subtype: &str, text: String| {
-        r.kind = RecordKind::System;
-        let extra = r.extra_mut();
-        extra.subtype = Some(subtype.to_owned());
-        extra.content = Some(JsonStr::new(&text));
-    };
-    match entry.kind.as_deref() {
-        Some("message") => {
-            let m = entry.message.0.unwrap_or_default();
-            match m.role.as_deref() {
-                Some("user") => {
-                    r.kind = RecordKind::User;
-                    r.message = Some(Message {
-                        content: m.content.0.unwrap_or_default(),
-                        ..Message::default()
-                    });
-                }
-                Some("assistant") => {
-                    r.kind = RecordKind::Assistant;
-                    // A turn reads blocks: string content (the design document's examples)
-                    // is one text block.
-                    let mut content = match m.content.0 {
-                        Some(Content::Text(t)) => Content::Blocks(vec![Block::Text(t)]),
-                        Some(c) => c,
-                        None => Content::Blocks(Vec::new()),
-                    };
-                    let empty = match &content {
-                        Content::Blocks(b) => b.is_empty(),
-                        Content::Text(t) => t.is_empty(),
-                        Content::Absent => true,
-                    };
-                    if let (true, Some(err)) = (empty, m.error_message) {
-                        content = Content::Blocks(vec![Block::Text(JsonStr::new(&format!("[error] {err}")))]);
-                    }
-                    r.message = Some(Message {
-                        id: None,
-                        model: m.model.map(Id::from),
-                        content,
-                        usage: m.usage.0.map(|u| {
-                            Box::new(Usage {
-                                input_tokens: u.input.unwrap_or(0),
-                                output_tokens: u.output.unwrap_or(0),
-                            })
-                        }),
-                    });
-                }
-                Some("toolResult") => {
-                    r.kind = RecordKind::User;
-                    let texts = match m.content.0 {
-                        Some(Content::Text(t)) => vec![t],
-                        Some(Content::Blocks(b)) => b
-                            .into_iter()
-                            .filter_map(|b| match b {
-                                Block::Text(t) => Some(t),
-                                _ => None,
-                            })
-                            .collect(),
-                        _ => Vec::new(),
-                    };
-                    r.message = Some(Message {
-                        content: Content::Blocks(vec![Block::ToolResult(ToolResultBlock {
-                            tool_use_id: m.tool_call_id,
-                            texts,
-                            is_error: m.is_error,
-                        })]),
-                        ..Message::default()
-                    });
-                }
-                Some("bashExecution") => {
-                    let text = format!(
-                        "$ {}\n{}",
-                        m.command.unwrap_or_default(),
-                        m.output.unwrap_or_default()
-                    );
-                    system(&mut r, "bash_execution", text);
-                    r.is_meta = m.exclude_from_context;
-                }
-                Some("custom" | "hookMessage") => {
-                    system(&mut r, "custom_message", content_text(&m.content.0))
-                }
-                Some("branchSummary") => system(&mut r, "branch_summary", m.summary.unwrap_or_default()),
-                Some("compactionSummary") => {
-                    system(&mut r, "compaction_summary", m.summary.unwrap_or_default())
-                }
-                _ => {}
-            }
-        }
-        Some("compaction") => {
-            system(&mut r, "compact_boundary", entry.summary.unwrap_or_default());
-            let first_kept = entry.first_kept_entry_id.or(entry.first_kept_entry_uuid);
-            let tokens = entry
-                .tokens_before
-                .map(|t| RawJson::copy_of(&format!(r#"{{"tokensBefore":{}}}"#, t.get())));
-            let extra = r.extra_mut();
-            extra.compact_metadata = compact_metadata(tokens, first_kept.as_deref());
-            extra.first_kept = first_kept;
-            if let (None, Some(i)) = (&extra.first_kept, entry.first_kept_entry_index) {
-                pending_first_kept.push((record_index, i as usize));
-            }
-        }
+    let mut first_kept_index = None;
+    match kind.as_deref() {
+        Some("message") => make_message(&mut r, entry.message.0.unwrap_or_default()),
+        Some("compaction") => first_kept_index = make_compaction(&mut r, entry),
         Some("branch_summary" | "stack_summary") => {
-            system(&mut r, "branch_summary", entry.summary.unwrap_or_default())
+            make_system(&mut r, "branch_summary", entry.summary.unwrap_or_default())
         }
-        Some("custom_message") => system(&mut r, "custom_message", content_text(&entry.content.0)),
+        Some("custom_message") => make_system(&mut r, "custom_message", content_text(&entry.content.0)),
         _ => {}
     }
-    r
+    (r, first_kept_index)
+}
+
+/// Makes `r` a `system` record of subtype `subtype` showing `text`.
+fn make_system(r: &mut Record, subtype: &str, text: String) {
+    r.kind = RecordKind::System;
+    let extra = r.extra_mut();
+    extra.subtype = Some(subtype.to_owned());
+    extra.content = Some(JsonStr::new(&text));
+}
+
+/// Makes `r` the record of message `m`, by its role (an unknown role leaves it as it is).
+fn make_message(r: &mut Record, mut m: WireMessage) {
+    let role = m.role.take();
+    match role.as_deref() {
+        Some("user") => {
+            r.kind = RecordKind::User;
+            r.message = Some(Message {
+                content: m.content.0.unwrap_or_default(),
+                ..Message::default()
+            });
+        }
+        Some("assistant") => {
+            r.kind = RecordKind::Assistant;
+            r.message = Some(assistant_message(m));
+        }
+        Some("toolResult") => {
+            r.kind = RecordKind::User;
+            r.message = Some(tool_result_message(m));
+        }
+        Some("bashExecution") => {
+            let text = format!(
+                "$ {}\n{}",
+                m.command.unwrap_or_default(),
+                m.output.unwrap_or_default()
+            );
+            make_system(r, "bash_execution", text);
+            r.is_meta = m.exclude_from_context;
+        }
+        Some("custom" | "hookMessage") => make_system(r, "custom_message", content_text(&m.content.0)),
+        Some("branchSummary") => make_system(r, "branch_summary", m.summary.unwrap_or_default()),
+        Some("compactionSummary") => make_system(r, "compaction_summary", m.summary.unwrap_or_default()),
+        _ => {}
+    }
+}
+
+/// The message of an assistant turn: its blocks, model and usage.
+fn assistant_message(m: WireMessage) -> Message {
+    // A turn reads blocks: string content (the design document's examples)
+    // is one text block.
+    let mut content = match m.content.0 {
+        Some(Content::Text(t)) => Content::Blocks(vec![Block::Text(t)]),
+        Some(c) => c,
+        None => Content::Blocks(Vec::new()),
+    };
+    let empty = match &content {
+        Content::Blocks(b) => b.is_empty(),
+        Content::Text(t) => t.is_empty(),
+        Content::Absent => true,
+    };
+    if let (true, Some(err)) = (empty, m.error_message) {
+        content = Content::Blocks(vec![Block::Text(JsonStr::new(&format!("[error] {err}")))]);
+    }
+    Message {
+        id: None,
+        model: m.model.map(Id::from),
+        content,
+        usage: m.usage.0.map(|u| {
+            Box::new(Usage {
+                input_tokens: u.input.unwrap_or(0),
+                output_tokens: u.output.unwrap_or(0),
+            })
+        }),
+    }
+}
+
+/// The message of a tool result: one `tool_result` block holding the result's texts.
+fn tool_result_message(m: WireMessage) -> Message {
+    let texts = match m.content.0 {
+        Some(Content::Text(t)) => vec![t],
+        Some(Content::Blocks(b)) => b
+            .into_iter()
+            .filter_map(|b| match b {
+                Block::Text(t) => Some(t),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    Message {
+        content: Content::Blocks(vec![Block::ToolResult(ToolResultBlock {
+            tool_use_id: m.tool_call_id,
+            texts,
+            is_error: m.is_error,
+        })]),
+        ..Message::default()
+    }
+}
+
+/// Makes `r` the `compact_boundary` record of compaction `entry`. Returns the line index of
+/// the first kept entry when the compaction names it by line index only.
+fn make_compaction(r: &mut Record, entry: WireEntry) -> Option<usize> {
+    make_system(r, "compact_boundary", entry.summary.unwrap_or_default());
+    let first_kept = entry.first_kept_entry_id.or(entry.first_kept_entry_uuid);
+    let tokens = entry
+        .tokens_before
+        .map(|t| RawJson::copy_of(&format!(r#"{{"tokensBefore":{}}}"#, t.get())));
+    let extra = r.extra_mut();
+    extra.compact_metadata = compact_metadata(tokens, first_kept.as_deref());
+    extra.first_kept = first_kept;
+    match (&extra.first_kept, entry.first_kept_entry_index) {
+        (None, Some(i)) => Some(i as usize),
+        _ => None,
+    }
 }
 
 impl HeapSize for PiHeader {

@@ -121,104 +121,140 @@ pub fn dedup_records(records: &[Record], participates: impl Fn(usize) -> bool) -
         alias: HashMap::new(),
     };
     let active: Vec<usize> = (0..n).filter(|&i| participates(i)).collect();
-
-    // Rule 1: same uuid.
-    let mut first_by_uuid: HashMap<&str, usize> = HashMap::with_capacity(active.len());
-    for &i in &active {
-        if let Some(uuid) = records[i].uuid.as_deref() {
-            match first_by_uuid.entry(uuid) {
-                Entry::Vacant(v) => {
-                    v.insert(i);
-                }
-                Entry::Occupied(o) => {
-                    // The uuid itself already names the kept record: no alias needed.
-                    d.dropped[i] = Some(DropReason::SameUuid);
-                    d.twin[i] = Some(*o.get());
-                }
-            }
-        }
-    }
-
-    // Rule 2: assistant chunks with the same signature key.
+    d.drop_repeated_uuids(records, &active);
+    // The copies removed by rules 2 and 3, each with its kept twin.
     let mut primary: Vec<(usize, usize)> = Vec::new();
-    let mut by_signature: HashMap<SignatureKey, usize> = HashMap::new();
-    for &i in &active {
-        if !d.is_kept(i) {
-            continue;
-        }
-        let r = &records[i];
-        if r.kind != RecordKind::Assistant {
-            continue;
-        }
-        let Some(signature) = r.blocks().iter().find_map(|b| match b {
-            Block::Thinking {
-                signature: Some(s), ..
-            } if !s.is_empty() => Some(s.text()),
-            _ => None,
-        }) else {
-            continue;
-        };
-        let signature = match signature {
-            Cow::Borrowed(s) => Cow::Borrowed(prefix_utf16(s, 60)),
-            Cow::Owned(s) => Cow::Owned(prefix_utf16(&s, 60).to_owned()),
-        };
-        let key = (
-            signature,
-            r.message_id(),
-            r.request_id.as_deref(),
-            r.timestamp.as_deref(),
-        );
-        match by_signature.entry(key) {
-            Entry::Vacant(v) => {
-                v.insert(i);
-            }
-            Entry::Occupied(o) => {
-                let kept = *o.get();
-                d.drop(i, DropReason::AssistantSignature, Some(kept), records);
-                primary.push((i, kept));
-            }
-        }
-    }
-
-    // Rule 3: partial user copies, grouped by parentUuid|timestamp.
-    let mut groups: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
-    for &i in &active {
-        let r = &records[i];
-        if !d.is_kept(i) || r.kind != RecordKind::User {
-            continue;
-        }
-        let (Some(parent), Some(ts)) = (r.raw_parent(), r.timestamp.as_deref()) else {
-            continue;
-        };
-        if parent.is_empty() || ts.is_empty() {
-            continue;
-        }
-        if let Some(Content::Blocks(_)) = r.message.as_ref().map(|m| &m.content) {
-            groups.entry((parent, ts)).or_default().push(i);
-        }
-    }
-    let mut group_list: Vec<Vec<usize>> = groups.into_values().filter(|g| g.len() > 1).collect();
-    group_list.sort_unstable_by_key(|g| g[0]);
-    for mut group in group_list {
-        // Richest first; ties keep file order.
-        group.sort_by_key(|&i| (std::cmp::Reverse(records[i].blocks().len()), i));
-        let mut kept = KeptBlocks::default();
-        for i in group {
-            match kept.first_cover(records, i) {
-                Some(k) => {
-                    d.drop(i, DropReason::UserPartialCopy, Some(k), records);
-                    primary.push((i, k));
-                }
-                None => kept.keep(records, i),
-            }
-        }
-    }
-
+    d.drop_repeated_assistant_chunks(records, &active, &mut primary);
+    d.drop_partial_user_copies(records, &active, &mut primary);
     // Rule 4: phantom branches hanging off the copies removed by rules 2 and 3.
     if !primary.is_empty() {
         remove_phantom_branches(records, &active, &mut d, primary);
     }
     d
+}
+
+// Rules 1 to 3, each a pass over the `active` records (those taking part).
+impl Dedup {
+    /// Rule 1: same uuid. Drops each record repeating the uuid of an earlier one.
+    fn drop_repeated_uuids(&mut self, records: &[Record], active: &[usize]) {
+        let mut first_by_uuid: HashMap<&str, usize> = HashMap::with_capacity(active.len());
+        for &i in active {
+            if let Some(uuid) = records[i].uuid.as_deref() {
+                match first_by_uuid.entry(uuid) {
+                    Entry::Vacant(v) => {
+                        v.insert(i);
+                    }
+                    Entry::Occupied(o) => {
+                        // The uuid itself already names the kept record: no alias needed.
+                        self.dropped[i] = Some(DropReason::SameUuid);
+                        self.twin[i] = Some(*o.get());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rule 2: assistant chunks with the same signature key. Drops each kept chunk whose
+    /// key an earlier kept chunk has, and pushes it onto `primary` with that chunk.
+    fn drop_repeated_assistant_chunks(
+        &mut self,
+        records: &[Record],
+        active: &[usize],
+        primary: &mut Vec<(usize, usize)>,
+    ) {
+        let mut by_signature: HashMap<SignatureKey, usize> = HashMap::new();
+        for &i in active {
+            if !self.is_kept(i) {
+                continue;
+            }
+            let Some(key) = signature_key(&records[i]) else {
+                continue;
+            };
+            match by_signature.entry(key) {
+                Entry::Vacant(v) => {
+                    v.insert(i);
+                }
+                Entry::Occupied(o) => {
+                    let kept = *o.get();
+                    self.drop(i, DropReason::AssistantSignature, Some(kept), records);
+                    primary.push((i, kept));
+                }
+            }
+        }
+    }
+
+    /// Rule 3: partial user copies. In each group of [`Self::partial_copy_groups`], drops
+    /// each record whose blocks all appear in a record kept before it, and pushes it onto
+    /// `primary` with that record.
+    fn drop_partial_user_copies(
+        &mut self,
+        records: &[Record],
+        active: &[usize],
+        primary: &mut Vec<(usize, usize)>,
+    ) {
+        for mut group in self.partial_copy_groups(records, active) {
+            // Richest first; ties keep file order.
+            group.sort_by_key(|&i| (std::cmp::Reverse(records[i].blocks().len()), i));
+            let mut kept = KeptBlocks::default();
+            for i in group {
+                match kept.first_cover(records, i) {
+                    Some(k) => {
+                        self.drop(i, DropReason::UserPartialCopy, Some(k), records);
+                        primary.push((i, k));
+                    }
+                    None => kept.keep(records, i),
+                }
+            }
+        }
+    }
+
+    /// Rule 3's groups: the kept user records with array content, grouped by
+    /// parentUuid|timestamp (both present and not empty). Groups of one record are left
+    /// out; the others come in the order of their first records.
+    fn partial_copy_groups(&self, records: &[Record], active: &[usize]) -> Vec<Vec<usize>> {
+        let mut groups: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
+        for &i in active {
+            let r = &records[i];
+            if !self.is_kept(i) || r.kind != RecordKind::User {
+                continue;
+            }
+            let (Some(parent), Some(ts)) = (r.raw_parent(), r.timestamp.as_deref()) else {
+                continue;
+            };
+            if parent.is_empty() || ts.is_empty() {
+                continue;
+            }
+            if let Some(Content::Blocks(_)) = r.message.as_ref().map(|m| &m.content) {
+                groups.entry((parent, ts)).or_default().push(i);
+            }
+        }
+        let mut group_list: Vec<Vec<usize>> = groups.into_values().filter(|g| g.len() > 1).collect();
+        group_list.sort_unstable_by_key(|g| g[0]);
+        group_list
+    }
+}
+
+/// Rule 2's key of `r`, when it is an assistant chunk with a signed thinking block.
+fn signature_key(r: &Record) -> Option<SignatureKey<'_>> {
+    if r.kind != RecordKind::Assistant {
+        return None;
+    }
+    let signature = r.blocks().iter().find_map(|b| match b {
+        Block::Thinking {
+            signature: Some(s), ..
+        } if !s.is_empty() => Some(s.text()),
+        _ => None,
+    })?;
+    let signature = match signature {
+        Cow::Borrowed(s) => Cow::Borrowed(prefix_utf16(s, 60)),
+        Cow::Owned(s) => Cow::Owned(prefix_utf16(&s, 60).to_owned()),
+    };
+    Some((
+        signature,
+        r.message_id(),
+        r.request_id.as_deref(),
+        r.timestamp.as_deref(),
+    ))
 }
 
 /// The records rule 3 kept in one group, in the order kept, with their blocks indexed by

@@ -99,143 +99,207 @@ impl Ordering {
 
 /// Orders `units` (see the module docs).
 pub fn order_units(units: &[OrderUnit<'_>]) -> Ordering {
-    let n = units.len();
-    let mut by_id: HashMap<&str, usize> = HashMap::with_capacity(n);
-    for (u, unit) in units.iter().enumerate() {
-        for id in &unit.ids {
-            by_id.entry(id).or_insert(u);
+    let mut tree = ParentTree::resolve(units);
+    tree.sort_siblings(units);
+    let mut walk = Walk::new(&tree.children);
+    for &start in tree.roots.iter().chain(&tree.orphans) {
+        if !walk.visited[start] {
+            walk.emit_subtree(start);
         }
     }
-
-    let mut out = Ordering {
-        sequence: Vec::with_capacity(n),
-        links: Vec::with_capacity(n),
-        ..Ordering::default()
-    };
-    let mut roots = Vec::new();
-    let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (u, unit) in units.iter().enumerate() {
-        if let Some(l) = unit.parents[ParentSlot::Logical as usize] {
-            if !by_id.contains_key(l) {
-                out.dangling_logical.push(u);
-            }
-        }
-        let slots = [ParentSlot::Logical, ParentSlot::Raw, ParentSlot::Spawn];
-        let found = slots.iter().find_map(|&slot| {
-            unit.parents[slot as usize]
-                .and_then(|p| by_id.get(p))
-                .map(|&p| (p, slot))
-        });
-        let link = match found {
-            Some((p, _)) if p == u => ParentLink::SelfParent,
-            Some((p, slot)) => {
-                children[p].push(u);
-                ParentLink::Unit(p, slot)
-            }
-            // A dangling logical parent falls back to `parentUuid`; only a named raw parent
-            // that is absent makes an orphan.
-            None if unit.parents[ParentSlot::Raw as usize].is_some() => {
-                out.orphans.push(u);
-                ParentLink::Missing
-            }
-            None => {
-                roots.push(u);
-                ParentLink::Root
-            }
-        };
-        out.links.push(link);
-    }
-
-    let key = |u: &usize| units[*u].key;
-    roots.sort_by_key(key);
-    out.orphans.sort_by_key(key);
-    // A sub-agent runs inside the Task call that spawned it: its root comes before the
-    // call's other children (the results, and the conversation that continues after them).
-    let spawned = |u: &usize| matches!(out.links[*u], ParentLink::Unit(_, ParentSlot::Spawn));
-    for list in &mut children {
-        if list.len() > 1 {
-            list.sort_by_key(|u| (!spawned(u), key(u)));
-        }
-    }
-
-    let mut visited = vec![false; n];
-    let mut stack: Vec<(usize, usize)> = Vec::new();
-    let mut walk = |start: usize, visited: &mut Vec<bool>, sequence: &mut Vec<usize>| {
-        visited[start] = true;
-        sequence.push(start);
-        stack.push((start, 0));
-        while let Some(top) = stack.last_mut() {
-            let (u, next) = *top;
-            match children[u].get(next) {
-                Some(&c) => {
-                    top.1 += 1;
-                    if !visited[c] {
-                        visited[c] = true;
-                        sequence.push(c);
-                        stack.push((c, 0));
-                    }
-                }
-                None => {
-                    stack.pop();
-                }
-            }
-        }
-    };
-
-    for &r in &roots {
-        if !visited[r] {
-            walk(r, &mut visited, &mut out.sequence);
-        }
-    }
-    for &o in &out.orphans {
-        if !visited[o] {
-            walk(o, &mut visited, &mut out.sequence);
-        }
-    }
-    if out.sequence.len() < n {
+    let mut cycles_broken = Vec::new();
+    if walk.sequence.len() < units.len() {
         // What is left hangs off parent cycles (self-parents included). Each cycle is broken
         // at its smallest member by key, which is then ordered like a root, followed by the
         // rest of the cycle and everything below it: a child is never ordered before the
         // cycle it hangs from.
-        let mut start_of = vec![usize::MAX; n];
-        let mut on_path = vec![false; n];
-        let mut path = Vec::new();
-        for u in 0..n {
-            if visited[u] || start_of[u] != usize::MAX {
-                continue;
-            }
-            let mut c = u;
-            let start = loop {
-                if start_of[c] != usize::MAX {
-                    break start_of[c];
-                }
-                if on_path[c] {
-                    let from = path.iter().position(|&x| x == c).unwrap_or(0);
-                    let cycle = &path[from..];
-                    break cycle.iter().copied().min_by_key(|&x| (key(&x), x)).unwrap_or(c);
-                }
-                on_path[c] = true;
-                path.push(c);
-                match out.links[c] {
-                    ParentLink::Unit(p, _) if !visited[p] => c = p,
-                    _ => break c,
-                }
-            };
-            for x in path.drain(..) {
-                start_of[x] = start;
-                on_path[x] = false;
-            }
-        }
-        let mut starts: Vec<usize> = (0..n).filter(|&u| !visited[u] && start_of[u] == u).collect();
-        starts.sort_by_key(|&u| (key(&u), u));
-        for u in starts {
-            if !visited[u] {
-                out.cycles_broken.push(u);
-                walk(u, &mut visited, &mut out.sequence);
+        for u in cycle_starts(units, &tree.links, &walk.visited) {
+            if !walk.visited[u] {
+                cycles_broken.push(u);
+                walk.emit_subtree(u);
             }
         }
     }
-    out
+    Ordering {
+        sequence: walk.sequence,
+        links: tree.links,
+        orphans: tree.orphans,
+        dangling_logical: tree.dangling_logical,
+        cycles_broken,
+    }
+}
+
+/// Each unit's parent resolved, and the tree the parents make.
+struct ParentTree {
+    /// Each unit's parent resolution.
+    links: Vec<ParentLink>,
+    /// Each unit's children.
+    children: Vec<Vec<usize>>,
+    /// Units naming no parent.
+    roots: Vec<usize>,
+    /// Units with a named but absent parent.
+    orphans: Vec<usize>,
+    /// Units whose `logicalParentUuid` is absent from the session.
+    dangling_logical: Vec<usize>,
+}
+
+impl ParentTree {
+    /// Resolves each unit's parent: the unit answering to its first parent candidate that
+    /// is in the session.
+    fn resolve(units: &[OrderUnit<'_>]) -> Self {
+        let n = units.len();
+        let mut by_id: HashMap<&str, usize> = HashMap::with_capacity(n);
+        for (u, unit) in units.iter().enumerate() {
+            for id in &unit.ids {
+                by_id.entry(id).or_insert(u);
+            }
+        }
+
+        let mut tree = ParentTree {
+            links: Vec::with_capacity(n),
+            children: vec![Vec::new(); n],
+            roots: Vec::new(),
+            orphans: Vec::new(),
+            dangling_logical: Vec::new(),
+        };
+        for (u, unit) in units.iter().enumerate() {
+            if let Some(l) = unit.parents[ParentSlot::Logical as usize] {
+                if !by_id.contains_key(l) {
+                    tree.dangling_logical.push(u);
+                }
+            }
+            let slots = [ParentSlot::Logical, ParentSlot::Raw, ParentSlot::Spawn];
+            let found = slots.iter().find_map(|&slot| {
+                unit.parents[slot as usize]
+                    .and_then(|p| by_id.get(p))
+                    .map(|&p| (p, slot))
+            });
+            let link = match found {
+                Some((p, _)) if p == u => ParentLink::SelfParent,
+                Some((p, slot)) => {
+                    tree.children[p].push(u);
+                    ParentLink::Unit(p, slot)
+                }
+                // A dangling logical parent falls back to `parentUuid`; only a named raw parent
+                // that is absent makes an orphan.
+                None if unit.parents[ParentSlot::Raw as usize].is_some() => {
+                    tree.orphans.push(u);
+                    ParentLink::Missing
+                }
+                None => {
+                    tree.roots.push(u);
+                    ParentLink::Root
+                }
+            };
+            tree.links.push(link);
+        }
+        tree
+    }
+
+    /// Puts the roots, the orphans and each unit's children in sibling order.
+    fn sort_siblings(&mut self, units: &[OrderUnit<'_>]) {
+        let key = |u: &usize| units[*u].key;
+        self.roots.sort_by_key(key);
+        self.orphans.sort_by_key(key);
+        // A sub-agent runs inside the Task call that spawned it: its root comes before the
+        // call's other children (the results, and the conversation that continues after them).
+        let spawned = |u: &usize| matches!(self.links[*u], ParentLink::Unit(_, ParentSlot::Spawn));
+        for list in &mut self.children {
+            if list.len() > 1 {
+                list.sort_by_key(|u| (!spawned(u), key(u)));
+            }
+        }
+    }
+}
+
+/// The depth-first walk that emits the units, each once. Its stack is explicit, so a chain
+/// of a million records is fine.
+struct Walk<'t> {
+    /// Each unit's children, in sibling order.
+    children: &'t [Vec<usize>],
+    /// Whether each unit has been emitted.
+    visited: Vec<bool>,
+    /// The units emitted, in order.
+    sequence: Vec<usize>,
+    /// The units being walked, each with the place of its next child (empty between walks,
+    /// kept for its allocation).
+    stack: Vec<(usize, usize)>,
+}
+
+impl<'t> Walk<'t> {
+    fn new(children: &'t [Vec<usize>]) -> Self {
+        let n = children.len();
+        Walk {
+            children,
+            visited: vec![false; n],
+            sequence: Vec::with_capacity(n),
+            stack: Vec::new(),
+        }
+    }
+
+    /// Emits `start`, then every unit below it not emitted yet, depth-first with siblings
+    /// in order.
+    fn emit_subtree(&mut self, start: usize) {
+        self.visited[start] = true;
+        self.sequence.push(start);
+        self.stack.push((start, 0));
+        while let Some(top) = self.stack.last_mut() {
+            let (u, next) = *top;
+            match self.children[u].get(next) {
+                Some(&c) => {
+                    top.1 += 1;
+                    if !self.visited[c] {
+                        self.visited[c] = true;
+                        self.sequence.push(c);
+                        self.stack.push((c, 0));
+                    }
+                }
+                None => {
+                    self.stack.pop();
+                }
+            }
+        }
+    }
+}
+
+/// Where to break the parent cycles that the units not `visited` hang off: each cycle's
+/// smallest member by key (then by index), in that order. A unit is followed up its
+/// parents until it reaches a cycle, once for all the units it passes.
+fn cycle_starts(units: &[OrderUnit<'_>], links: &[ParentLink], visited: &[bool]) -> Vec<usize> {
+    let n = units.len();
+    let key = |u: &usize| units[*u].key;
+    let mut start_of = vec![usize::MAX; n];
+    let mut on_path = vec![false; n];
+    let mut path = Vec::new();
+    for u in 0..n {
+        if visited[u] || start_of[u] != usize::MAX {
+            continue;
+        }
+        let mut c = u;
+        let start = loop {
+            if start_of[c] != usize::MAX {
+                break start_of[c];
+            }
+            if on_path[c] {
+                let from = path.iter().position(|&x| x == c).unwrap_or(0);
+                let cycle = &path[from..];
+                break cycle.iter().copied().min_by_key(|&x| (key(&x), x)).unwrap_or(c);
+            }
+            on_path[c] = true;
+            path.push(c);
+            match links[c] {
+                ParentLink::Unit(p, _) if !visited[p] => c = p,
+                _ => break c,
+            }
+        };
+        for x in path.drain(..) {
+            start_of[x] = start;
+            on_path[x] = false;
+        }
+    }
+    let mut starts: Vec<usize> = (0..n).filter(|&u| !visited[u] && start_of[u] == u).collect();
+    starts.sort_by_key(|&u| (key(&u), u));
+    starts
 }
 
 #[cfg(test)]

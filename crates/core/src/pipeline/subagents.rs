@@ -149,47 +149,242 @@ pub fn link_subagents(
     main_file: usize,
     main_session_id: Option<&str>,
 ) -> Linking {
-    let tool_uses = index_tool_uses(records, |_| true);
-    let mut agents: Vec<Agent> = Vec::new();
-    let mut by_id: HashMap<String, usize> = HashMap::new();
-    let mut get = |agents: &mut Vec<Agent>, id: &str| -> usize {
-        *by_id.entry(id.to_owned()).or_insert_with(|| {
+    let mut linker = Linker::new(records);
+    // 1. Task results naming an agent (later results win, as in the reference).
+    let referenced = linker.tie_by_task_results();
+    let meta = meta_files(files);
+    let facts = file_facts(records, files);
+    // 2. Agent logs.
+    let logs = linker.attach_logs(files, &facts, &meta);
+    // 3. By first prompt, for logs still untied.
+    linker.tie_by_first_prompt(&facts, &logs);
+
+    // Task call details and inclusion.
+    let (file_included, ignored) = linker.include_logs(&facts, &logs, main_file, main_session_id);
+    linker.add_task_call_details();
+    let mut agents = linker.agents;
+    // Keep agents that have a log or a Task result.
+    agents.retain(|a| a.file.is_some() || a.result_record.is_some());
+    set_depths(&mut agents, records, main_file);
+
+    let missing = referenced
+        .iter()
+        .filter(|id| agents.iter().any(|a| &a.agent_id == *id && a.file.is_none()))
+        .cloned()
+        .collect();
+    let unlinked = agents
+        .iter()
+        .filter(|a| a.file.is_some() && a.task_record.is_none())
+        .map(|a| a.agent_id.clone())
+        .collect();
+    Linking {
+        agents,
+        file_included,
+        missing,
+        unlinked,
+        ignored,
+    }
+}
+
+/// Linking's state: the records, where their `tool_use` blocks are, and the agents found
+/// so far.
+struct Linker<'r> {
+    /// All parsed records (of every file).
+    records: &'r [Record],
+    /// Where every `tool_use` block of `records` is.
+    tool_uses: ToolUseIndex,
+    /// The agents, in order of first mention.
+    agents: Vec<Agent>,
+    /// Agent id -> its index in `agents`.
+    by_id: HashMap<String, usize>,
+}
+
+impl<'r> Linker<'r> {
+    fn new(records: &'r [Record]) -> Self {
+        Linker {
+            records,
+            tool_uses: index_tool_uses(records, |_| true),
+            agents: Vec::new(),
+            by_id: HashMap::new(),
+        }
+    }
+
+    /// The index of agent `id` in `agents`, which gains it when it is first mentioned.
+    fn agent(&mut self, id: &str) -> usize {
+        let agents = &mut self.agents;
+        *self.by_id.entry(id.to_owned()).or_insert_with(|| {
             agents.push(Agent {
                 agent_id: id.to_owned(),
                 ..Agent::default()
             });
             agents.len() - 1
         })
-    };
-
-    // 1. Task results naming an agent (later results win, as in the reference).
-    let mut referenced: Vec<String> = Vec::new();
-    for (i, r) in records.iter().enumerate() {
-        let Some(tur) = r.tool_use_result() else {
-            continue;
-        };
-        let Some(agent_id) = tur.agent_id.as_deref().filter(|s| !s.is_empty()) else {
-            continue;
-        };
-        if r.kind != RecordKind::User || !r.has_tool_result() {
-            continue;
-        }
-        let a = get(&mut agents, agent_id);
-        if !referenced.iter().any(|x| x == agent_id) {
-            referenced.push(agent_id.to_owned());
-        }
-        let agent = &mut agents[a];
-        agent.tool_use_id = r.first_tool_use_id().map(str::to_owned);
-        agent.result_record = Some(i);
-        agent.prompt = tur.prompt.clone();
-        agent.total_duration_ms = tur.total_duration_ms.clone();
-        agent.total_tokens = tur.total_tokens.clone();
-        agent.total_tool_use_count = tur.total_tool_use_count.clone();
-        agent.status = tur.status.clone();
-        agent.linked_by = Some(LinkSource::TaskResult);
     }
 
-    // Meta files: agent id -> (toolUseId, agentType).
+    /// Step 1: ties each agent a Task result names to the result's call, and takes the
+    /// result's figures (later results win, as in the reference). Returns the agent ids
+    /// the results name, in order of first reference.
+    fn tie_by_task_results(&mut self) -> Vec<String> {
+        let records = self.records;
+        let mut referenced: Vec<String> = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            let Some(tur) = r.tool_use_result() else {
+                continue;
+            };
+            let Some(agent_id) = tur.agent_id.as_deref().filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            if r.kind != RecordKind::User || !r.has_tool_result() {
+                continue;
+            }
+            let a = self.agent(agent_id);
+            if !referenced.iter().any(|x| x == agent_id) {
+                referenced.push(agent_id.to_owned());
+            }
+            let agent = &mut self.agents[a];
+            agent.tool_use_id = r.first_tool_use_id().map(str::to_owned);
+            agent.result_record = Some(i);
+            agent.prompt = tur.prompt.clone();
+            agent.total_duration_ms = tur.total_duration_ms.clone();
+            agent.total_tokens = tur.total_tokens.clone();
+            agent.total_tool_use_count = tur.total_tool_use_count.clone();
+            agent.status = tur.status.clone();
+            agent.linked_by = Some(LinkSource::TaskResult);
+        }
+        referenced
+    }
+
+    /// Step 2: gives each agent log to its agent (named by the log's records, else by its
+    /// file name; an agent keeps its first log), and ties an agent no Task result tied by
+    /// its meta file. Returns `(file, agent)` for each log given, in file order.
+    fn attach_logs(
+        &mut self,
+        files: &[LinkFile<'_>],
+        facts: &[FileFacts<'_>],
+        meta: &HashMap<String, MetaFile>,
+    ) -> Vec<(usize, usize)> {
+        let mut logs = Vec::new();
+        for (fi, f) in files.iter().enumerate() {
+            if f.role != FileRole::SubAgent {
+                continue;
+            }
+            let from_records = facts[fi].agent_id;
+            let from_name = agent_id_from_name(crate::formats::input::base_name(f.name));
+            let Some(agent_id) = from_records.or(from_name) else {
+                continue;
+            };
+            let a = self.agent(agent_id);
+            let agent = &mut self.agents[a];
+            if agent.file.is_some() {
+                continue;
+            }
+            agent.file = Some(fi);
+            logs.push((fi, a));
+            if let Some(m) = meta.get(agent_id).or_else(|| from_name.and_then(|n| meta.get(n))) {
+                if agent.tool_use_id.is_none() {
+                    if let Some(t) = m.tool_use_id.clone() {
+                        agent.tool_use_id = Some(t);
+                        agent.linked_by = Some(LinkSource::MetaFile);
+                    }
+                }
+                if agent.subagent_type.is_none() {
+                    agent.subagent_type = m.agent_type.clone();
+                }
+            }
+        }
+        logs
+    }
+
+    /// Step 3: ties each log of `logs` still untied to the Task call whose input `prompt`
+    /// is the log's first prompt, when exactly one call not otherwise tied has it.
+    fn tie_by_first_prompt(&mut self, facts: &[FileFacts<'_>], logs: &[(usize, usize)]) {
+        let records = self.records;
+        let taken: HashSet<String> = self.agents.iter().filter_map(|a| a.tool_use_id.clone()).collect();
+        let mut by_prompt: HashMap<String, Vec<&str>> = HashMap::new();
+        for (id, &at) in &self.tool_uses {
+            if taken.contains(id) {
+                continue;
+            }
+            if let Some(t) = tool_use_at(records, at).filter(|t| t.name == "Task") {
+                if let Some(p) = t.input_value().get("prompt").and_then(|p| p.as_str()) {
+                    by_prompt.entry(p.to_owned()).or_default().push(&t.id);
+                }
+            }
+        }
+        for &(fi, a) in logs {
+            let agent = &mut self.agents[a];
+            if agent.tool_use_id.is_some() {
+                continue;
+            }
+            let first_prompt = facts[fi].first_user.map(|i| prompt_text(&records[i]));
+            if let Some(calls) = first_prompt.and_then(|p| by_prompt.get_mut(&*p.to_text())) {
+                if calls.len() == 1 {
+                    agent.tool_use_id = Some(calls.remove(0).to_owned());
+                    agent.linked_by = Some(LinkSource::Prompt);
+                }
+            }
+        }
+    }
+
+    /// Decides which files take part: the main log, and each agent log that is tied to a
+    /// Task call here, named by a Task result, or of the main log's session (or of no
+    /// known one). Any other log is of another session: it is left out and its agent loses
+    /// it. Returns whether each file takes part, and the files left out with the reason.
+    fn include_logs(
+        &mut self,
+        facts: &[FileFacts<'_>],
+        logs: &[(usize, usize)],
+        main_file: usize,
+        main_session_id: Option<&str>,
+    ) -> (Vec<bool>, Vec<(usize, String)>) {
+        let mut file_included = vec![false; facts.len()];
+        file_included[main_file] = true;
+        let mut ignored = Vec::new();
+        for &(fi, a) in logs {
+            let agent = &mut self.agents[a];
+            let tied = agent
+                .tool_use_id
+                .as_ref()
+                .is_some_and(|t| self.tool_uses.contains_key(t));
+            let same_session = facts[fi]
+                .session_id
+                .is_none_or(|s| main_session_id.is_none_or(|m| m == s));
+            if tied || agent.result_record.is_some() || same_session {
+                file_included[fi] = true;
+            } else {
+                ignored.push((
+                    fi,
+                    "sub-agent log of another session (no Task call here names it)".to_owned(),
+                ));
+                agent.file = None;
+            }
+        }
+        (file_included, ignored)
+    }
+
+    /// Gives each agent tied to a Task call here the call's record and `subagent_type`, and
+    /// its input `prompt` when the Task result gave none.
+    fn add_task_call_details(&mut self) {
+        for agent in &mut self.agents {
+            let Some(&at) = agent.tool_use_id.as_ref().and_then(|t| self.tool_uses.get(t)) else {
+                continue;
+            };
+            agent.task_record = Some(at.0);
+            if let Some(t) = tool_use_at(self.records, at) {
+                let input = t.input_value();
+                if let Some(kind) = input.get("subagent_type").and_then(|v| v.as_str()) {
+                    agent.subagent_type = Some(kind.to_owned());
+                }
+                if agent.prompt.is_none() {
+                    agent.prompt = input.get("prompt").and_then(|v| v.as_str()).map(JsonStr::new);
+                }
+            }
+        }
+    }
+}
+
+/// The meta files given: agent id (from the file's name) -> (`toolUseId`, `agentType`).
+fn meta_files(files: &[LinkFile<'_>]) -> HashMap<String, MetaFile> {
     let mut meta: HashMap<String, MetaFile> = HashMap::new();
     for f in files.iter().filter(|f| f.role == FileRole::SubAgentMeta) {
         if let Some(id) = agent_id_from_name(crate::formats::input::base_name(f.name)) {
@@ -198,8 +393,11 @@ pub fn link_subagents(
             }
         }
     }
+    meta
+}
 
-    // What linking needs from each file, gathered in one pass.
+/// What linking needs from each file, gathered in one pass.
+fn file_facts<'a>(records: &[Record], files: &[LinkFile<'a>]) -> Vec<FileFacts<'a>> {
     let mut facts: Vec<FileFacts> = files
         .iter()
         .map(|f| FileFacts {
@@ -214,105 +412,13 @@ pub fn link_subagents(
             f.first_user = Some(i);
         }
     }
+    facts
+}
 
-    // 2. Agent logs.
-    let mut file_included = vec![false; files.len()];
-    file_included[main_file] = true;
-    let mut file_agent: Vec<(usize, usize)> = Vec::new();
-    for (fi, f) in files.iter().enumerate() {
-        if f.role != FileRole::SubAgent {
-            continue;
-        }
-        let from_records = facts[fi].agent_id;
-        let from_name = agent_id_from_name(crate::formats::input::base_name(f.name));
-        let Some(agent_id) = from_records.or(from_name) else {
-            continue;
-        };
-        let a = get(&mut agents, agent_id);
-        if agents[a].file.is_some() {
-            continue;
-        }
-        agents[a].file = Some(fi);
-        file_agent.push((fi, a));
-        if let Some(m) = meta.get(agent_id).or_else(|| from_name.and_then(|n| meta.get(n))) {
-            if agents[a].tool_use_id.is_none() {
-                if let Some(t) = m.tool_use_id.clone() {
-                    agents[a].tool_use_id = Some(t);
-                    agents[a].linked_by = Some(LinkSource::MetaFile);
-                }
-            }
-            if agents[a].subagent_type.is_none() {
-                agents[a].subagent_type = m.agent_type.clone();
-            }
-        }
-    }
-
-    // 3. By first prompt, for logs still untied.
-    let taken: HashSet<String> = agents.iter().filter_map(|a| a.tool_use_id.clone()).collect();
-    let mut by_prompt: HashMap<String, Vec<&str>> = HashMap::new();
-    for (id, &at) in &tool_uses {
-        if taken.contains(id) {
-            continue;
-        }
-        if let Some(t) = tool_use_at(records, at).filter(|t| t.name == "Task") {
-            if let Some(p) = t.input_value().get("prompt").and_then(|p| p.as_str()) {
-                by_prompt.entry(p.to_owned()).or_default().push(&t.id);
-            }
-        }
-    }
-    for &(fi, a) in &file_agent {
-        if agents[a].tool_use_id.is_some() {
-            continue;
-        }
-        let first_prompt = facts[fi].first_user.map(|i| prompt_text(&records[i]));
-        if let Some(calls) = first_prompt.and_then(|p| by_prompt.get_mut(&*p.to_text())) {
-            if calls.len() == 1 {
-                agents[a].tool_use_id = Some(calls.remove(0).to_owned());
-                agents[a].linked_by = Some(LinkSource::Prompt);
-            }
-        }
-    }
-
-    // Task call details and inclusion.
-    let mut ignored = Vec::new();
-    for &(fi, a) in &file_agent {
-        let agent = &agents[a];
-        let tied = agent
-            .tool_use_id
-            .as_ref()
-            .is_some_and(|t| tool_uses.contains_key(t));
-        let same_session = facts[fi]
-            .session_id
-            .is_none_or(|s| main_session_id.is_none_or(|m| m == s));
-        if tied || agent.result_record.is_some() || same_session {
-            file_included[fi] = true;
-        } else {
-            ignored.push((
-                fi,
-                "sub-agent log of another session (no Task call here names it)".to_owned(),
-            ));
-            agents[a].file = None;
-        }
-    }
-    for agent in &mut agents {
-        let Some(&at) = agent.tool_use_id.as_ref().and_then(|t| tool_uses.get(t)) else {
-            continue;
-        };
-        agent.task_record = Some(at.0);
-        if let Some(t) = tool_use_at(records, at) {
-            let input = t.input_value();
-            if let Some(kind) = input.get("subagent_type").and_then(|v| v.as_str()) {
-                agent.subagent_type = Some(kind.to_owned());
-            }
-            if agent.prompt.is_none() {
-                agent.prompt = input.get("prompt").and_then(|v| v.as_str()).map(JsonStr::new);
-            }
-        }
-    }
-    // Keep agents that have a log or a Task result.
-    agents.retain(|a| a.file.is_some() || a.result_record.is_some());
-
-    // Depth: 1 when the Task call is in the main log, else parent agent's depth + 1.
+/// Sets each agent's depth: 1 when the Task call is in the main log, else parent agent's
+/// depth + 1; none when the chain of Task calls does not reach the main log (an agent not
+/// tied, one spawned from a log left out, or a cycle).
+fn set_depths(agents: &mut [Agent], records: &[Record], main_file: usize) {
     let agent_of_file: HashMap<usize, usize> = agents
         .iter()
         .enumerate()
@@ -342,24 +448,6 @@ pub fn link_subagents(
             }
         }
         agents[a].depth = (depth > 0).then_some(depth);
-    }
-
-    let missing = referenced
-        .iter()
-        .filter(|id| agents.iter().any(|a| &a.agent_id == *id && a.file.is_none()))
-        .cloned()
-        .collect();
-    let unlinked = agents
-        .iter()
-        .filter(|a| a.file.is_some() && a.task_record.is_none())
-        .map(|a| a.agent_id.clone())
-        .collect();
-    Linking {
-        agents,
-        file_included,
-        missing,
-        unlinked,
-        ignored,
     }
 }
 

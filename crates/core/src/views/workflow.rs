@@ -570,6 +570,9 @@ fn lane_json(session: &Session, l: usize) -> LaneJson<'_> {
     }
 }
 
+/// Node `n` on the wire: the fields every node has, then those of its type, its compaction
+/// fields and its images. `keep` says which nodes are within the step asked for, `spawned`
+/// is the agent each Task call spawned, by `tool_use` id.
 fn node_json<'a>(
     session: &'a Session,
     w: &'a Workflow,
@@ -578,9 +581,33 @@ fn node_json<'a>(
     spawned: &HashMap<&str, &'a Agent>,
 ) -> NodeJson<'a> {
     let node = &w.nodes[n];
+    let mut json = common_node_json(session, w, n, keep);
+    match (node.node_type, session.items[node.item].kind) {
+        (NodeType::AgentReasoning, ItemKind::Turn(t)) => add_reasoning_fields(session, t, &mut json),
+        (NodeType::ToolCall, ItemKind::Turn(t)) => add_tool_call_fields(session, w, n, t, spawned, &mut json),
+        (NodeType::ResultSuccess | NodeType::ResultFailure, _) => add_result_fields(session, node, &mut json),
+        _ => {}
+    }
+    (
+        json.is_context_compact,
+        json.compact_summary,
+        json.compact_metadata,
+    ) = node_compaction(session, node);
+    json.images = node_images(session, node);
+    json
+}
+
+/// Node `n` with the fields every node has (its parents and children among the nodes
+/// `keep` keeps), the others empty.
+fn common_node_json<'a>(
+    session: &'a Session,
+    w: &'a Workflow,
+    n: usize,
+    keep: &dyn Fn(usize) -> bool,
+) -> NodeJson<'a> {
+    let node = &w.nodes[n];
     let records = &session.records;
     let rec = &records[node.record];
-    let item = &session.items[node.item];
     let label = node_label(session, node);
     let content = session.node_content(node);
     let content_preview = preview(&content);
@@ -593,7 +620,7 @@ fn node_json<'a>(
             .map(|m| &*w.nodes[m].id)
             .collect()
     };
-    let mut json = NodeJson {
+    NodeJson {
         id: &node.id,
         step_index: node.step,
         timestamp: records[node.time_record].timestamp.as_deref(),
@@ -629,74 +656,83 @@ fn node_json<'a>(
         parallel_count: None,
         is_sub_agent_container: None,
         sub_agent_info: None,
-    };
-    match (node.node_type, item.kind) {
-        (NodeType::AgentReasoning, ItemKind::Turn(t)) => {
-            let turn = &session.turns[t];
-            let usage = turn.usage(records).unwrap_or_default();
-            json.input_tokens = Some(usage.input_tokens);
-            json.output_tokens = Some(usage.output_tokens);
-            json.request_id = turn.request_id.as_deref();
-            json.parent_uuid = records[turn.head].parent_uuid.as_ref().map(|p| p.as_deref());
-        }
-        (NodeType::ToolCall, ItemKind::Turn(t)) => {
-            let turn = &session.turns[t];
-            let tool = node_tool(session, node);
-            json.tool_name = tool.map(|t| t.name.as_str());
-            json.tool_input = tool.and_then(|t| t.input.as_ref());
-            json.tool_use_id = tool.map(|t| t.id.as_str());
-            json.request_id = turn.request_id.as_deref();
-            // A call hangs off its turn's reasoning node, else off the turn's parent.
-            let reasoning = w.nodes[..n]
-                .iter()
-                .rev()
-                .take_while(|m| m.item == node.item)
-                .find(|m| m.node_type == NodeType::AgentReasoning);
-            json.parent_uuid = match reasoning {
-                Some(r) => Some(records[r.record].uuid.as_deref()),
-                None => records[turn.head].parent_uuid.as_ref().map(|p| p.as_deref()),
-            };
-            if let Some(call) = node.tool.filter(|c| c.count > 1) {
-                json.parallel_group_id = turn.request_id.as_deref().or(turn.message_id.as_deref());
-                json.parallel_index = Some(call.index);
-                json.parallel_count = Some(call.count);
-            }
-            if let Some(tool) = tool {
-                if let Some(agent) = spawned.get(tool.id.as_str()) {
-                    add_sub_agent_info(agent, &mut json);
-                }
-            }
-        }
-        (NodeType::ResultSuccess | NodeType::ResultFailure, _) => {
-            let tur = rec.tool_use_result();
-            json.tool_name = answered_tool(session, rec);
-            json.tool_use_id = rec.first_tool_use_id();
-            let nonempty = |s: Option<&'a JsonStr>| s.filter(|s| !s.is_empty()).map(Text::json);
-            let stdout = tur.and_then(|t| nonempty(t.stdout.as_ref()));
-            let stderr = tur.and_then(|t| nonempty(t.stderr.as_ref()));
-            let first = tur.and_then(|t| nonempty(t.first_content_text.as_ref()));
-            let shown = first
-                .as_ref()
-                .or(stdout.as_ref())
-                .or(stderr.as_ref())
-                .unwrap_or(&json.content);
-            json.tool_result_preview = Some(result_preview(shown));
-            let failed = node.node_type == NodeType::ResultFailure
-                || tur.is_some_and(|t| t.status.as_deref() == Some("failed"));
-            json.tool_result_status = Some(if failed { "failure" } else { "success" });
-            json.tool_result_stdout = stdout.as_ref().map(result_preview);
-            json.tool_result_stderr = stderr.as_ref().map(result_preview);
-            json.duration_ms = tur.and_then(|t| t.total_duration_ms.as_ref());
-        }
-        _ => {}
     }
-    (
-        json.is_context_compact,
-        json.compact_summary,
-        json.compact_metadata,
-    ) = node_compaction(session, node);
-    json.images = node_images(session, node);
-    json
+}
+
+/// The fields of the reasoning node of turn `t`: the turn's tokens, request and parent.
+fn add_reasoning_fields<'a>(session: &'a Session, t: usize, json: &mut NodeJson<'a>) {
+    let records = &session.records;
+    let turn = &session.turns[t];
+    let usage = turn.usage(records).unwrap_or_default();
+    json.input_tokens = Some(usage.input_tokens);
+    json.output_tokens = Some(usage.output_tokens);
+    json.request_id = turn.request_id.as_deref();
+    json.parent_uuid = records[turn.head].parent_uuid.as_ref().map(|p| p.as_deref());
+}
+
+/// The fields of node `n`, a tool call of turn `t`: the tool, the request, the parent, the
+/// calls made with it, and the sub-agent it spawned.
+fn add_tool_call_fields<'a>(
+    session: &'a Session,
+    w: &'a Workflow,
+    n: usize,
+    t: usize,
+    spawned: &HashMap<&str, &'a Agent>,
+    json: &mut NodeJson<'a>,
+) {
+    let node = &w.nodes[n];
+    let records = &session.records;
+    let turn = &session.turns[t];
+    let tool = node_tool(session, node);
+    json.tool_name = tool.map(|t| t.name.as_str());
+    json.tool_input = tool.and_then(|t| t.input.as_ref());
+    json.tool_use_id = tool.map(|t| t.id.as_str());
+    json.request_id = turn.request_id.as_deref();
+    // A call hangs off its turn's reasoning node, else off the turn's parent.
+    let reasoning = w.nodes[..n]
+        .iter()
+        .rev()
+        .take_while(|m| m.item == node.item)
+        .find(|m| m.node_type == NodeType::AgentReasoning);
+    json.parent_uuid = match reasoning {
+        Some(r) => Some(records[r.record].uuid.as_deref()),
+        None => records[turn.head].parent_uuid.as_ref().map(|p| p.as_deref()),
+    };
+    if let Some(call) = node.tool.filter(|c| c.count > 1) {
+        json.parallel_group_id = turn.request_id.as_deref().or(turn.message_id.as_deref());
+        json.parallel_index = Some(call.index);
+        json.parallel_count = Some(call.count);
+    }
+    if let Some(tool) = tool {
+        if let Some(agent) = spawned.get(tool.id.as_str()) {
+            add_sub_agent_info(agent, json);
+        }
+    }
+}
+
+/// The fields of a result node: the tool answered, the result's previews and status, and
+/// its duration.
+fn add_result_fields<'a>(session: &'a Session, node: &Node, json: &mut NodeJson<'a>) {
+    let rec = &session.records[node.record];
+    let tur = rec.tool_use_result();
+    json.tool_name = answered_tool(session, rec);
+    json.tool_use_id = rec.first_tool_use_id();
+    let nonempty = |s: Option<&'a JsonStr>| s.filter(|s| !s.is_empty()).map(Text::json);
+    let stdout = tur.and_then(|t| nonempty(t.stdout.as_ref()));
+    let stderr = tur.and_then(|t| nonempty(t.stderr.as_ref()));
+    let first = tur.and_then(|t| nonempty(t.first_content_text.as_ref()));
+    let shown = first
+        .as_ref()
+        .or(stdout.as_ref())
+        .or(stderr.as_ref())
+        .unwrap_or(&json.content);
+    json.tool_result_preview = Some(result_preview(shown));
+    let failed = node.node_type == NodeType::ResultFailure
+        || tur.is_some_and(|t| t.status.as_deref() == Some("failed"));
+    json.tool_result_status = Some(if failed { "failure" } else { "success" });
+    json.tool_result_stdout = stdout.as_ref().map(result_preview);
+    json.tool_result_stderr = stderr.as_ref().map(result_preview);
+    json.duration_ms = tur.and_then(|t| t.total_duration_ms.as_ref());
 }
 
 fn add_sub_agent_info<'a>(agent: &'a Agent, json: &mut NodeJson<'a>) {

@@ -8,6 +8,25 @@ use crate::formats::autogen::AgMessage;
 
 /// [`super::route`]'s rules, each found by searching the drafts.
 pub(crate) fn route_by_names(mut drafts: Vec<Draft>, peer: Option<&str>) -> Vec<AgMessage> {
+    name_unnamed_callers_by_search(&mut drafts, peer);
+    let giver = drafts.iter().find(|d| d.speaks).map(|d| d.message.sender.clone());
+    let swarm = drafts.iter().any(|d| matches!(d.route, Route::Handoff(_)));
+    let receivers: Vec<Option<String>> = (0..drafts.len())
+        .map(|i| receiver_by_search(&drafts, i, giver.as_deref(), swarm))
+        .collect();
+    drafts
+        .into_iter()
+        .zip(receivers)
+        .map(|(d, receiver)| AgMessage {
+            receiver,
+            ..d.message
+        })
+        .collect()
+}
+
+/// Gives each call without a name its sender as [`super::route`] does, searching the
+/// drafts for the result answering the call and for the parties.
+fn name_unnamed_callers_by_search(drafts: &mut [Draft], peer: Option<&str>) {
     let n = drafts.len();
     for i in 0..n {
         if !drafts[i].unnamed_call {
@@ -34,64 +53,57 @@ pub(crate) fn route_by_names(mut drafts: Vec<Draft>, peer: Option<&str>) -> Vec<
             drafts[i].message.sender = other;
         }
     }
+}
+
+/// The receiver of draft `i`, as [`super::route`] gives it, found by searching the drafts
+/// around it; `giver` is the task giver (the first speaker), `swarm` true when any draft
+/// is a handoff.
+fn receiver_by_search(drafts: &[Draft], i: usize, giver: Option<&str>, swarm: bool) -> Option<String> {
+    let n = drafts.len();
     let sender = |d: &Draft| d.message.sender.clone();
-    let giver = drafts.iter().find(|d| d.speaks).map(sender);
-    let swarm = drafts.iter().any(|d| matches!(d.route, Route::Handoff(_)));
-    let mut receivers = Vec::with_capacity(n);
-    for i in 0..n {
-        let me = drafts[i].message.sender.clone();
-        let speaker = |j: &usize| drafts[*j].speaks && drafts[*j].message.sender != me;
-        let next = (i + 1..n).find(speaker).map(|j| sender(&drafts[j]));
-        let previous = (0..i).rev().find(speaker).map(|j| sender(&drafts[j]));
-        let turn = next
-            .clone()
-            .or(previous)
-            .or_else(|| (me != "user").then(|| "user".to_owned()));
-        let caller = (0..i)
-            .rev()
-            .find(|&j| drafts[j].route == Route::Call)
-            .map(|j| sender(&drafts[j]));
-        let handoff = (0..i)
-            .rev()
-            .find(|&j| matches!(drafts[j].route, Route::Handoff(_)));
-        let d = &drafts[i];
-        let final_answer =
-            d.terminates && next.is_none() && !d.message.human && giver.as_ref().is_some_and(|g| *g != me);
-        let receiver = match &d.route {
-            Route::Nobody => None,
-            Route::To(party) | Route::Handoff(party) => Some(party.clone()),
-            Route::Call => Some(
-                (i + 1..n)
-                    .find(|&j| drafts[j].route == Route::Caller)
-                    .map_or_else(|| TOOLS.to_owned(), |j| sender(&drafts[j])),
-            ),
-            Route::Caller => caller.or(turn),
-            Route::Turn if final_answer => giver.clone(),
-            Route::Turn if swarm => match handoff {
-                Some(h) => {
-                    let Route::Handoff(holder) = &drafts[h].route else {
-                        unreachable!()
-                    };
-                    Some(if *holder == me {
-                        sender(&drafts[h])
-                    } else {
-                        holder.clone()
-                    })
-                }
-                None => giver.clone().filter(|g| *g != me).or(turn),
-            },
-            Route::Turn => turn,
-        };
-        receivers.push(receiver.filter(|r| *r != me));
-    }
-    drafts
-        .into_iter()
-        .zip(receivers)
-        .map(|(d, receiver)| AgMessage {
-            receiver,
-            ..d.message
-        })
-        .collect()
+    let me = drafts[i].message.sender.clone();
+    let speaker = |j: &usize| drafts[*j].speaks && drafts[*j].message.sender != me;
+    let next = (i + 1..n).find(speaker).map(|j| sender(&drafts[j]));
+    let previous = (0..i).rev().find(speaker).map(|j| sender(&drafts[j]));
+    let turn = next
+        .clone()
+        .or(previous)
+        .or_else(|| (me != "user").then(|| "user".to_owned()));
+    let caller = (0..i)
+        .rev()
+        .find(|&j| drafts[j].route == Route::Call)
+        .map(|j| sender(&drafts[j]));
+    let handoff = (0..i)
+        .rev()
+        .find(|&j| matches!(drafts[j].route, Route::Handoff(_)));
+    let d = &drafts[i];
+    let final_answer = d.terminates && next.is_none() && !d.message.human && giver.is_some_and(|g| g != me);
+    let receiver = match &d.route {
+        Route::Nobody => None,
+        Route::To(party) | Route::Handoff(party) => Some(party.clone()),
+        Route::Call => Some(
+            (i + 1..n)
+                .find(|&j| drafts[j].route == Route::Caller)
+                .map_or_else(|| TOOLS.to_owned(), |j| sender(&drafts[j])),
+        ),
+        Route::Caller => caller.or(turn),
+        Route::Turn if final_answer => giver.map(str::to_owned),
+        Route::Turn if swarm => match handoff {
+            Some(h) => {
+                let Route::Handoff(holder) = &drafts[h].route else {
+                    unreachable!()
+                };
+                Some(if *holder == me {
+                    sender(&drafts[h])
+                } else {
+                    holder.clone()
+                })
+            }
+            None => giver.filter(|g| *g != me).map(str::to_owned).or(turn),
+        },
+        Route::Turn => turn,
+    };
+    receiver.filter(|r| *r != me)
 }
 
 /// [`super::drop_copies`]'s rule: a conversation is dropped when one before it has the
