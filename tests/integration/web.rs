@@ -114,6 +114,44 @@ fn every_import_is_an_asset(name: &str, source: &str) {
     }
 }
 
+/// The embedded files are exactly the files of `web/` (its README aside), and the HTML
+/// shell names each of them: the one list of assets, in `src/web`, checked against both.
+#[test]
+fn the_embedded_files_are_the_web_folder_and_the_shell_names_each() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("web");
+    let mut on_disk: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "README.md")
+        .collect();
+    on_disk.sort();
+    let mut embedded: Vec<String> = sessiongraph::web::asset_names().map(str::to_owned).collect();
+    embedded.sort();
+    assert_eq!(
+        embedded, on_disk,
+        "src/web's list of assets against the files of web/"
+    );
+
+    let html = std::fs::read_to_string(root.join("index.html")).unwrap();
+    let named: Vec<&str> = html
+        .split("\"/assets/")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap())
+        .collect();
+    for name in &named {
+        assert!(
+            embedded.iter().any(|e| e == name),
+            "index.html names {name}, which is not embedded"
+        );
+    }
+    for name in embedded.iter().filter(|n| *n != "index.html") {
+        assert!(
+            named.contains(&name.as_str()),
+            "index.html does not load or preload {name}"
+        );
+    }
+}
+
 mod walkthrough;
 mod webdriver;
 

@@ -208,9 +208,12 @@ impl Browser {
 
     /// A PNG of the viewport, written to `path`.
     pub async fn screenshot(&self, path: &std::path::Path) {
-        use base64_png::decode;
+        use base64::Engine;
         let data = self.command("GET", "/screenshot", &Value::Null).await;
-        if let Some(bytes) = data.as_str().and_then(decode) {
+        let png = data
+            .as_str()
+            .and_then(|text| base64::engine::general_purpose::STANDARD.decode(text).ok());
+        if let Some(bytes) = png {
             let _ = std::fs::create_dir_all(path.parent().unwrap());
             let _ = std::fs::write(path, bytes);
         }
@@ -227,31 +230,5 @@ impl Browser {
 impl Drop for Browser {
     fn drop(&mut self) {
         let _ = self.driver.kill();
-    }
-}
-
-/// Standard base64 decoding, for screenshots (no dependency for one function).
-mod base64_png {
-    /// The bytes of `text`, or None when it is not base64.
-    pub fn decode(text: &str) -> Option<Vec<u8>> {
-        let value = |c: u8| match c {
-            b'A'..=b'Z' => Some(c - b'A'),
-            b'a'..=b'z' => Some(c - b'a' + 26),
-            b'0'..=b'9' => Some(c - b'0' + 52),
-            b'+' => Some(62),
-            b'/' => Some(63),
-            _ => None,
-        };
-        let mut out = Vec::with_capacity(text.len() * 3 / 4);
-        let (mut acc, mut bits) = (0u32, 0u32);
-        for c in text.bytes().filter(|c| *c != b'=' && !c.is_ascii_whitespace()) {
-            acc = (acc << 6) | u32::from(value(c)?);
-            bits += 6;
-            if bits >= 8 {
-                bits -= 8;
-                out.push((acc >> bits) as u8);
-            }
-        }
-        Some(out)
     }
 }

@@ -58,6 +58,65 @@ impl Tree {
     /// (parents before children). Takes the parts rather than the session so that it can
     /// be built beside the workflow.
     pub fn of(records: &[Record], units: &[Unit], sequence: &[usize]) -> Tree {
+        let leaf = current_leaf(records, units);
+        let (active_path, on_path) = path_to_root(units, leaf);
+        let subtrees = Subtrees::of(records, units, sequence);
+        let (forks, inactive_start) = subtrees.forks(records, units, sequence, &on_path);
+        let mut abandoned = vec![false; units.len()];
+        for &u in sequence {
+            let parent_abandoned = units[u].parent.is_some_and(|p| abandoned[p]);
+            abandoned[u] = parent_abandoned || inactive_start[u];
+        }
+        Tree {
+            leaf,
+            active_path,
+            forks,
+            abandoned,
+        }
+    }
+}
+
+/// The current leaf: the last record of the main log (pi: the last entry).
+fn current_leaf(records: &[Record], units: &[Unit]) -> Option<usize> {
+    units
+        .iter()
+        .enumerate()
+        .filter(|(_, unit)| {
+            let r = &records[unit.records[0]];
+            r.pos.file == 0 && r.is_sidechain != Some(true)
+        })
+        .max_by_key(|(_, unit)| unit.records.iter().map(|&r| records[r].pos).max())
+        .map(|(u, _)| u)
+}
+
+/// The units from the root to `leaf`, root first, and for each unit whether it is one of
+/// them.
+fn path_to_root(units: &[Unit], leaf: Option<usize>) -> (Vec<usize>, Vec<bool>) {
+    let mut path = Vec::new();
+    let mut on_path = vec![false; units.len()];
+    let mut at = leaf;
+    while let Some(u) = at {
+        if on_path[u] {
+            break;
+        }
+        on_path[u] = true;
+        path.push(u);
+        at = units[u].parent;
+    }
+    path.reverse();
+    (path, on_path)
+}
+
+/// Each unit's children, the records below it and its latest leaf.
+struct Subtrees {
+    children: Vec<Vec<usize>>,
+    size: Vec<usize>,
+    latest: Vec<usize>,
+}
+
+impl Subtrees {
+    /// Children in order; subtree sizes and latest leaves, children before parents.
+    fn of(records: &[Record], units: &[Unit], sequence: &[usize]) -> Subtrees {
         let n = units.len();
         let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
         for &u in sequence {
@@ -66,31 +125,6 @@ impl Tree {
             }
         }
         let first_pos = |u: usize| records[units[u].records[0]].pos;
-
-        // The current leaf: the last record of the main log (pi: the last entry).
-        let leaf = units
-            .iter()
-            .enumerate()
-            .filter(|(_, unit)| {
-                let r = &records[unit.records[0]];
-                r.pos.file == 0 && r.is_sidechain != Some(true)
-            })
-            .max_by_key(|(_, unit)| unit.records.iter().map(|&r| records[r].pos).max())
-            .map(|(u, _)| u);
-        let mut active_path = Vec::new();
-        let mut on_path = vec![false; n];
-        let mut at = leaf;
-        while let Some(u) = at {
-            if on_path[u] {
-                break;
-            }
-            on_path[u] = true;
-            active_path.push(u);
-            at = units[u].parent;
-        }
-        active_path.reverse();
-
-        // Subtree sizes and latest leaves, children before parents.
         let mut size = vec![0usize; n];
         let mut latest = (0..n).collect::<Vec<_>>();
         for &u in sequence.iter().rev() {
@@ -103,11 +137,28 @@ impl Tree {
                 }
             }
         }
+        Subtrees {
+            children,
+            size,
+            latest,
+        }
+    }
 
+    /// The branch points (units with two or more alternatives), and for each unit whether
+    /// it starts an abandoned branch. The active child is the one on the active path, else
+    /// the one marked `is_active`, else the last written.
+    fn forks(
+        &self,
+        records: &[Record],
+        units: &[Unit],
+        sequence: &[usize],
+        on_path: &[bool],
+    ) -> (Vec<Fork>, Vec<bool>) {
+        let first_pos = |u: usize| records[units[u].records[0]].pos;
         let mut forks = Vec::new();
-        let mut inactive_start = vec![false; n];
+        let mut inactive_start = vec![false; units.len()];
         for &u in sequence {
-            let alternatives: Vec<usize> = children[u]
+            let alternatives: Vec<usize> = self.children[u]
                 .iter()
                 .copied()
                 .filter(|&c| is_alternative(records, units, c))
@@ -135,24 +186,14 @@ impl Tree {
                     .iter()
                     .map(|&c| ForkChild {
                         unit: c,
-                        leaf: latest[c],
-                        size: size[c],
+                        leaf: self.latest[c],
+                        size: self.size[c],
                         active: Some(c) == active,
                     })
                     .collect(),
             });
         }
-        let mut abandoned = vec![false; n];
-        for &u in sequence {
-            let parent_abandoned = units[u].parent.is_some_and(|p| abandoned[p]);
-            abandoned[u] = parent_abandoned || inactive_start[u];
-        }
-        Tree {
-            leaf,
-            active_path,
-            forks,
-            abandoned,
-        }
+        (forks, inactive_start)
     }
 }
 

@@ -483,29 +483,7 @@ pub fn annotations(session: &Session, include_sidechains: bool, branch: Branch) 
         return message_units(session, messages);
     }
     let records = &session.records;
-    let mut outcomes: HashMap<&str, Outcome> = HashMap::new();
-    for item in &session.items {
-        if let ItemKind::ToolResult { record, .. } = item.kind {
-            let r = &records[record];
-            let reported = r.tool_use_result().is_some_and(|t| t.reports_failure());
-            // Each id once per record (a map: a record answering thousands of calls made a
-            // list's lookups quadratic).
-            let mut ids: HashMap<&str, bool> = HashMap::new();
-            for b in r.blocks() {
-                if let Block::ToolResult(t) = b {
-                    if let Some(id) = t.tool_use_id.as_deref() {
-                        *ids.entry(id).or_default() |= t.is_error;
-                    }
-                }
-            }
-            for (id, is_error) in ids {
-                let o = outcomes.entry(id).or_default();
-                o.count += 1;
-                o.failed |= is_error || reported;
-            }
-        }
-    }
-
+    let outcomes = result_outcomes(session);
     let builder = UnitBuilder { session, outcomes };
     let mut body = AnnotationsBody {
         annotations: Vec::new(),
@@ -559,6 +537,34 @@ pub fn annotations(session: &Session, include_sidechains: bool, branch: Branch) 
     }
     body.total = body.annotations.len();
     body
+}
+
+/// For each call id: how many results answered it, and whether any failed.
+fn result_outcomes(session: &Session) -> HashMap<&str, Outcome> {
+    let records = &session.records;
+    let mut outcomes: HashMap<&str, Outcome> = HashMap::new();
+    for item in &session.items {
+        if let ItemKind::ToolResult { record, .. } = item.kind {
+            let r = &records[record];
+            let reported = r.tool_use_result().is_some_and(|t| t.reports_failure());
+            // Each id once per record (a map: a record answering thousands of calls made a
+            // list's lookups quadratic).
+            let mut ids: HashMap<&str, bool> = HashMap::new();
+            for b in r.blocks() {
+                if let Block::ToolResult(t) = b {
+                    if let Some(id) = t.tool_use_id.as_deref() {
+                        *ids.entry(id).or_default() |= t.is_error;
+                    }
+                }
+            }
+            for (id, is_error) in ids {
+                let o = outcomes.entry(id).or_default();
+                o.count += 1;
+                o.failed |= is_error || reported;
+            }
+        }
+    }
+    outcomes
 }
 
 struct UnitBuilder<'a> {
