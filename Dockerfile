@@ -33,7 +33,7 @@ ENV SESSIONGRAPH_LISTEN=0.0.0.0:8080 \
     SESSIONGRAPH_DATA_DIR=/data \
     SESSIONGRAPH_LOG_FORMAT=json
 # The allocator returns freed memory at once and without transparent huge pages: a server
-# that runs for weeks stays near its cache budget (README, "Memory over time").
+# that runs for weeks stays near its cache budget (docs/performance.md, "Memory over time").
 ENV MIMALLOC_ALLOW_THP=0 \
     MIMALLOC_PURGE_DELAY=0
 EXPOSE 8080

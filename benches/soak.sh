@@ -7,7 +7,7 @@
 #   benches/soak.sh [SECONDS] [CLIENTS] [CACHE]     (defaults: 180 s, 8 clients, 64M)
 #
 # The server inherits the environment: MIMALLOC_ALLOW_THP=0 MIMALLOC_PURGE_DELAY=0 measure
-# it as the Docker image runs it (README, "Memory over time").
+# it as the Docker image runs it (docs/performance.md, "Memory over time").
 set -euo pipefail
 
 SECONDS_TO_RUN=${1:-180}

@@ -360,7 +360,7 @@ fn d1_input_that_is_no_record_costs_at_most_four_times_its_size() {
 /// the record and its unit, item, node and edges, the passes that order them, and its
 /// part of every rendered body (measured: 1,846 for a prompt of a few words, of which
 /// about 1,070 are its part of the bodies; 2,000 before records were made smaller). See
-/// the README's limits.
+/// docs/limits-and-security.md.
 const BYTES_PER_TINY_RECORD: i64 = 1_950;
 
 // The memory bound charges a record at least what a tiny one was measured to cost.

@@ -102,8 +102,8 @@ fn the_samples_graph_has_a_delegation_and_a_return_edge_per_loaded_sub_agent() {
     }
 }
 
-/// The README's edge table said every main-lane notice gives `system -> user`, but the
-/// sample's four notices (slash commands and local command output, written as user
+/// The edge table (docs/internals.md) said every main-lane notice gives `system -> user`,
+/// but the sample's four notices (slash commands and local command output, written as user
 /// records) gave no edge and there was no `system` node. A notice from a `system` record
 /// gives `system -> user`; one written as a user record is sent by `user` and gives none.
 #[test]

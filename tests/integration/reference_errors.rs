@@ -335,7 +335,7 @@ async fn step_parameters_are_parsed_strictly() {
     // The reference refuses these too (29-34) with "Invalid step parameter"; ours goes on to
     // say what is expected. The reference's parseInt reads the others (35-46: `5abc` as 5,
     // `1e3` as 1, `0x10` as 0, `3.9` as 3, `-0` as 0, ` 7` as 7): refused here (issue 15,
-    // README "Differences from CommuGraph").
+    // docs/differences.md).
     for (case, query, value) in [
         ("29_workflow_step_abc", "workflow?step=abc", "abc"),
         ("30_graph_step_abc", "?step=abc", "abc"),

@@ -1,6 +1,6 @@
 //! Issue 16, item 2: every reference a reader meets resolves inside the repository: the
-//! design documents the README and the code cite, the CONTRACT sections and the reference's
-//! bug labels.
+//! documents the README, the user docs and the code cite, the relative links of the README
+//! and the user docs, the CONTRACT sections and the reference's bug labels.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -9,12 +9,31 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The README and every Rust source file, with their names.
-fn texts() -> Vec<(String, String)> {
+/// The README and the Markdown files at the top of `docs/` (the user docs and the design
+/// documents' index; not `docs/spec/` or `docs/commugraph-frontend/`), with their names
+/// relative to the repository.
+fn markdown_docs() -> Vec<(String, String)> {
     let mut out = vec![(
         "README.md".to_owned(),
         std::fs::read_to_string(root().join("README.md")).unwrap(),
     )];
+    let mut docs: Vec<_> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.is_file() && path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    for path in docs {
+        let name = path.strip_prefix(root()).unwrap().display().to_string();
+        out.push((name, std::fs::read_to_string(&path).unwrap()));
+    }
+    out
+}
+
+/// The README, the Markdown files at the top of `docs/` and every Rust source file, with
+/// their names.
+fn texts() -> Vec<(String, String)> {
+    let mut out = markdown_docs();
     let mut dirs = vec![root().join("src")];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
@@ -50,6 +69,19 @@ fn words_starting<'a>(text: &'a str, prefix: &str) -> BTreeSet<&'a str> {
         .collect()
 }
 
+/// The targets of the inline Markdown links and images in `text` (`[text](target)`,
+/// `![alt](target)`), without a title.
+fn link_targets(text: &str) -> Vec<&str> {
+    text.match_indices("](")
+        .filter_map(|(at, _)| {
+            let rest = &text[at + 2..];
+            let end = rest.find(')')?;
+            let target = rest[..end].split_whitespace().next()?;
+            Some(target.trim_start_matches('<').trim_end_matches('>'))
+        })
+        .collect()
+}
+
 #[test]
 fn every_cited_document_is_in_the_repository() {
     for (name, text) in texts() {
@@ -59,11 +91,49 @@ fn every_cited_document_is_in_the_repository() {
                 "{name} cites {path}, which is not in the repository"
             );
         }
+        // In docs/, `spec/...` is a link relative to docs/, checked below.
+        if !name.starts_with("docs/") {
+            assert!(
+                words_starting(&text, "spec/").is_empty(),
+                "{name} cites spec/ paths: the documents are under docs/spec/"
+            );
+        }
+    }
+    for (name, text) in markdown_docs() {
         assert!(
-            words_starting(&text, "spec/").is_empty(),
-            "{name} cites spec/ paths: the documents are under docs/spec/"
+            !text.contains("../shared"),
+            "{name} cites ../shared, which is outside the repository"
         );
     }
+}
+
+#[test]
+fn every_relative_link_in_the_readme_and_the_docs_resolves() {
+    let mut checked = 0;
+    for (name, text) in markdown_docs() {
+        let dir = root().join(&name).parent().unwrap().to_path_buf();
+        for target in link_targets(&text) {
+            if target.starts_with("http://") || target.starts_with("https://") || target.starts_with('#') {
+                continue;
+            }
+            let path = dir.join(target.split('#').next().unwrap());
+            assert!(
+                path.exists(),
+                "{name} links to {target}, which does not resolve to a file of the repository"
+            );
+            assert!(
+                path.canonicalize()
+                    .unwrap()
+                    .starts_with(root().canonicalize().unwrap()),
+                "{name} links to {target}, which is outside the repository"
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked > 20,
+        "only {checked} relative links found: is link_targets reading them?"
+    );
 }
 
 #[test]
