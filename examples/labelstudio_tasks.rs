@@ -4,8 +4,10 @@
 //!
 //! ```sh
 //! cargo run --example labelstudio_tasks -- /tmp/lsrt
-//! python3 ../shared/tools/labelstudio/roundtrip.py /tmp/lsrt/tasks.json /tmp/lsrt/config.xml --keep
 //! ```
+//!
+//! then import `tasks.json` with `config.xml` into a Label Studio project and export it
+//! again (`fixtures/labelstudio/README.md` tells how the kept exports were made).
 
 use std::path::PathBuf;
 

@@ -1,5 +1,5 @@
 //! Writes an N-times larger copy of a session (sub-agents included) for benchmarks: the
-//! Rust twin of `../shared/tools/scale.py` (see `tests/support/scaled.rs` for the rules).
+//! Rust twin of the `scale.py` benchmark tool (see `tests/support/scaled.rs` for the rules).
 //!
 //! ```sh
 //! cargo run --release --example scale -- fixtures/commugraph-sample /tmp/x100 -n 100 [--chain]

@@ -1,7 +1,7 @@
-//! Conformance with CommuGraph's own response bodies (`tests/reference/`, copied from
-//! `../shared/reference/`).
+//! Conformance with CommuGraph's own response bodies (`tests/reference/`, recorded from
+//! CommuGraph at the commits that directory names).
 //!
-//! Items are paired as `../shared/tools/compare.py` pairs them (annotations by `event_id`,
+//! Items are paired as CommuGraph's comparison tool pairs them (annotations by `event_id`,
 //! workflow nodes by `id`, chat-log messages by timestamp, type, lane and content) and
 //! compared field by field, key order included. Every difference must be explained by an
 //! entry of the allow-lists below, each naming the CONTRACT section that makes us differ;

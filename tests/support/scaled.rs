@@ -1,6 +1,6 @@
 //! N-times larger sessions made from a real one, in memory: the Rust twin of
-//! `../shared/tools/scale.py`, for the benchmarks and the complexity test (which must not
-//! read `../shared` or commit large files).
+//! the `scale.py` benchmark tool, for the benchmarks and the complexity test (which must not
+//! read files outside the repository or commit large files).
 //!
 //! Copy 0 is the source as is. Copy k >= 1 has every identifier rewritten so that copies
 //! never collide: `uuid`, `parentUuid`, `logicalParentUuid` get a new UUID derived from
