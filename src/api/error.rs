@@ -207,6 +207,21 @@ impl ApiError {
     }
 }
 
+impl From<StoreError> for ApiError {
+    /// A store error as a session route answers it (`Session with ID ... not found`); the
+    /// graph routes name the graph through [`ApiError::from_store`].
+    fn from(e: StoreError) -> ApiError {
+        ApiError::from_store(e, session_not_found)
+    }
+}
+
+impl From<tokio::task::JoinError> for ApiError {
+    /// Work handed to another task that panicked or was cancelled: a 500.
+    fn from(e: tokio::task::JoinError) -> ApiError {
+        ApiError::Internal(format!("a task of the request failed: {e}"))
+    }
+}
+
 /// An upload's store error: [`ApiError::from_store`], except that records too many for the
 /// upload's size (the memory bound) make it 413, like an upload past the size limit.
 pub fn upload_error(e: StoreError) -> ApiError {

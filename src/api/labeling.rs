@@ -19,7 +19,7 @@ use axum::Extension;
 use serde_json::{json, Value};
 
 use super::auth::Identity;
-use super::error::{echo, session_not_found, unavailable_response, ApiError};
+use super::error::{echo, unavailable_response, ApiError};
 use super::labels::{api_error, caller, json_response, known_session, viewer, visible_in, BUSY_RETRY_AFTER};
 use super::query::QueryPairs;
 use super::AppState;
@@ -63,8 +63,7 @@ pub async fn import(
     };
     // Up to 64 MiB to split: on the blocking pool, not on a worker serving requests.
     let body = tokio::task::spawn_blocking(move || SplitBody::split(body, format))
-        .await
-        .map_err(|e| ApiError::Internal(format!("reading an import: {e}")))?
+        .await?
         .map_err(|e| ApiError::Invalid {
             message: e.to_string(),
             details: json!({ "field": "body" }),
@@ -83,17 +82,14 @@ async fn import_batches(
     let mut from = 0;
     while from < body.len() {
         let split = body.clone();
-        let batch = tokio::task::spawn_blocking(move || split.batch(from))
-            .await
-            .map_err(|e| ApiError::Internal(format!("reading an import: {e}")))?;
+        let batch = tokio::task::spawn_blocking(move || split.batch(from)).await?;
         let prepared = with_unit_texts(state, batch.records).await?;
         let (state_for, identity_for) = (state.clone(), identity.clone());
         let validated = tokio::task::spawn_blocking(move || {
             let caller = caller(&state_for, &identity_for);
             state_for.labels.validate_batch(prepared, caller)
         })
-        .await
-        .map_err(|e| ApiError::Internal(format!("validating an import: {e}")))?;
+        .await?;
         let caller = caller(state, &identity);
         match state.labels.store_batch(validated, caller, &mut outcomes).await {
             Ok(()) => from = batch.next,
@@ -161,8 +157,7 @@ async fn with_unit_texts(
                 .filter_map(|e| units.get(&e).map(|u| (e, Arc::from(u.text.as_str()))))
                 .collect::<Vec<_>>()
         })
-        .await
-        .map_err(|e| ApiError::Internal(format!("finding units: {e}")))?;
+        .await?;
         texts.extend(found.into_iter().map(|(e, t)| ((session_id.clone(), e), t)));
     }
     Ok(with_texts(records, &texts))
@@ -411,8 +406,7 @@ pub async fn progress(
                 .collect();
             session_progress(&id, &units, &visible_in(&viewer, &sets, blind))
         })
-        .await
-        .map_err(|e| ApiError::Internal(format!("progress: {e}")))?;
+        .await?;
         out.push(progress);
     }
     Ok(json_response(StatusCode::OK, &json!({ "sessions": out })))
@@ -453,10 +447,7 @@ pub async fn export(
         blind: state.labels.policy().blind,
     };
     if let Some(id) = &scope.session_id {
-        state
-            .store
-            .slot(id)
-            .map_err(|e| ApiError::from_store(e, session_not_found))?;
+        state.store.slot(id)?;
     }
     let (tx, mut rx) = tokio::sync::mpsc::channel(4);
     let (failure, early_failure) = tokio::sync::oneshot::channel();
@@ -541,9 +532,7 @@ pub async fn agreement(
         )
         .await
         .map_err(api_error)?;
-    let report = tokio::task::spawn_blocking(move || report(codings, &label_ids, &page))
-        .await
-        .map_err(|e| ApiError::Internal(format!("agreement: {e}")))?;
+    let report = tokio::task::spawn_blocking(move || report(codings, &label_ids, &page)).await?;
     Ok(json_response(StatusCode::OK, &report))
 }
 

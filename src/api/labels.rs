@@ -23,7 +23,7 @@ use axum::Extension;
 use serde_json::{json, Value};
 
 use super::auth::Identity;
-use super::error::{echo, session_not_found, ApiError};
+use super::error::{echo, ApiError};
 use super::etag::none_match;
 use super::query::QueryPairs;
 use super::AppState;
@@ -196,22 +196,18 @@ pub(super) async fn orphaned_units(
     if sets.is_empty() {
         return Ok(Vec::new());
     }
-    let (_, loaded) = state
-        .store
-        .get(id)
-        .await
-        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let (_, loaded) = state.store.get(id).await?;
     let mut ids: Vec<String> = sets
         .chunk_by(|a, b| a.event_id == b.event_id)
         .map(|unit| unit[0].event_id.clone())
         .collect();
-    tokio::task::spawn_blocking(move || {
+    let orphaned = tokio::task::spawn_blocking(move || {
         let units = loaded.units();
         ids.retain(|e| units.get(e).is_none());
         ids
     })
-    .await
-    .map_err(|e| ApiError::Internal(format!("finding orphaned labels: {e}")))
+    .await?;
+    Ok(orphaned)
 }
 
 /// Who asks: the named key's annotator, else `?viewer=`, else `?annotator=`. (`?viewer=`
@@ -301,25 +297,16 @@ pub async fn history(
 
 /// 404 unless the session is known (without loading it).
 pub(super) fn known_session(state: &AppState, id: &str) -> Result<(), ApiError> {
-    state
-        .store
-        .slot(id)
-        .map(drop)
-        .map_err(|e| ApiError::from_store(e, session_not_found))
+    state.store.slot(id)?;
+    Ok(())
 }
 
 /// The text of unit `event_id` of session `id` (sub-agent units included); 404 when the
 /// session or the unit is unknown.
 pub(super) async fn unit_text(state: &AppState, id: &str, event_id: &str) -> Result<String, ApiError> {
-    let (_, loaded) = state
-        .store
-        .get(id)
-        .await
-        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let (_, loaded) = state.store.get(id).await?;
     let wanted = event_id.to_owned();
-    let text = tokio::task::spawn_blocking(move || loaded.unit_text(&wanted).map(str::to_owned))
-        .await
-        .map_err(|e| ApiError::Internal(format!("finding a unit: {e}")))?;
+    let text = tokio::task::spawn_blocking(move || loaded.unit_text(&wanted).map(str::to_owned)).await?;
     text.ok_or_else(|| {
         ApiError::NotFound(format!(
             "Unit '{}' not found in session '{}'",
