@@ -19,8 +19,8 @@ use axum::Extension;
 use serde_json::{json, Value};
 
 use super::auth::Identity;
-use super::error::{echo, unavailable_response, ApiError};
-use super::labels::{api_error, caller, json_response, known_session, viewer, visible_in, BUSY_RETRY_AFTER};
+use super::error::{echo, unavailable_response, ApiError, BUSY_RETRY_AFTER};
+use super::labels::{caller, json_body, json_response, known_session, viewer, visible_in};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::labels::agreement::PairPage;
@@ -96,7 +96,7 @@ async fn import_batches(
             Err(LabelError::Busy(cause) | LabelError::Unreachable(cause)) => {
                 return Ok(import_cut(&body, outcomes, &cause))
             }
-            Err(e) => return Err(api_error(e)),
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(json_response(StatusCode::OK, &import_summary(outcomes)))
@@ -254,12 +254,7 @@ pub async fn queue_next(
             reservation_ms: state.labels.policy().reservation.as_millis() as i64,
             now_ms: crate::store::registry::now_ms(),
         };
-        if let Some(r) = state
-            .labels
-            .next_unit(&session_id, &unit_refs, ask)
-            .await
-            .map_err(api_error)?
-        {
+        if let Some(r) = state.labels.next_unit(&session_id, &unit_refs, ask).await? {
             let expires_at = chrono::DateTime::from_timestamp_millis(r.expires_at_ms)
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
             return Ok(json_response(
@@ -292,12 +287,7 @@ pub async fn queue_release(
             })
     };
     let (session_id, event_id) = (field("session_id")?, field("event_id")?);
-    if state
-        .labels
-        .release(session_id, event_id, &annotator)
-        .await
-        .map_err(api_error)?
-    {
+    if state.labels.release(session_id, event_id, &annotator).await? {
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(ApiError::NotFound(format!(
@@ -307,14 +297,6 @@ pub async fn queue_release(
             echo(session_id)
         )))
     }
-}
-
-/// A JSON request body, or 400 naming `body`.
-fn json_body(body: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::Invalid {
-        message: format!("body: not JSON: {e}"),
-        details: json!({ "field": "body" }),
-    })
 }
 
 /// The annotator a queue request is for: the body's, which must be the named key's (unless
@@ -341,7 +323,7 @@ fn queue_annotator(
             })
         }
     };
-    check_annotator("annotator", &annotator).map_err(|e| api_error(e.into()))?;
+    check_annotator("annotator", &annotator)?;
     caller(state, identity)
         .may_act_for(&annotator, &state.labels.policy().reviewers)
         .map_err(ApiError::Forbidden)?;
@@ -384,12 +366,12 @@ pub async fn progress(
             .into_iter()
             .map(|i| i.slot.id.clone())
             .collect(),
-        None => state.labels.labeled_sessions().await.map_err(api_error)?,
+        None => state.labels.labeled_sessions().await?,
     };
     let viewer = Arc::new(viewer(&state, &identity, &query));
     let mut out = Vec::with_capacity(sessions.len());
     for session_id in sessions {
-        let sets = state.labels.list(&session_id).await.map_err(api_error)?;
+        let sets = state.labels.list(&session_id).await?;
         let Ok((_, loaded)) = state.store.get(&session_id).await else {
             continue;
         };
@@ -474,7 +456,7 @@ pub async fn export(
             Body::from_stream(tokio_stream::StreamExt::chain(tokio_stream::once(first), rest))
         }
         None => match early_failure.await {
-            Ok(e) => return Err(api_error(e)),
+            Ok(e) => return Err(e.into()),
             Err(_) => Body::empty(),
         },
     };
@@ -530,8 +512,7 @@ pub async fn agreement(
             &keep_label,
             viewer.sight(state.labels.policy().blind),
         )
-        .await
-        .map_err(api_error)?;
+        .await?;
     let report = tokio::task::spawn_blocking(move || report(codings, &label_ids, &page)).await?;
     Ok(json_response(StatusCode::OK, &report))
 }

@@ -13,8 +13,6 @@
 //! key's annotator and no reviewer); 403 otherwise. In blind mode reads show what
 //! [`Viewer::visible`] allows.
 
-use std::time::Duration;
-
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -31,7 +29,7 @@ use crate::labels::consensus::Viewer;
 use crate::labels::sets_cache::Sets;
 use crate::labels::store::check_ids;
 use crate::labels::validate::check_annotator;
-use crate::labels::{Caller, LabelError, LabelSet, Precondition, SetFilter, SetKey, Status};
+use crate::labels::{Caller, LabelSet, Precondition, SetFilter, SetKey, Status};
 
 /// `GET /api/codebook`: the labels with their families, definitions, rules, cues and output
 /// field types, with an ETag (`If-None-Match` gives 304).
@@ -83,28 +81,15 @@ pub async fn put_set(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    check_ids(&id, &event_id).map_err(|e| api_error(e.into()))?;
+    check_ids(&id, &event_id)?;
     let text = unit_text(&state, &id, &event_id).await?;
-    let body: Value = serde_json::from_slice(&body).map_err(|e| ApiError::Invalid {
-        message: format!("body: not JSON: {e}"),
-        details: json!({ "field": "body" }),
-    })?;
+    let body = json_body(&body)?;
     let precondition = precondition(&headers);
-    let (set, created) = match state
+    let caller = caller(&state, &identity);
+    let (set, created) = state
         .labels
-        .put(
-            &id,
-            &event_id,
-            &text,
-            &body,
-            &precondition,
-            caller(&state, &identity),
-        )
-        .await
-    {
-        Ok(stored) => stored,
-        Err(e) => return Ok(failure(e)),
-    };
+        .put(&id, &event_id, &text, &body, &precondition, caller)
+        .await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -128,17 +113,15 @@ pub async fn delete_set(
         message: "annotator: the query parameter is required".into(),
         details: json!({ "field": "annotator" }),
     })?;
-    check_annotator("annotator", annotator).map_err(|e| api_error(e.into()))?;
+    check_annotator("annotator", annotator)?;
     let key = SetKey {
         session_id: &id,
         event_id: &event_id,
         annotator,
     };
     let caller = caller(&state, &identity);
-    match state.labels.delete(key, &precondition(&headers), caller).await {
-        Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
-        Err(e) => Ok(failure(e)),
-    }
+    state.labels.delete(key, &precondition(&headers), caller).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// `GET /api/graph/{id}/labels` (`?annotator=`, `?status=`, `?label=`): the session's sets,
@@ -171,7 +154,7 @@ pub async fn list_sets(
     let all = session_sets(&state, &id).await?;
     let visible = visible_sets(&state, &viewer, &all);
     let sets: Vec<&LabelSet> = visible.iter().copied().filter(|s| filter.matches(s)).collect();
-    let suggestions = state.labels.suggestions(&id, None).await.map_err(api_error)?;
+    let suggestions = state.labels.suggestions(&id, None).await?;
     let orphaned = orphaned_units(&state, &id, &visible).await?;
     Ok(json_response(
         StatusCode::OK,
@@ -183,7 +166,7 @@ pub async fn list_sets(
 ///
 /// [`LabelStore::list`]: crate::labels::LabelStore::list
 pub(super) async fn session_sets(state: &AppState, id: &str) -> Result<Sets, ApiError> {
-    state.labels.list(id).await.map_err(api_error)
+    Ok(state.labels.list(id).await?)
 }
 
 /// The event ids of `sets` (sorted by unit: the sets the asker may see) that session `id`
@@ -272,8 +255,7 @@ pub async fn history(
     let mut entries = state
         .labels
         .history(&id, &event_id, query.first("annotator"))
-        .await
-        .map_err(api_error)?;
+        .await?;
     let viewer = viewer(&state, &identity, &query);
     if state.labels.policy().blind && !viewer.reviewer {
         let sets = session_sets(&state, &id).await?;
@@ -326,6 +308,14 @@ fn precondition(headers: &HeaderMap) -> Precondition {
     )
 }
 
+/// A JSON request body, or 400 naming `body`.
+pub(super) fn json_body(body: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::Invalid {
+        message: format!("body: not JSON: {e}"),
+        details: json!({ "field": "body" }),
+    })
+}
+
 /// A set with its ETag.
 fn set_response(status: StatusCode, set: &LabelSet) -> Response {
     let mut response = json_response(status, set);
@@ -335,6 +325,7 @@ fn set_response(status: StatusCode, set: &LabelSet) -> Response {
     response
 }
 
+/// `body` as a JSON response with `status`, never cached.
 pub(super) fn json_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
     match serde_json::to_vec(body) {
         Ok(bytes) => (
@@ -347,60 +338,5 @@ pub(super) fn json_response<T: serde::Serialize>(status: StatusCode, body: &T) -
         )
             .into_response(),
         Err(e) => ApiError::Internal(format!("serialising labels: {e}")).into_response(),
-    }
-}
-
-/// A failed write's response: [`api_error`]'s, and on a 412 the current set's ETag.
-fn failure(e: LabelError) -> Response {
-    let etag = match &e {
-        LabelError::Conflict { current: Some(c) } => HeaderValue::from_str(&c.etag()).ok(),
-        _ => None,
-    };
-    let mut response = api_error(e).into_response();
-    if let Some(etag) = etag {
-        response.headers_mut().insert(header::ETAG, etag);
-    }
-    response
-}
-
-/// When a client told that the label store is busy should try again.
-pub(super) const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
-
-/// A label error as the client hears it: 400 naming the field, 403, 404, 412 with the
-/// current set (and its ETag), 503 with `Retry-After` when the store is busy or cannot be
-/// reached, 507 when it is full, or the generic 500 (the cause is logged).
-pub(super) fn api_error(e: LabelError) -> ApiError {
-    match e {
-        LabelError::Busy(cause) | LabelError::Unreachable(cause) => {
-            tracing::warn!(%cause, "the label database cannot serve now: answering 503");
-            ApiError::Unavailable {
-                message: format!(
-                    "{cause}. Nothing of this request was stored; retry in {} s.",
-                    BUSY_RETRY_AFTER.as_secs()
-                ),
-                retry_after: BUSY_RETRY_AFTER,
-            }
-        }
-        LabelError::Invalid(i) => ApiError::Invalid {
-            message: i.to_string(),
-            details: json!({ "field": i.field }),
-        },
-        LabelError::Forbidden(m) => ApiError::Forbidden(m),
-        e @ LabelError::StorageFull(_) => ApiError::InsufficientStorage {
-            what: super::error::Stored::Labels,
-            cause: e.to_string(),
-        },
-        LabelError::NotFound(m) => ApiError::NotFound(m),
-        LabelError::Conflict { current } => ApiError::PreconditionFailed {
-            message: match &current {
-                Some(c) => format!(
-                    "If-Match does not hold: the set is at {} (another write came first)",
-                    c.etag()
-                ),
-                None => "If-Match does not hold: there is no set".to_owned(),
-            },
-            details: json!({ "current": current }),
-        },
-        other @ (LabelError::Database(_) | LabelError::Corrupt(_)) => ApiError::Internal(other.to_string()),
     }
 }
