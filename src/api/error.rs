@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::core::pipeline::session::NoConversation;
 use crate::core::SessionError;
-use crate::labels::{Invalid, LabelError};
+use crate::labels::{Forbidden, Invalid, LabelError, Refusal};
 use crate::store::disk::DiskError;
 use crate::store::StoreError;
 
@@ -235,13 +235,30 @@ impl From<Invalid> for ApiError {
     }
 }
 
+impl From<Forbidden> for ApiError {
+    /// 403 saying why.
+    fn from(f: Forbidden) -> ApiError {
+        ApiError::Forbidden(f.to_string())
+    }
+}
+
+impl From<Refusal> for ApiError {
+    /// A refused write: 400 naming the field, or 403.
+    fn from(r: Refusal) -> ApiError {
+        match r {
+            Refusal::Invalid(i) => i.into(),
+            Refusal::Forbidden(f) => f.into(),
+        }
+    }
+}
+
 /// When a client told that the label store is busy should try again.
 pub(super) const BUSY_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl From<LabelError> for ApiError {
-    /// A label error as the client hears it: 400 naming the field, 403, 404, 412 with the
-    /// current set (and its ETag), 503 with `Retry-After` when the store is busy or cannot
-    /// be reached, 507 when it is full, or the generic 500 (the cause is logged).
+    /// A label store error as the client hears it: 404, 412 with the current set (and its
+    /// ETag), 503 with `Retry-After` when the store is busy or cannot be reached, 507 when
+    /// it is full, or the generic 500 (the cause is logged).
     fn from(e: LabelError) -> ApiError {
         match e {
             LabelError::Busy(cause) | LabelError::Unreachable(cause) => {
@@ -254,13 +271,15 @@ impl From<LabelError> for ApiError {
                     retry_after: BUSY_RETRY_AFTER,
                 }
             }
-            LabelError::Invalid(i) => i.into(),
-            LabelError::Forbidden(m) => ApiError::Forbidden(m),
             e @ LabelError::StorageFull(_) => ApiError::InsufficientStorage {
                 what: Stored::Labels,
                 cause: e.to_string(),
             },
-            LabelError::NotFound(m) => ApiError::NotFound(m),
+            LabelError::NoSuchSet { event_id, annotator } => ApiError::NotFound(format!(
+                "No label set of annotator '{}' on unit '{}'",
+                echo(&annotator),
+                echo(&event_id)
+            )),
             LabelError::Conflict { current } => ApiError::PreconditionFailed {
                 message: match &current {
                     Some(c) => format!(

@@ -25,11 +25,11 @@ use super::query::QueryPairs;
 use super::AppState;
 use crate::labels::agreement::PairPage;
 use crate::labels::export::{ExportScope, Format};
-use crate::labels::import::{LineOutcome, Prepared};
+use crate::labels::import::{validate_batch, LineOutcome, Prepared};
 use crate::labels::import_body::{ImportFormat, SplitBody};
 use crate::labels::progress::{session_progress, UnitKind};
 use crate::labels::queue::QueueAsk;
-use crate::labels::validate::{check_annotator, Invalid};
+use crate::labels::validate::{check_annotator, check_ids, Invalid};
 use crate::labels::{ImportItem, LabelError};
 
 /// Largest import body, in bytes.
@@ -87,11 +87,11 @@ async fn import_batches(
         let (state_for, identity_for) = (state.clone(), identity.clone());
         let validated = tokio::task::spawn_blocking(move || {
             let caller = caller(&state_for, &identity_for);
-            state_for.labels.validate_batch(prepared, caller)
+            validate_batch(&state_for.labels.validator(), prepared, caller)
         })
         .await?;
-        let caller = caller(state, &identity);
-        match state.labels.store_batch(validated, caller, &mut outcomes).await {
+        // A busy store cuts the import where it stands: the answer says what was stored.
+        match state.labels.store_batch(validated, &mut outcomes).await {
             Ok(()) => from = batch.next,
             Err(LabelError::Busy(cause) | LabelError::Unreachable(cause)) => {
                 return Ok(import_cut(&body, outcomes, &cause))
@@ -287,6 +287,7 @@ pub async fn queue_release(
             })
     };
     let (session_id, event_id) = (field("session_id")?, field("event_id")?);
+    check_ids(session_id, event_id)?;
     if state.labels.release(session_id, event_id, &annotator).await? {
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
@@ -324,9 +325,7 @@ fn queue_annotator(
         }
     };
     check_annotator("annotator", &annotator)?;
-    caller(state, identity)
-        .may_act_for(&annotator, &state.labels.policy().reviewers)
-        .map_err(ApiError::Forbidden)?;
+    caller(state, identity).may_act_for(&annotator, &state.labels.policy().reviewers)?;
     Ok(annotator)
 }
 

@@ -27,8 +27,7 @@ use super::query::QueryPairs;
 use super::AppState;
 use crate::labels::consensus::Viewer;
 use crate::labels::sets_cache::Sets;
-use crate::labels::store::check_ids;
-use crate::labels::validate::check_annotator;
+use crate::labels::validate::{check_annotator, check_ids, check_no_nul};
 use crate::labels::{Caller, LabelSet, Precondition, SetFilter, SetKey, Status};
 
 /// `GET /api/codebook`: the labels with their families, definitions, rules, cues and output
@@ -84,12 +83,12 @@ pub async fn put_set(
     check_ids(&id, &event_id)?;
     let text = unit_text(&state, &id, &event_id).await?;
     let body = json_body(&body)?;
-    let precondition = precondition(&headers);
     let caller = caller(&state, &identity);
-    let (set, created) = state
+    let valid = state
         .labels
-        .put(&id, &event_id, &text, &body, &precondition, caller)
-        .await?;
+        .validator()
+        .set(&id, &event_id, &body, &text, caller)?;
+    let (set, created) = state.labels.put(&valid, &precondition(&headers)).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -119,8 +118,8 @@ pub async fn delete_set(
         event_id: &event_id,
         annotator,
     };
-    let caller = caller(&state, &identity);
-    state.labels.delete(key, &precondition(&headers), caller).await?;
+    let removal = state.labels.validator().removal(key, caller(&state, &identity))?;
+    state.labels.delete(&removal, &precondition(&headers)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -251,11 +250,13 @@ pub async fn history(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     known_session(&state, &id)?;
+    check_ids(&id, &event_id)?;
     let query = QueryPairs::parse(query.as_deref());
-    let mut entries = state
-        .labels
-        .history(&id, &event_id, query.first("annotator"))
-        .await?;
+    let annotator = query.first("annotator");
+    if let Some(annotator) = annotator {
+        check_no_nul("annotator", annotator)?;
+    }
+    let mut entries = state.labels.history(&id, &event_id, annotator).await?;
     let viewer = viewer(&state, &identity, &query);
     if state.labels.policy().blind && !viewer.reviewer {
         let sets = session_sets(&state, &id).await?;
