@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::core::pipeline::session::NoConversation;
 use crate::core::SessionError;
+use crate::labels::{Forbidden, Invalid, LabelError, Refusal};
 use crate::store::disk::DiskError;
 use crate::store::StoreError;
 
@@ -37,13 +38,15 @@ pub enum ApiError {
         details: Value,
     },
     /// 412 `Precondition Failed`: `If-Match` does not hold; the details carry the current
-    /// state.
+    /// state, the `ETag` header its tag.
     #[error("{message}")]
     PreconditionFailed {
         /// What failed.
         message: String,
         /// The current state.
         details: Value,
+        /// The current state's ETag (`None`: there is none).
+        etag: Option<String>,
     },
     /// 401 `Unauthorized`: a key is missing or wrong.
     #[error("{0}")]
@@ -207,6 +210,94 @@ impl ApiError {
     }
 }
 
+impl From<StoreError> for ApiError {
+    /// A store error as a session route answers it (`Session with ID ... not found`); the
+    /// graph routes name the graph through [`ApiError::from_store`].
+    fn from(e: StoreError) -> ApiError {
+        ApiError::from_store(e, session_not_found)
+    }
+}
+
+impl From<tokio::task::JoinError> for ApiError {
+    /// Work handed to another task that panicked or was cancelled: a 500.
+    fn from(e: tokio::task::JoinError) -> ApiError {
+        ApiError::Internal(format!("a task of the request failed: {e}"))
+    }
+}
+
+impl From<Invalid> for ApiError {
+    /// 400 naming the field (`{"field": "labels[1].confidence"}`).
+    fn from(i: Invalid) -> ApiError {
+        ApiError::Invalid {
+            message: i.to_string(),
+            details: serde_json::json!({ "field": i.field }),
+        }
+    }
+}
+
+impl From<Forbidden> for ApiError {
+    /// 403 saying why.
+    fn from(f: Forbidden) -> ApiError {
+        ApiError::Forbidden(f.to_string())
+    }
+}
+
+impl From<Refusal> for ApiError {
+    /// A refused write: 400 naming the field, or 403.
+    fn from(r: Refusal) -> ApiError {
+        match r {
+            Refusal::Invalid(i) => i.into(),
+            Refusal::Forbidden(f) => f.into(),
+        }
+    }
+}
+
+/// When a client told that the label store is busy should try again.
+pub(super) const BUSY_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl From<LabelError> for ApiError {
+    /// A label store error as the client hears it: 404, 412 with the current set (and its
+    /// ETag), 503 with `Retry-After` when the store is busy or cannot be reached, 507 when
+    /// it is full, or the generic 500 (the cause is logged).
+    fn from(e: LabelError) -> ApiError {
+        match e {
+            LabelError::Busy(cause) | LabelError::Unreachable(cause) => {
+                tracing::warn!(%cause, "the label database cannot serve now: answering 503");
+                ApiError::Unavailable {
+                    message: format!(
+                        "{cause}. Nothing of this request was stored; retry in {} s.",
+                        BUSY_RETRY_AFTER.as_secs()
+                    ),
+                    retry_after: BUSY_RETRY_AFTER,
+                }
+            }
+            e @ LabelError::StorageFull(_) => ApiError::InsufficientStorage {
+                what: Stored::Labels,
+                cause: e.to_string(),
+            },
+            LabelError::NoSuchSet { event_id, annotator } => ApiError::NotFound(format!(
+                "No label set of annotator '{}' on unit '{}'",
+                echo(&annotator),
+                echo(&event_id)
+            )),
+            LabelError::Conflict { current } => ApiError::PreconditionFailed {
+                message: match &current {
+                    Some(c) => format!(
+                        "If-Match does not hold: the set is at {} (another write came first)",
+                        c.etag()
+                    ),
+                    None => "If-Match does not hold: there is no set".to_owned(),
+                },
+                etag: current.as_ref().map(|c| c.etag()),
+                details: serde_json::json!({ "current": current }),
+            },
+            other @ (LabelError::Database(_) | LabelError::Corrupt(_)) => {
+                ApiError::Internal(other.to_string())
+            }
+        }
+    }
+}
+
 /// An upload's store error: [`ApiError::from_store`], except that records too many for the
 /// upload's size (the memory bound) make it 413, like an upload past the size limit.
 pub fn upload_error(e: StoreError) -> ApiError {
@@ -308,8 +399,19 @@ impl IntoResponse for ApiError {
             ApiError::Unavailable { message, retry_after } => {
                 return unavailable_response(&message, retry_after, None);
             }
-            ApiError::Invalid { message, details } | ApiError::PreconditionFailed { message, details } => {
+            ApiError::Invalid { message, details } => {
                 return error_response(status, &message, Some(&details));
+            }
+            ApiError::PreconditionFailed {
+                message,
+                details,
+                etag,
+            } => {
+                let mut response = error_response(status, &message, Some(&details));
+                if let Some(etag) = etag.and_then(|e| HeaderValue::from_str(&e).ok()) {
+                    response.headers_mut().insert(header::ETAG, etag);
+                }
+                return response;
             }
             ApiError::Internal(cause) => (
                 "An internal error occurred; the server log has the details".to_owned(),

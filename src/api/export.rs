@@ -16,7 +16,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncReadExt;
 
 use super::body::ChunkedBody;
-use super::error::{echo, session_not_found, ApiError};
+use super::error::{echo, ApiError};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::core::formats::pi::{migrate_to_v3, migration_estimate};
@@ -43,10 +43,7 @@ pub async fn export(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
-    let slot = state
-        .store
-        .slot(&id)
-        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let slot = state.store.slot(&id)?;
     let format = match query.first("format").unwrap_or("jsonl") {
         "jsonl" => ExportFormat::Jsonl,
         "pi-v3" => ExportFormat::PiV3,
@@ -60,11 +57,7 @@ pub async fn export(
     if format == ExportFormat::PiV3 && slot.framework != Framework::Pi {
         return Err(ApiError::BadRequest("The pi-v3 export is for pi sessions".into()));
     }
-    let main = state
-        .store
-        .open_main_file(&id)
-        .await
-        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let main = state.store.open_main_file(&id).await?;
     let (name, len, body) = match format {
         ExportFormat::Jsonl => (main.name, main.len, streamed(main.file, main.len)),
         ExportFormat::PiV3 => migrated(&state, main).await?,
@@ -117,13 +110,7 @@ async fn migrated(state: &AppState, main: MainFile) -> Result<(String, u64, Body
     let MainFile { name, file, len } = main;
     let (file, newlines) = blocking(move || count_newlines(file)).await?;
     let estimate = migration_estimate(usize::try_from(len).unwrap_or(usize::MAX), newlines);
-    let permit = state
-        .store
-        .render_budget()
-        .admission()
-        .reserve(estimate)
-        .await
-        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let permit = state.store.render_budget().admission().reserve(estimate).await?;
     // The permit goes with the work: a request that goes away gives it back only when the
     // migration it started has ended.
     let (bytes, permit) = blocking(move || {
@@ -160,8 +147,7 @@ async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .await?
         .map_err(|e| ApiError::Internal(e.to_string()))
 }
 

@@ -19,17 +19,17 @@ use axum::Extension;
 use serde_json::{json, Value};
 
 use super::auth::Identity;
-use super::error::{echo, session_not_found, unavailable_response, ApiError};
-use super::labels::{api_error, caller, json_response, known_session, viewer, visible_in, BUSY_RETRY_AFTER};
+use super::error::{echo, unavailable_response, ApiError, BUSY_RETRY_AFTER};
+use super::labels::{caller, json_body, json_response, known_session, viewer, visible_in};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::labels::agreement::PairPage;
 use crate::labels::export::{ExportScope, Format};
-use crate::labels::import::{LineOutcome, Prepared};
+use crate::labels::import::{validate_batch, LineOutcome, Prepared};
 use crate::labels::import_body::{ImportFormat, SplitBody};
 use crate::labels::progress::{session_progress, UnitKind};
 use crate::labels::queue::QueueAsk;
-use crate::labels::validate::{check_annotator, Invalid};
+use crate::labels::validate::{check_annotator, check_ids, Invalid};
 use crate::labels::{ImportItem, LabelError};
 
 /// Largest import body, in bytes.
@@ -63,8 +63,7 @@ pub async fn import(
     };
     // Up to 64 MiB to split: on the blocking pool, not on a worker serving requests.
     let body = tokio::task::spawn_blocking(move || SplitBody::split(body, format))
-        .await
-        .map_err(|e| ApiError::Internal(format!("reading an import: {e}")))?
+        .await?
         .map_err(|e| ApiError::Invalid {
             message: e.to_string(),
             details: json!({ "field": "body" }),
@@ -83,24 +82,21 @@ async fn import_batches(
     let mut from = 0;
     while from < body.len() {
         let split = body.clone();
-        let batch = tokio::task::spawn_blocking(move || split.batch(from))
-            .await
-            .map_err(|e| ApiError::Internal(format!("reading an import: {e}")))?;
+        let batch = tokio::task::spawn_blocking(move || split.batch(from)).await?;
         let prepared = with_unit_texts(state, batch.records).await?;
         let (state_for, identity_for) = (state.clone(), identity.clone());
         let validated = tokio::task::spawn_blocking(move || {
             let caller = caller(&state_for, &identity_for);
-            state_for.labels.validate_batch(prepared, caller)
+            validate_batch(&state_for.labels.validator(), prepared, caller)
         })
-        .await
-        .map_err(|e| ApiError::Internal(format!("validating an import: {e}")))?;
-        let caller = caller(state, &identity);
-        match state.labels.store_batch(validated, caller, &mut outcomes).await {
+        .await?;
+        // A busy store cuts the import where it stands: the answer says what was stored.
+        match state.labels.store_batch(validated, &mut outcomes).await {
             Ok(()) => from = batch.next,
             Err(LabelError::Busy(cause) | LabelError::Unreachable(cause)) => {
                 return Ok(import_cut(&body, outcomes, &cause))
             }
-            Err(e) => return Err(api_error(e)),
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(json_response(StatusCode::OK, &import_summary(outcomes)))
@@ -161,8 +157,7 @@ async fn with_unit_texts(
                 .filter_map(|e| units.get(&e).map(|u| (e, Arc::from(u.text.as_str()))))
                 .collect::<Vec<_>>()
         })
-        .await
-        .map_err(|e| ApiError::Internal(format!("finding units: {e}")))?;
+        .await?;
         texts.extend(found.into_iter().map(|(e, t)| ((session_id.clone(), e), t)));
     }
     Ok(with_texts(records, &texts))
@@ -259,12 +254,7 @@ pub async fn queue_next(
             reservation_ms: state.labels.policy().reservation.as_millis() as i64,
             now_ms: crate::store::registry::now_ms(),
         };
-        if let Some(r) = state
-            .labels
-            .next_unit(&session_id, &unit_refs, ask)
-            .await
-            .map_err(api_error)?
-        {
+        if let Some(r) = state.labels.next_unit(&session_id, &unit_refs, ask).await? {
             let expires_at = chrono::DateTime::from_timestamp_millis(r.expires_at_ms)
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
             return Ok(json_response(
@@ -297,12 +287,8 @@ pub async fn queue_release(
             })
     };
     let (session_id, event_id) = (field("session_id")?, field("event_id")?);
-    if state
-        .labels
-        .release(session_id, event_id, &annotator)
-        .await
-        .map_err(api_error)?
-    {
+    check_ids(session_id, event_id)?;
+    if state.labels.release(session_id, event_id, &annotator).await? {
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(ApiError::NotFound(format!(
@@ -312,14 +298,6 @@ pub async fn queue_release(
             echo(session_id)
         )))
     }
-}
-
-/// A JSON request body, or 400 naming `body`.
-fn json_body(body: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::Invalid {
-        message: format!("body: not JSON: {e}"),
-        details: json!({ "field": "body" }),
-    })
 }
 
 /// The annotator a queue request is for: the body's, which must be the named key's (unless
@@ -346,10 +324,8 @@ fn queue_annotator(
             })
         }
     };
-    check_annotator("annotator", &annotator).map_err(|e| api_error(e.into()))?;
-    caller(state, identity)
-        .may_act_for(&annotator, &state.labels.policy().reviewers)
-        .map_err(ApiError::Forbidden)?;
+    check_annotator("annotator", &annotator)?;
+    caller(state, identity).may_act_for(&annotator, &state.labels.policy().reviewers)?;
     Ok(annotator)
 }
 
@@ -389,12 +365,12 @@ pub async fn progress(
             .into_iter()
             .map(|i| i.slot.id.clone())
             .collect(),
-        None => state.labels.labeled_sessions().await.map_err(api_error)?,
+        None => state.labels.labeled_sessions().await?,
     };
     let viewer = Arc::new(viewer(&state, &identity, &query));
     let mut out = Vec::with_capacity(sessions.len());
     for session_id in sessions {
-        let sets = state.labels.list(&session_id).await.map_err(api_error)?;
+        let sets = state.labels.list(&session_id).await?;
         let Ok((_, loaded)) = state.store.get(&session_id).await else {
             continue;
         };
@@ -411,8 +387,7 @@ pub async fn progress(
                 .collect();
             session_progress(&id, &units, &visible_in(&viewer, &sets, blind))
         })
-        .await
-        .map_err(|e| ApiError::Internal(format!("progress: {e}")))?;
+        .await?;
         out.push(progress);
     }
     Ok(json_response(StatusCode::OK, &json!({ "sessions": out })))
@@ -453,10 +428,7 @@ pub async fn export(
         blind: state.labels.policy().blind,
     };
     if let Some(id) = &scope.session_id {
-        state
-            .store
-            .slot(id)
-            .map_err(|e| ApiError::from_store(e, session_not_found))?;
+        state.store.slot(id)?;
     }
     let (tx, mut rx) = tokio::sync::mpsc::channel(4);
     let (failure, early_failure) = tokio::sync::oneshot::channel();
@@ -483,7 +455,7 @@ pub async fn export(
             Body::from_stream(tokio_stream::StreamExt::chain(tokio_stream::once(first), rest))
         }
         None => match early_failure.await {
-            Ok(e) => return Err(api_error(e)),
+            Ok(e) => return Err(e.into()),
             Err(_) => Body::empty(),
         },
     };
@@ -539,11 +511,8 @@ pub async fn agreement(
             &keep_label,
             viewer.sight(state.labels.policy().blind),
         )
-        .await
-        .map_err(api_error)?;
-    let report = tokio::task::spawn_blocking(move || report(codings, &label_ids, &page))
-        .await
-        .map_err(|e| ApiError::Internal(format!("agreement: {e}")))?;
+        .await?;
+    let report = tokio::task::spawn_blocking(move || report(codings, &label_ids, &page)).await?;
     Ok(json_response(StatusCode::OK, &report))
 }
 

@@ -13,8 +13,6 @@
 //! key's annotator and no reviewer); 403 otherwise. In blind mode reads show what
 //! [`Viewer::visible`] allows.
 
-use std::time::Duration;
-
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -23,15 +21,14 @@ use axum::Extension;
 use serde_json::{json, Value};
 
 use super::auth::Identity;
-use super::error::{echo, session_not_found, ApiError};
+use super::error::{echo, ApiError};
 use super::etag::none_match;
 use super::query::QueryPairs;
 use super::AppState;
 use crate::labels::consensus::Viewer;
 use crate::labels::sets_cache::Sets;
-use crate::labels::store::check_ids;
-use crate::labels::validate::check_annotator;
-use crate::labels::{Caller, LabelError, LabelSet, Precondition, SetFilter, SetKey, Status};
+use crate::labels::validate::{check_annotator, check_ids, check_no_nul};
+use crate::labels::{Caller, LabelSet, Precondition, SetFilter, SetKey, Status};
 
 /// `GET /api/codebook`: the labels with their families, definitions, rules, cues and output
 /// field types, with an ETag (`If-None-Match` gives 304).
@@ -83,28 +80,15 @@ pub async fn put_set(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    check_ids(&id, &event_id).map_err(|e| api_error(e.into()))?;
+    check_ids(&id, &event_id)?;
     let text = unit_text(&state, &id, &event_id).await?;
-    let body: Value = serde_json::from_slice(&body).map_err(|e| ApiError::Invalid {
-        message: format!("body: not JSON: {e}"),
-        details: json!({ "field": "body" }),
-    })?;
-    let precondition = precondition(&headers);
-    let (set, created) = match state
+    let body = json_body(&body)?;
+    let caller = caller(&state, &identity);
+    let valid = state
         .labels
-        .put(
-            &id,
-            &event_id,
-            &text,
-            &body,
-            &precondition,
-            caller(&state, &identity),
-        )
-        .await
-    {
-        Ok(stored) => stored,
-        Err(e) => return Ok(failure(e)),
-    };
+        .validator()
+        .set(&id, &event_id, &body, &text, caller)?;
+    let (set, created) = state.labels.put(&valid, &precondition(&headers)).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -128,17 +112,15 @@ pub async fn delete_set(
         message: "annotator: the query parameter is required".into(),
         details: json!({ "field": "annotator" }),
     })?;
-    check_annotator("annotator", annotator).map_err(|e| api_error(e.into()))?;
+    check_annotator("annotator", annotator)?;
     let key = SetKey {
         session_id: &id,
         event_id: &event_id,
         annotator,
     };
-    let caller = caller(&state, &identity);
-    match state.labels.delete(key, &precondition(&headers), caller).await {
-        Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
-        Err(e) => Ok(failure(e)),
-    }
+    let removal = state.labels.validator().removal(key, caller(&state, &identity))?;
+    state.labels.delete(&removal, &precondition(&headers)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// `GET /api/graph/{id}/labels` (`?annotator=`, `?status=`, `?label=`): the session's sets,
@@ -171,7 +153,7 @@ pub async fn list_sets(
     let all = session_sets(&state, &id).await?;
     let visible = visible_sets(&state, &viewer, &all);
     let sets: Vec<&LabelSet> = visible.iter().copied().filter(|s| filter.matches(s)).collect();
-    let suggestions = state.labels.suggestions(&id, None).await.map_err(api_error)?;
+    let suggestions = state.labels.suggestions(&id, None).await?;
     let orphaned = orphaned_units(&state, &id, &visible).await?;
     Ok(json_response(
         StatusCode::OK,
@@ -183,7 +165,7 @@ pub async fn list_sets(
 ///
 /// [`LabelStore::list`]: crate::labels::LabelStore::list
 pub(super) async fn session_sets(state: &AppState, id: &str) -> Result<Sets, ApiError> {
-    state.labels.list(id).await.map_err(api_error)
+    Ok(state.labels.list(id).await?)
 }
 
 /// The event ids of `sets` (sorted by unit: the sets the asker may see) that session `id`
@@ -196,22 +178,18 @@ pub(super) async fn orphaned_units(
     if sets.is_empty() {
         return Ok(Vec::new());
     }
-    let (_, loaded) = state
-        .store
-        .get(id)
-        .await
-        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let (_, loaded) = state.store.get(id).await?;
     let mut ids: Vec<String> = sets
         .chunk_by(|a, b| a.event_id == b.event_id)
         .map(|unit| unit[0].event_id.clone())
         .collect();
-    tokio::task::spawn_blocking(move || {
+    let orphaned = tokio::task::spawn_blocking(move || {
         let units = loaded.units();
         ids.retain(|e| units.get(e).is_none());
         ids
     })
-    .await
-    .map_err(|e| ApiError::Internal(format!("finding orphaned labels: {e}")))
+    .await?;
+    Ok(orphaned)
 }
 
 /// Who asks: the named key's annotator, else `?viewer=`, else `?annotator=`. (`?viewer=`
@@ -272,12 +250,13 @@ pub async fn history(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     known_session(&state, &id)?;
+    check_ids(&id, &event_id)?;
     let query = QueryPairs::parse(query.as_deref());
-    let mut entries = state
-        .labels
-        .history(&id, &event_id, query.first("annotator"))
-        .await
-        .map_err(api_error)?;
+    let annotator = query.first("annotator");
+    if let Some(annotator) = annotator {
+        check_no_nul("annotator", annotator)?;
+    }
+    let mut entries = state.labels.history(&id, &event_id, annotator).await?;
     let viewer = viewer(&state, &identity, &query);
     if state.labels.policy().blind && !viewer.reviewer {
         let sets = session_sets(&state, &id).await?;
@@ -301,25 +280,16 @@ pub async fn history(
 
 /// 404 unless the session is known (without loading it).
 pub(super) fn known_session(state: &AppState, id: &str) -> Result<(), ApiError> {
-    state
-        .store
-        .slot(id)
-        .map(drop)
-        .map_err(|e| ApiError::from_store(e, session_not_found))
+    state.store.slot(id)?;
+    Ok(())
 }
 
 /// The text of unit `event_id` of session `id` (sub-agent units included); 404 when the
 /// session or the unit is unknown.
 pub(super) async fn unit_text(state: &AppState, id: &str, event_id: &str) -> Result<String, ApiError> {
-    let (_, loaded) = state
-        .store
-        .get(id)
-        .await
-        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let (_, loaded) = state.store.get(id).await?;
     let wanted = event_id.to_owned();
-    let text = tokio::task::spawn_blocking(move || loaded.unit_text(&wanted).map(str::to_owned))
-        .await
-        .map_err(|e| ApiError::Internal(format!("finding a unit: {e}")))?;
+    let text = tokio::task::spawn_blocking(move || loaded.unit_text(&wanted).map(str::to_owned)).await?;
     text.ok_or_else(|| {
         ApiError::NotFound(format!(
             "Unit '{}' not found in session '{}'",
@@ -339,6 +309,14 @@ fn precondition(headers: &HeaderMap) -> Precondition {
     )
 }
 
+/// A JSON request body, or 400 naming `body`.
+pub(super) fn json_body(body: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::Invalid {
+        message: format!("body: not JSON: {e}"),
+        details: json!({ "field": "body" }),
+    })
+}
+
 /// A set with its ETag.
 fn set_response(status: StatusCode, set: &LabelSet) -> Response {
     let mut response = json_response(status, set);
@@ -348,6 +326,7 @@ fn set_response(status: StatusCode, set: &LabelSet) -> Response {
     response
 }
 
+/// `body` as a JSON response with `status`, never cached.
 pub(super) fn json_response<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
     match serde_json::to_vec(body) {
         Ok(bytes) => (
@@ -360,60 +339,5 @@ pub(super) fn json_response<T: serde::Serialize>(status: StatusCode, body: &T) -
         )
             .into_response(),
         Err(e) => ApiError::Internal(format!("serialising labels: {e}")).into_response(),
-    }
-}
-
-/// A failed write's response: [`api_error`]'s, and on a 412 the current set's ETag.
-fn failure(e: LabelError) -> Response {
-    let etag = match &e {
-        LabelError::Conflict { current: Some(c) } => HeaderValue::from_str(&c.etag()).ok(),
-        _ => None,
-    };
-    let mut response = api_error(e).into_response();
-    if let Some(etag) = etag {
-        response.headers_mut().insert(header::ETAG, etag);
-    }
-    response
-}
-
-/// When a client told that the label store is busy should try again.
-pub(super) const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
-
-/// A label error as the client hears it: 400 naming the field, 403, 404, 412 with the
-/// current set (and its ETag), 503 with `Retry-After` when the store is busy or cannot be
-/// reached, 507 when it is full, or the generic 500 (the cause is logged).
-pub(super) fn api_error(e: LabelError) -> ApiError {
-    match e {
-        LabelError::Busy(cause) | LabelError::Unreachable(cause) => {
-            tracing::warn!(%cause, "the label database cannot serve now: answering 503");
-            ApiError::Unavailable {
-                message: format!(
-                    "{cause}. Nothing of this request was stored; retry in {} s.",
-                    BUSY_RETRY_AFTER.as_secs()
-                ),
-                retry_after: BUSY_RETRY_AFTER,
-            }
-        }
-        LabelError::Invalid(i) => ApiError::Invalid {
-            message: i.to_string(),
-            details: json!({ "field": i.field }),
-        },
-        LabelError::Forbidden(m) => ApiError::Forbidden(m),
-        e @ LabelError::StorageFull(_) => ApiError::InsufficientStorage {
-            what: super::error::Stored::Labels,
-            cause: e.to_string(),
-        },
-        LabelError::NotFound(m) => ApiError::NotFound(m),
-        LabelError::Conflict { current } => ApiError::PreconditionFailed {
-            message: match &current {
-                Some(c) => format!(
-                    "If-Match does not hold: the set is at {} (another write came first)",
-                    c.etag()
-                ),
-                None => "If-Match does not hold: there is no set".to_owned(),
-            },
-            details: json!({ "current": current }),
-        },
-        other @ (LabelError::Database(_) | LabelError::Corrupt(_)) => ApiError::Internal(other.to_string()),
     }
 }

@@ -8,7 +8,7 @@ use axum::Json;
 use serde::Serialize;
 use serde_json::json;
 
-use super::error::{session_not_found, ApiError};
+use super::error::ApiError;
 use super::upload::FRAMEWORKS;
 use super::AppState;
 use crate::core::json::time::iso_millis;
@@ -71,11 +71,7 @@ pub async fn list(State(state): State<AppState>) -> Json<serde_json::Value> {
 
 /// `GET /api/graph/{id}/info`: parses the session if needed, to report its counts.
 pub async fn info(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let (slot, _) = state
-        .store
-        .get(&id)
-        .await
-        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    let (slot, _) = state.store.get(&id).await?;
     Ok(Json(SessionInfo::of(&slot, slot.counts())).into_response())
 }
 
@@ -84,11 +80,7 @@ pub async fn delete(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    state
-        .store
-        .delete(&id)
-        .await
-        .map_err(|e| ApiError::from_store(e, session_not_found))?;
+    state.store.delete(&id).await?;
     Ok(Json(
         json!({ "message": format!("Session '{id}' deleted successfully") }),
     ))

@@ -245,8 +245,7 @@ async fn unit_labels(
                     failed.get_or_insert(e);
                 }
             })
-            .await
-            .map_err(labels::api_error)?;
+            .await?;
         return failed.map_or_else(|| Ok(shown.finish()), Err);
     }
     let sets = labels::session_sets(state, id).await?;

@@ -12,6 +12,19 @@
 //! An `adjudicated` set is always a reviewer's own. History records who wrote a change
 //! (the named key's annotator) apart from whose set it changed.
 
+/// Why a caller may not do what it asks (act for an annotator, write a set): the message
+/// a 403 carries.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Forbidden(String);
+
+impl Forbidden {
+    /// A refusal saying `why`.
+    pub(super) fn new(why: String) -> Forbidden {
+        Forbidden(why)
+    }
+}
+
 /// Who a label request is made as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Caller<'a> {
@@ -30,21 +43,21 @@ impl<'a> Caller<'a> {
     /// Whether this caller may act for `annotator` (write or remove their set, take units
     /// for them, read as them), with `reviewers` the configured reviewers. `Err` says why
     /// not, for a 403.
-    pub fn may_act_for(&self, annotator: &str, reviewers: &[String]) -> Result<(), String> {
+    pub fn may_act_for(&self, annotator: &str, reviewers: &[String]) -> Result<(), Forbidden> {
         let is_reviewer = |name: &str| reviewers.iter().any(|r| r == name);
         match *self {
             Caller::Anyone => Ok(()),
             Caller::Named(me) if me == annotator || is_reviewer(me) => Ok(()),
-            Caller::Named(me) => Err(format!(
+            Caller::Named(me) => Err(Forbidden(format!(
                 "the API key is {me}'s: it may not act for {}",
                 crate::core::json::utf16::echo(annotator)
-            )),
+            ))),
             Caller::Unnamed { named } => {
                 if named.binary_search_by(|n| n.as_str().cmp(annotator)).is_ok() || is_reviewer(annotator) {
-                    Err(format!(
+                    Err(Forbidden(format!(
                         "{} has a named API key or is a reviewer: a key without a name may not act for them",
                         crate::core::json::utf16::echo(annotator)
-                    ))
+                    )))
                 } else {
                     Ok(())
                 }

@@ -1,5 +1,5 @@
-//! Importing labels: human sets and model suggestions, line by line, validated like `PUT`,
-//! a batch at a time (see [`super::import_body`]), the valid lines stored in transactions of
+//! Importing labels: human sets and model suggestions, line by line, validated like `PUT`
+//! (by [`super::validate`]), a batch at a time (see [`super::import_body`]), the valid lines stored in transactions of
 //! about [`MAX_TRANSACTION`], so that other writers get SQLite's write lock between two.
 //!
 //! A JSONL line is one of:
@@ -22,9 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::access::Caller;
-use super::model::{ImportItem, ImportKind, LabelRecord, NewSet, Precondition, Status};
-use super::store::{check_ids, now, write_set, LabelError, LabelStore, SetKey, SetWrite, Unchanged};
-use super::validate::{invalid, validate_labels, validate_set, Invalid};
+use super::model::{ImportItem, ImportKind, Precondition, Status};
+use super::store::{now, write_set, LabelError, LabelStore, SetWrite, Unchanged};
+use super::validate::{check_ids, invalid, Invalid, Refusal, ValidSet, ValidSuggestion, Validator};
 
 /// Most lines (or Label Studio tasks) in one import request.
 pub const MAX_IMPORT_LINES: usize = 100_000;
@@ -43,9 +43,6 @@ pub const MAX_LINE_VALUES: usize = 200_000;
 /// lock. Bounds what a write made during an import waits for (a line is never split, and
 /// holds at most [`MAX_RECORDS_PER_LINE`] records).
 pub const MAX_TRANSACTION: Duration = Duration::from_millis(100);
-
-/// Longest model name, in characters (the annotator name's alphabet, plus `:` and `/`).
-pub const MAX_MODEL_CHARS: usize = 200;
 
 /// Reads one JSONL line into the records it asks to import.
 pub fn parse_jsonl_line(text: &str) -> Result<Vec<ImportItem>, Invalid> {
@@ -193,19 +190,15 @@ impl LineOutcome {
 }
 
 /// A validated record.
-enum Valid {
-    Set(NewSet),
-    Suggestion {
-        model: String,
-        score: Option<f64>,
-        labels: Vec<LabelRecord>,
-    },
+enum ValidRecord {
+    Set(ValidSet),
+    Suggestion(ValidSuggestion),
 }
 
-/// One line's validated records, with the unit each is on.
+/// One line's validated records.
 struct ValidLine {
     line: usize,
-    records: Vec<(String, String, Valid)>,
+    records: Vec<ValidRecord>,
 }
 
 /// The lines of a batch, validated: those refused, and the records of the others.
@@ -214,26 +207,73 @@ pub struct ValidatedBatch {
     valid: Vec<ValidLine>,
 }
 
-impl LabelStore {
-    /// Validates every line's records (`caller`: who the request is made as), for
-    /// [`LabelStore::store_batch`]. Pure work on the lines (the quotes are searched in the
-    /// units' texts): run it off the async workers.
-    pub fn validate_batch(
-        &self,
-        lines: Vec<(usize, Result<Vec<Prepared>, Invalid>)>,
-        caller: Caller<'_>,
-    ) -> ValidatedBatch {
-        let mut refused = Vec::new();
-        let mut valid = Vec::new();
-        for (line, prepared) in lines {
-            match prepared.and_then(|p| self.validate_line(p, caller)) {
-                Ok(records) => valid.push(ValidLine { line, records }),
-                Err(why) => refused.push(LineOutcome::refused(line, why)),
-            }
+/// Validates every line's records with `validator` (`caller`: who the request is made
+/// as), for [`LabelStore::store_batch`]. Pure work on the lines (the quotes are searched in
+/// the units' texts): run it off the async workers.
+pub fn validate_batch(
+    validator: &Validator<'_>,
+    lines: Vec<(usize, Result<Vec<Prepared>, Invalid>)>,
+    caller: Caller<'_>,
+) -> ValidatedBatch {
+    let mut refused = Vec::new();
+    let mut valid = Vec::new();
+    for (line, prepared) in lines {
+        match prepared.and_then(|p| validate_line(validator, p, caller)) {
+            Ok(records) => valid.push(ValidLine { line, records }),
+            Err(why) => refused.push(LineOutcome::refused(line, why)),
         }
-        ValidatedBatch { refused, valid }
     }
+    ValidatedBatch { refused, valid }
+}
 
+/// The records of one line, validated; the first refused one refuses the line.
+fn validate_line(
+    validator: &Validator<'_>,
+    prepared: Vec<Prepared>,
+    caller: Caller<'_>,
+) -> Result<Vec<ValidRecord>, Invalid> {
+    prepared
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            check_ids(&p.item.session_id, &p.item.event_id).map_err(|e| at_record(e, i))?;
+            let text = p.unit_text.as_deref().ok_or_else(|| {
+                invalid(
+                    "event_id",
+                    format!(
+                        "unit '{}' not found in session '{}'",
+                        crate::core::json::utf16::echo(&p.item.event_id),
+                        crate::core::json::utf16::echo(&p.item.session_id)
+                    ),
+                )
+            })?;
+            validate_record(validator, &p.item, text, caller).map_err(|e| at_record(e, i))
+        })
+        .collect()
+}
+
+/// One record, validated against the text of its unit. A set `caller` may not write is
+/// refused naming its `annotator` (the line's answer, where a `PUT` answers 403).
+fn validate_record(
+    validator: &Validator<'_>,
+    item: &ImportItem,
+    text: &str,
+    caller: Caller<'_>,
+) -> Result<ValidRecord, Invalid> {
+    let (session_id, event_id) = (item.session_id.as_str(), item.event_id.as_str());
+    match &item.kind {
+        ImportKind::Set(body) => match validator.set(session_id, event_id, body, text, caller) {
+            Ok(set) => Ok(ValidRecord::Set(set)),
+            Err(Refusal::Invalid(why)) => Err(why),
+            Err(Refusal::Forbidden(why)) => Err(invalid("annotator", why.to_string())),
+        },
+        ImportKind::Suggestion { model, score, labels } => validator
+            .suggestion(session_id, event_id, model, score.as_ref(), labels, text)
+            .map(ValidRecord::Suggestion),
+    }
+}
+
+impl LabelStore {
     /// Stores the valid lines of `batch`, in transactions of about [`MAX_TRANSACTION`] at
     /// most (a line whole in one), each begun once other writes in progress have had the
     /// lock (see `LabelStore::yield_to_writes`). Appends to `answered` the outcome of each
@@ -243,7 +283,6 @@ impl LabelStore {
     pub async fn store_batch(
         &self,
         batch: ValidatedBatch,
-        caller: Caller<'_>,
         answered: &mut Vec<LineOutcome>,
     ) -> Result<(), LabelError> {
         let mut refused = batch.refused.into_iter().peekable();
@@ -251,96 +290,23 @@ impl LabelStore {
         while let Some(first) = valid.first() {
             answered.extend(std::iter::from_fn(|| refused.next_if(|r| r.line < first.line)));
             self.yield_to_writes().await;
-            let stored = store_lines(&self.pool, valid, caller).await?;
+            let stored = store_lines(&self.pool, valid).await?;
             valid = &valid[stored.len()..];
             answered.extend(stored);
         }
         answered.extend(refused);
         Ok(())
     }
-
-    fn validate_line(
-        &self,
-        prepared: Vec<Prepared>,
-        caller: Caller<'_>,
-    ) -> Result<Vec<(String, String, Valid)>, Invalid> {
-        prepared
-            .into_iter()
-            .enumerate()
-            .map(|(i, p)| {
-                check_ids(&p.item.session_id, &p.item.event_id).map_err(|e| at_record(e, i))?;
-                let text = p.unit_text.as_deref().ok_or_else(|| {
-                    invalid(
-                        "event_id",
-                        format!(
-                            "unit '{}' not found in session '{}'",
-                            crate::core::json::utf16::echo(&p.item.event_id),
-                            crate::core::json::utf16::echo(&p.item.session_id)
-                        ),
-                    )
-                })?;
-                let valid = self
-                    .validate_record(&p.item.kind, text, caller)
-                    .map_err(|e| at_record(e, i))?;
-                Ok((p.item.session_id, p.item.event_id, valid))
-            })
-            .collect()
-    }
-
-    fn validate_record(&self, kind: &ImportKind, text: &str, caller: Caller<'_>) -> Result<Valid, Invalid> {
-        match kind {
-            ImportKind::Set(body) => {
-                let set = validate_set(body, self.codebook(), text)?;
-                self.may_write(caller, &set)
-                    .map_err(|m| invalid("annotator", m))?;
-                Ok(Valid::Set(set))
-            }
-            ImportKind::Suggestion { model, score, labels } => {
-                check_model(model)?;
-                let score = match score {
-                    None => None,
-                    Some(v) => Some(
-                        v.as_f64()
-                            .filter(|s| (0.0..=1.0).contains(s))
-                            .ok_or_else(|| invalid("score", "must be a number from 0 to 1"))?,
-                    ),
-                };
-                let labels = validate_labels(Some(labels), self.codebook(), text)?;
-                Ok(Valid::Suggestion {
-                    model: model.clone(),
-                    score,
-                    labels,
-                })
-            }
-        }
-    }
-
-    /// Refuses a set `caller` may not write: one of an annotator it may not act for (see
-    /// [`Caller::may_act_for`]), or an adjudicated set of someone who is not a reviewer.
-    pub fn may_write(&self, caller: Caller<'_>, set: &NewSet) -> Result<(), String> {
-        caller.may_act_for(&set.annotator, &self.policy().reviewers)?;
-        if set.status == Status::Adjudicated && !self.is_reviewer(&set.annotator) {
-            return Err(format!(
-                "only a reviewer may write an adjudicated set; {} is not one",
-                set.annotator
-            ));
-        }
-        Ok(())
-    }
 }
 
 /// Stores lines from the first of `lines` on in one transaction, until it has lasted
 /// [`MAX_TRANSACTION`]; their outcomes.
-async fn store_lines(
-    pool: &AnyPool,
-    lines: &[ValidLine],
-    caller: Caller<'_>,
-) -> Result<Vec<LineOutcome>, LabelError> {
+async fn store_lines(pool: &AnyPool, lines: &[ValidLine]) -> Result<Vec<LineOutcome>, LabelError> {
     let mut tx = pool.begin().await?;
     let began = Instant::now();
     let mut outcomes = Vec::new();
     for line in lines {
-        outcomes.push(store_line(&mut tx, line, caller).await?);
+        outcomes.push(store_line(&mut tx, line).await?);
         if began.elapsed() >= MAX_TRANSACTION {
             break;
         }
@@ -350,11 +316,7 @@ async fn store_lines(
 }
 
 /// Stores the records of one line; its outcome.
-async fn store_line(
-    conn: &mut AnyConnection,
-    line: &ValidLine,
-    caller: Caller<'_>,
-) -> Result<LineOutcome, LabelError> {
+async fn store_line(conn: &mut AnyConnection, line: &ValidLine) -> Result<LineOutcome, LabelError> {
     let mut outcome = LineOutcome {
         line: line.line,
         ok: true,
@@ -363,8 +325,8 @@ async fn store_line(
         error: None,
         field: None,
     };
-    for (session_id, event_id, record) in &line.records {
-        if store_record(conn, session_id, event_id, record, caller).await? {
+    for record in &line.records {
+        if store_record(conn, record).await? {
             outcome.written += 1;
         } else {
             outcome.unchanged += 1;
@@ -374,44 +336,31 @@ async fn store_line(
 }
 
 /// Stores one record; false when it was already stored as given.
-async fn store_record(
-    conn: &mut AnyConnection,
-    session_id: &str,
-    event_id: &str,
-    record: &Valid,
-    caller: Caller<'_>,
-) -> Result<bool, LabelError> {
+async fn store_record(conn: &mut AnyConnection, record: &ValidRecord) -> Result<bool, LabelError> {
     match record {
-        Valid::Set(set) => {
-            let key = SetKey {
-                session_id,
-                event_id,
-                annotator: &set.annotator,
-            };
+        ValidRecord::Set(set) => {
             let write = SetWrite {
-                new: set,
+                set,
                 precondition: &Precondition::None,
                 unchanged: Unchanged::Skip,
-                actor: caller.actor(&set.annotator),
             };
-            let written = write_set(conn, key, &write).await?;
+            let written = write_set(conn, &write).await?;
             Ok(written.is_some())
         }
-        Valid::Suggestion { model, score, labels } => {
-            store_suggestion(conn, session_id, event_id, model, *score, labels).await
-        }
+        ValidRecord::Suggestion(suggestion) => store_suggestion(conn, suggestion).await,
     }
 }
 
+/// Stores a suggestion in place of the model's on the unit; false when it was already
+/// stored as given.
 async fn store_suggestion(
     conn: &mut AnyConnection,
-    session_id: &str,
-    event_id: &str,
-    model: &str,
-    score: Option<f64>,
-    labels: &[LabelRecord],
+    suggestion: &ValidSuggestion,
 ) -> Result<bool, LabelError> {
-    let labels = serde_json::to_string(labels).map_err(|e| LabelError::Corrupt(e.to_string()))?;
+    let (session_id, event_id, model) = (suggestion.session_id(), suggestion.event_id(), suggestion.model());
+    let score = suggestion.score();
+    let labels =
+        serde_json::to_string(suggestion.labels()).map_err(|e| LabelError::Corrupt(e.to_string()))?;
     let current = sqlx::query(
         "SELECT score, labels FROM label_suggestions WHERE session_id = $1 AND event_id = $2 AND model = $3",
     )
@@ -442,26 +391,6 @@ async fn store_suggestion(
     .execute(&mut *conn)
     .await?;
     Ok(true)
-}
-
-/// Checks a model name: 1 to [`MAX_MODEL_CHARS`] of the annotator alphabet plus `:` and `/`.
-fn check_model(model: &str) -> Result<(), Invalid> {
-    if model.is_empty() || model.len() > MAX_MODEL_CHARS {
-        return Err(invalid(
-            "model",
-            format!("must be 1 to {MAX_MODEL_CHARS} characters"),
-        ));
-    }
-    if !model
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'@' | b':' | b'/'))
-    {
-        return Err(invalid(
-            "model",
-            "may hold only ASCII letters, digits, '.', '_', '-', '@', ':' and '/'",
-        ));
-    }
-    Ok(())
 }
 
 /// `why` for the `i`-th record of a line of several (an export line's).
@@ -525,14 +454,5 @@ mod tests {
         ] {
             assert_eq!(parse_jsonl_line(line).unwrap_err().field, field, "{line}");
         }
-    }
-
-    #[test]
-    fn model_names_take_versions() {
-        assert!(check_model("gpt-4o:2024-08-06").is_ok());
-        assert!(check_model("org/model").is_ok());
-        assert!(check_model("").is_err());
-        assert!(check_model("a b").is_err());
-        assert!(check_model(&"m".repeat(201)).is_err());
     }
 }

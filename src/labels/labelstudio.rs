@@ -905,11 +905,11 @@ mod tests {
         for original in unit.annotations.iter().filter(|s| s.status != Status::Draft) {
             let body = set_body(&items, &original.annotator);
             let parsed = validate_set(body, &codebook, &unit.text).unwrap_or_else(|e| panic!("{e}: {body}"));
-            assert_eq!(parsed.labels, original.labels, "{}", original.annotator);
-            assert_eq!(parsed.status, original.status);
-            assert_eq!(parsed.note, original.note);
+            assert_eq!(parsed.labels(), original.labels, "{}", original.annotator);
+            assert_eq!(parsed.status(), original.status);
+            assert_eq!(parsed.note(), original.note.as_deref());
             assert_eq!(
-                parsed.lead_time_ms,
+                parsed.lead_time_ms(),
                 original.lead_time.map(|s| (s * 1000.0) as i64)
             );
         }

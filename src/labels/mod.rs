@@ -6,10 +6,13 @@
 //! - [`codings`]: the submitted sets agreement is computed from, held compactly (pure).
 //! - [`codebook`]: the labels, their definitions, rules, cues and typed output fields.
 //! - [`model`]: label records, sets, history entries, `If-Match` preconditions.
-//! - [`validate`]: a set write checked against the codebook and the unit's text (pure).
+//! - [`validate`]: every write checked before the store takes it, against the codebook,
+//!   the unit's text and who writes: [`ValidSet`], [`ValidRemoval`], [`ValidSuggestion`],
+//!   the only writes [`store`] and [`import`] store, or a [`Refusal`] (pure).
 //! - [`labelstudio`]: the codebook as a Label Studio config, units as Label Studio tasks,
 //!   Label Studio's JSON export back into import items (pure).
-//! - [`store`]: the label database (SQLite or PostgreSQL), migrations and transactions.
+//! - [`store`]: the label database (SQLite or PostgreSQL), migrations and transactions;
+//!   storage only.
 //! - [`import`]: sets and suggestions imported line by line, in short transactions;
 //!   [`import_body`]: an import body split and counted before any record is parsed;
 //!   [`reads`]: reads across sessions; [`set_reads`]: a session's sets read in bulk, a unit
@@ -37,10 +40,11 @@ pub mod sets_cache;
 pub mod store;
 pub mod validate;
 
-pub use access::Caller;
+pub use access::{Caller, Forbidden};
 pub use codebook::{Codebook, CodebookError};
 pub use model::{
-    ExportedUnit, HistoryEntry, ImportItem, ImportKind, LabelSet, Precondition, SetFilter, Status, Suggestion,
+    ExportedUnit, HistoryEntry, ImportItem, ImportKind, LabelSet, Precondition, SetFilter, SetKey, Status,
+    Suggestion,
 };
-pub use store::{LabelError, LabelPolicy, LabelStore, OpenError, SetKey};
-pub use validate::Invalid;
+pub use store::{LabelError, LabelPolicy, LabelStore, OpenError};
+pub use validate::{Invalid, Refusal, ValidRemoval, ValidSet, ValidSuggestion, Validator};

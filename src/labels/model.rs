@@ -69,19 +69,15 @@ pub struct LabelRecord {
     pub fields: Option<Map<String, Value>>,
 }
 
-/// A validated write of one annotator's set on one unit.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewSet {
-    /// Who.
-    pub annotator: String,
-    /// The labels (ids distinct).
-    pub labels: Vec<LabelRecord>,
-    /// Where it stands.
-    pub status: Status,
-    /// A free note.
-    pub note: Option<String>,
-    /// Time spent, in milliseconds.
-    pub lead_time_ms: Option<i64>,
+/// The key of a set: one annotator's set on one unit of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SetKey<'a> {
+    /// The session.
+    pub session_id: &'a str,
+    /// The unit.
+    pub event_id: &'a str,
+    /// The annotator.
+    pub annotator: &'a str,
 }
 
 /// A stored set, as the API shows it.

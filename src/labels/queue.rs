@@ -18,8 +18,7 @@ use foldhash::{HashMap, HashMapExt, HashSet};
 use serde::Serialize;
 use sqlx::Row;
 
-use super::store::{check_ids, LabelError, LabelStore};
-use super::validate::check_no_nul;
+use super::store::{LabelError, LabelStore};
 
 /// Largest overlap the queue takes (`--queue-overlap`).
 pub const MAX_OVERLAP: usize = 100;
@@ -55,20 +54,16 @@ pub struct QueueAsk<'a> {
 impl LabelStore {
     /// The next unit of `session_id` (whose units, in session order, are `units`) for
     /// `ask.annotator`, reserved for them; `None` when the session has none left for them.
+    /// The session and the annotator are taken as given (see
+    /// [`super::validate::check_annotator`]).
     pub async fn next_unit(
         &self,
         session_id: &str,
         units: &[&str],
         ask: QueueAsk<'_>,
     ) -> Result<Option<Reservation>, LabelError> {
-        check_no_nul("session_id", session_id)?;
-        check_no_nul("annotator", ask.annotator)?;
         // A unit whose id holds NUL can hold no label: it is not handed out.
-        let units: Vec<&str> = units
-            .iter()
-            .copied()
-            .filter(|u| check_no_nul("event_id", u).is_ok())
-            .collect();
+        let units: Vec<&str> = units.iter().copied().filter(|u| !u.contains('\0')).collect();
         let units = units.as_slice();
         let _counted = self.write_in_progress();
         let mut tx = self.pool.begin().await?;
@@ -115,15 +110,14 @@ impl LabelStore {
         }))
     }
 
-    /// Ends `annotator`'s reservation of the unit; false when they held none.
+    /// Ends `annotator`'s reservation of the unit; false when they held none. The key is
+    /// taken as given (see [`super::validate::check_key`]).
     pub async fn release(
         &self,
         session_id: &str,
         event_id: &str,
         annotator: &str,
     ) -> Result<bool, LabelError> {
-        check_ids(session_id, event_id)?;
-        check_no_nul("annotator", annotator)?;
         let _counted = self.write_in_progress();
         let done = sqlx::query(
             "DELETE FROM label_reservations WHERE session_id = $1 AND event_id = $2 AND annotator = $3",

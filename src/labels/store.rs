@@ -26,16 +26,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::{AnyConnection, AnyPool, Executor, Row};
 
-use super::access::Caller;
 use super::codebook::Codebook;
-use super::model::{Action, HistoryEntry, LabelSet, NewSet, Precondition, Status};
+use super::model::{Action, HistoryEntry, LabelSet, Precondition, SetKey, Status};
 use super::sets_cache::{Sets, SetsCache};
-use super::validate::{check_no_nul, validate_set, Invalid};
+use super::validate::{ValidRemoval, ValidSet, Validator};
 
 /// Which database holds the labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,18 +156,18 @@ pub enum OpenError {
     },
 }
 
-/// Why a label operation failed.
+/// Why a label operation failed in the store (a write is checked before it gets here:
+/// see [`super::validate`]).
 #[derive(Debug, thiserror::Error)]
 pub enum LabelError {
-    /// The body is invalid (a field named).
-    #[error(transparent)]
-    Invalid(#[from] Invalid),
-    /// The caller may not do this (an `adjudicated` set from someone not a reviewer).
-    #[error("{0}")]
-    Forbidden(String),
-    /// There is no such set.
-    #[error("{0}")]
-    NotFound(String),
+    /// There is no set to remove.
+    #[error("no label set of annotator {annotator} on unit {event_id}")]
+    NoSuchSet {
+        /// The unit.
+        event_id: String,
+        /// Whose set was asked for.
+        annotator: String,
+    },
     /// `If-Match` does not hold: another write came first. Carries the current set.
     #[error("the label set changed since it was read (If-Match does not hold)")]
     Conflict {
@@ -314,32 +312,6 @@ impl Drop for WriteInProgress<'_> {
     }
 }
 
-/// The key of a set.
-#[derive(Debug, Clone, Copy)]
-pub struct SetKey<'a> {
-    /// The session.
-    pub session_id: &'a str,
-    /// The unit.
-    pub event_id: &'a str,
-    /// The annotator.
-    pub annotator: &'a str,
-}
-
-impl SetKey<'_> {
-    /// Refuses a key holding NUL, naming the field: no stored set has one (writes refuse
-    /// it), and PostgreSQL would fail the query.
-    pub fn check(&self) -> Result<(), Invalid> {
-        check_ids(self.session_id, self.event_id)?;
-        check_no_nul("annotator", self.annotator)
-    }
-}
-
-/// Refuses a session or unit id holding NUL, naming the field (see [`SetKey::check`]).
-pub fn check_ids(session_id: &str, event_id: &str) -> Result<(), Invalid> {
-    check_no_nul("session_id", session_id)?;
-    check_no_nul("event_id", event_id)
-}
-
 /// The cache of sets read for a database at `url`: an SQLite file's (see
 /// [`SetsCache`]); none for PostgreSQL, which replicas may share without a file to watch.
 fn sets_cache_of(url: &str, backend: Backend) -> Option<Arc<SetsCache>> {
@@ -429,6 +401,11 @@ impl LabelStore {
         &self.codebook
     }
 
+    /// What writes to this store are checked against: its codebook and reviewers.
+    pub fn validator(&self) -> Validator<'_> {
+        Validator::new(&self.codebook, &self.policy.reviewers)
+    }
+
     /// True when `annotator` is a configured reviewer.
     pub fn is_reviewer(&self, annotator: &str) -> bool {
         self.policy.reviewers.iter().any(|r| r == annotator)
@@ -483,62 +460,42 @@ impl LabelStore {
         self.pool.close().await;
     }
 
-    /// Validates `body` (a `PUT` body) against the codebook and `unit_text`, then replaces
-    /// the annotator's set on the unit if `precondition` holds and `caller` may act for the
-    /// annotator. Returns the stored set and whether it is new.
+    /// Replaces the set `valid` is a write of, if `precondition` holds. Returns the stored
+    /// set and whether it is new.
     pub async fn put(
         &self,
-        session_id: &str,
-        event_id: &str,
-        unit_text: &str,
-        body: &Value,
+        valid: &ValidSet,
         precondition: &Precondition,
-        caller: Caller<'_>,
     ) -> Result<(LabelSet, bool), LabelError> {
-        let new = validate_set(body, &self.codebook, unit_text)?;
-        self.may_write(caller, &new).map_err(LabelError::Forbidden)?;
-        let key = SetKey {
-            session_id,
-            event_id,
-            annotator: &new.annotator,
-        };
-        key.check()?;
         let write = SetWrite {
-            new: &new,
+            set: valid,
             precondition,
             unchanged: Unchanged::Write,
-            actor: caller.actor(&new.annotator),
         };
         let _counted = self.write_in_progress();
         let mut tx = self.pool.begin().await?;
-        let written = write_set(&mut tx, key, &write).await?;
+        let written = write_set(&mut tx, &write).await?;
         tx.commit().await?;
         // A write that is not skipped always stores a set.
         let written = written.ok_or_else(|| LabelError::Corrupt("a PUT stored nothing".into()))?;
         Ok((written.set, written.created))
     }
 
-    /// Removes the annotator's set on the unit if `precondition` holds and `caller` may act
-    /// for the annotator; returns it.
+    /// Removes the set `removal` names if `precondition` holds; returns it.
     pub async fn delete(
         &self,
-        key: SetKey<'_>,
+        removal: &ValidRemoval,
         precondition: &Precondition,
-        caller: Caller<'_>,
     ) -> Result<LabelSet, LabelError> {
-        key.check()?;
-        caller
-            .may_act_for(key.annotator, &self.policy.reviewers)
-            .map_err(LabelError::Forbidden)?;
+        let key = removal.key();
         let _counted = self.write_in_progress();
         let mut tx = self.pool.begin().await?;
         for _ in 0..WRITE_ATTEMPTS {
             let Some(current) = lock_and_read(&mut tx, key).await? else {
-                return Err(LabelError::NotFound(format!(
-                    "No label set of annotator '{}' on unit '{}'",
-                    crate::core::json::utf16::echo(key.annotator),
-                    crate::core::json::utf16::echo(key.event_id)
-                )));
+                return Err(LabelError::NoSuchSet {
+                    event_id: key.event_id.to_owned(),
+                    annotator: key.annotator.to_owned(),
+                });
             };
             if !precondition.holds(Some(current.version)) {
                 return Err(LabelError::Conflict {
@@ -557,17 +514,23 @@ impl LabelStore {
             if removed.rows_affected() == 0 {
                 continue;
             }
-            let actor = caller.actor(key.annotator);
-            append_history(&mut tx, key, Action::Delete, Some(&current), None, actor).await?;
+            append_history(
+                &mut tx,
+                key,
+                Action::Delete,
+                Some(&current),
+                None,
+                removal.actor(),
+            )
+            .await?;
             tx.commit().await?;
             return Ok(current);
         }
         Err(moved_too_often())
     }
 
-    /// One set, if there is one.
+    /// One set, if there is one (the key as given: see [`super::validate::check_key`]).
     pub async fn get(&self, key: SetKey<'_>) -> Result<Option<LabelSet>, LabelError> {
-        key.check()?;
         let mut conn = self.pool.acquire().await?;
         read_set(&mut conn, key).await
     }
@@ -598,17 +561,14 @@ impl LabelStore {
         Ok(sets)
     }
 
-    /// The changes of the unit's sets (all annotators, or one), oldest first.
+    /// The changes of the unit's sets (all annotators, or one), oldest first. The ids are
+    /// taken as given (see [`super::validate::check_key`]).
     pub async fn history(
         &self,
         session_id: &str,
         event_id: &str,
         annotator: Option<&str>,
     ) -> Result<Vec<HistoryEntry>, LabelError> {
-        check_ids(session_id, event_id)?;
-        if let Some(a) = annotator {
-            check_no_nul("annotator", a)?;
-        }
         let mut sql = "SELECT event_id, annotator, version, action, actor, at, before_set, after_set \
                        FROM label_history WHERE session_id = $1 AND event_id = $2"
             .to_owned();
@@ -671,28 +631,26 @@ pub(super) struct Written {
 
 /// One write of a set, as [`write_set`] takes it.
 pub(super) struct SetWrite<'a> {
-    /// What the set becomes.
-    pub new: &'a NewSet,
+    /// The set written, what it becomes and who writes it.
+    pub set: &'a ValidSet,
     /// When the write may happen.
     pub precondition: &'a Precondition,
     /// What to do when the set already holds exactly this.
     pub unchanged: Unchanged,
-    /// Who writes (history's `actor`), as [`Caller::actor`] tells.
-    pub actor: &'a str,
 }
 
-/// Replaces the set at `key` by `write.new` inside the caller's transaction if its
-/// precondition holds, with its history row; a submitted or discarded set ends the
+/// Replaces the set `write.set` names by what it becomes, inside the caller's transaction,
+/// if its precondition holds, with its history row; a submitted or discarded set ends the
 /// annotator's queue reservation of the unit. `None` when `write.unchanged` is
 /// [`Unchanged::Skip`] and the set already holds exactly this. Starts again when the set
 /// moved between its read and its write (see the module's documentation).
 pub(super) async fn write_set(
     conn: &mut AnyConnection,
-    key: SetKey<'_>,
     write: &SetWrite<'_>,
 ) -> Result<Option<Written>, LabelError> {
-    let new = write.new;
-    let lead_time = new.lead_time_ms.map(|ms| ms as f64 / 1000.0);
+    let key = write.set.key();
+    let new = write.set.set();
+    let lead_time = new.lead_time_ms().map(|ms| ms as f64 / 1000.0);
     for _ in 0..WRITE_ATTEMPTS {
         let current = lock_and_read(conn, key).await?;
         if !write.precondition.holds(current.as_ref().map(|c| c.version)) {
@@ -702,9 +660,9 @@ pub(super) async fn write_set(
         }
         if write.unchanged == Unchanged::Skip
             && current.as_ref().is_some_and(|c| {
-                c.status == new.status
-                    && c.labels == new.labels
-                    && c.note == new.note
+                c.status == new.status()
+                    && c.labels == new.labels()
+                    && c.note.as_deref() == new.note()
                     && c.lead_time == lead_time
             })
         {
@@ -713,14 +671,22 @@ pub(super) async fn write_set(
         let after = LabelSet {
             event_id: key.event_id.to_owned(),
             annotator: key.annotator.to_owned(),
-            status: new.status,
-            labels: new.labels.clone(),
-            note: new.note.clone(),
+            status: new.status(),
+            labels: new.labels().to_vec(),
+            note: new.note().map(str::to_owned),
             lead_time,
             version: next_version(conn, key, current.as_ref()).await?,
             updated_at: now(),
         };
-        if !store_set(conn, key, &after, new, current.as_ref().map(|c| c.version)).await? {
+        if !store_set(
+            conn,
+            key,
+            &after,
+            new.lead_time_ms(),
+            current.as_ref().map(|c| c.version),
+        )
+        .await?
+        {
             continue;
         }
         append_history(
@@ -729,10 +695,10 @@ pub(super) async fn write_set(
             Action::Put,
             current.as_ref(),
             Some(&after),
-            write.actor,
+            write.set.actor(),
         )
         .await?;
-        end_reservation(conn, key, new.status).await?;
+        end_reservation(conn, key, new.status()).await?;
         return Ok(Some(Written {
             set: after,
             created: current.is_none(),
@@ -759,14 +725,15 @@ async fn end_reservation(
     Ok(())
 }
 
-/// Stores `after` in place of the set at version `read` (`None`: there was none): an
-/// update only of that version, an insert only if no row appeared meanwhile. False when
-/// the set moved since it was read, and nothing was written.
+/// Stores `after` (its lead time in milliseconds `lead_time_ms`, as written) in place of
+/// the set at version `read` (`None`: there was none): an update only of that version, an
+/// insert only if no row appeared meanwhile. False when the set moved since it was read,
+/// and nothing was written.
 async fn store_set(
     conn: &mut AnyConnection,
     key: SetKey<'_>,
     after: &LabelSet,
-    new: &NewSet,
+    lead_time_ms: Option<i64>,
     read: Option<i64>,
 ) -> Result<bool, LabelError> {
     let labels = serde_json::to_string(&after.labels).map_err(|e| LabelError::Corrupt(e.to_string()))?;
@@ -782,10 +749,10 @@ async fn store_set(
         .bind(key.session_id)
         .bind(key.event_id)
         .bind(key.annotator)
-        .bind(new.status.as_str())
+        .bind(after.status.as_str())
         .bind(labels)
-        .bind(new.note.clone())
-        .bind(new.lead_time_ms)
+        .bind(after.note.clone())
+        .bind(lead_time_ms)
         .bind(after.version)
         .bind(after.updated_at.clone());
     let query = match read {

@@ -1,10 +1,15 @@
-//! Validation of a label set write: the body, the codebook and the unit's text in, a
-//! [`NewSet`] or an [`Invalid`] naming the field out. Pure: no I/O.
+//! Validation of label writes, for the API and the import alike: a body (a `PUT`'s, an
+//! imported line's), the codebook, the unit's text and who writes in; a [`ValidSet`],
+//! [`ValidSuggestion`] or [`ValidRemoval`] out, the only writes the label store takes, or a
+//! [`Refusal`] saying what is wrong (an [`Invalid`] naming the field, or [`Forbidden`]),
+//! in the words clients read (a `PUT`'s 400 or 403, an imported line's `error`). Pure: no
+//! I/O.
 
 use serde_json::{Map, Value};
 
+use super::access::{Caller, Forbidden};
 use super::codebook::{Codebook, FieldType, Label};
-use super::model::{Evidence, LabelRecord, NewSet, Status};
+use super::model::{Evidence, LabelRecord, SetKey, Status};
 
 /// Most labels in one set.
 pub const MAX_LABELS: usize = 64;
@@ -22,6 +27,8 @@ pub const MAX_FIELD_STRING_CHARS: usize = 2_000;
 pub const MAX_FIELD_LIST_ITEMS: usize = 64;
 /// Longest lead time, in seconds (a week).
 pub const MAX_LEAD_TIME_SECS: f64 = 604_800.0;
+/// Longest model name, in characters (the annotator name's alphabet, plus `:` and `/`).
+pub const MAX_MODEL_CHARS: usize = 200;
 
 /// Why a write is refused: the field (`labels[1].confidence`) and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,6 +47,17 @@ pub(super) fn invalid(field: impl Into<String>, message: impl Into<String>) -> I
     }
 }
 
+/// Why a write is refused before it reaches the label store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Something of it is invalid (the field named).
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// The caller may not make it.
+    #[error(transparent)]
+    Forbidden(#[from] Forbidden),
+}
+
 /// Refuses a text holding NUL (U+0000): PostgreSQL's text cannot store it, and a label
 /// store must take the same writes on both backends.
 pub fn check_no_nul(field: &str, text: &str) -> Result<(), Invalid> {
@@ -47,6 +65,19 @@ pub fn check_no_nul(field: &str, text: &str) -> Result<(), Invalid> {
         return Err(invalid(field, "must not hold the NUL character (U+0000)"));
     }
     Ok(())
+}
+
+/// Refuses a session or unit id holding NUL, naming the field: no stored set has one
+/// (writes refuse it), and PostgreSQL would fail a query holding it.
+pub fn check_ids(session_id: &str, event_id: &str) -> Result<(), Invalid> {
+    check_no_nul("session_id", session_id)?;
+    check_no_nul("event_id", event_id)
+}
+
+/// Refuses a set key holding NUL, naming the field (see [`check_ids`]).
+pub fn check_key(key: SetKey<'_>) -> Result<(), Invalid> {
+    check_ids(key.session_id, key.event_id)?;
+    check_no_nul("annotator", key.annotator)
 }
 
 /// Checks an annotator name: 1 to [`MAX_ANNOTATOR_CHARS`] ASCII letters, digits, `.`, `_`,
@@ -98,6 +129,44 @@ pub fn validate_labels(
         labels.push(record);
     }
     Ok(labels)
+}
+
+/// A set body checked against the codebook and the unit's text: what one annotator's set
+/// on the unit becomes. Made only by [`validate_set`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSet {
+    annotator: String,
+    labels: Vec<LabelRecord>,
+    status: Status,
+    note: Option<String>,
+    lead_time_ms: Option<i64>,
+}
+
+impl NewSet {
+    /// Whose set it is.
+    pub fn annotator(&self) -> &str {
+        &self.annotator
+    }
+
+    /// The labels (ids distinct, quotes in the unit's text).
+    pub fn labels(&self) -> &[LabelRecord] {
+        &self.labels
+    }
+
+    /// Where it stands.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// A free note.
+    pub fn note(&self) -> Option<&str> {
+        self.note.as_deref()
+    }
+
+    /// Time spent, in milliseconds.
+    pub fn lead_time_ms(&self) -> Option<i64> {
+        self.lead_time_ms
+    }
 }
 
 /// Validates a `PUT` body against the codebook and the unit's text.
@@ -325,6 +394,222 @@ fn check_field_size(path: &str, field_type: FieldType, value: &Value) -> Result<
     }
 }
 
+/// Checks a model name: 1 to [`MAX_MODEL_CHARS`] of the annotator alphabet plus `:` and `/`.
+fn check_model(model: &str) -> Result<(), Invalid> {
+    if model.is_empty() || model.len() > MAX_MODEL_CHARS {
+        return Err(invalid(
+            "model",
+            format!("must be 1 to {MAX_MODEL_CHARS} characters"),
+        ));
+    }
+    if !model
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'@' | b':' | b'/'))
+    {
+        return Err(invalid(
+            "model",
+            "may hold only ASCII letters, digits, '.', '_', '-', '@', ':' and '/'",
+        ));
+    }
+    Ok(())
+}
+
+/// A model's score for a suggestion: a number in [0, 1] (`None`: none given).
+fn check_score(score: Option<&Value>) -> Result<Option<f64>, Invalid> {
+    score
+        .map(|v| {
+            v.as_f64()
+                .filter(|s| (0.0..=1.0).contains(s))
+                .ok_or_else(|| invalid("score", "must be a number from 0 to 1"))
+        })
+        .transpose()
+}
+
+/// A write of one annotator's set on one unit, ready to store: the ids free of NUL, the
+/// body checked against the codebook and the unit's text, the writer allowed to write it.
+/// Made only by [`Validator::set`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidSet {
+    session_id: String,
+    event_id: String,
+    set: NewSet,
+    actor: String,
+}
+
+impl ValidSet {
+    /// The set written.
+    pub fn key(&self) -> SetKey<'_> {
+        SetKey {
+            session_id: &self.session_id,
+            event_id: &self.event_id,
+            annotator: &self.set.annotator,
+        }
+    }
+
+    /// What the set becomes.
+    pub fn set(&self) -> &NewSet {
+        &self.set
+    }
+
+    /// Who writes it, as history records them (see [`Caller::actor`]).
+    pub fn actor(&self) -> &str {
+        &self.actor
+    }
+}
+
+/// A removal of one annotator's set on one unit, ready to make: the key free of NUL, the
+/// caller allowed to act for the annotator. Made only by [`Validator::removal`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidRemoval {
+    session_id: String,
+    event_id: String,
+    annotator: String,
+    actor: String,
+}
+
+impl ValidRemoval {
+    /// The set removed.
+    pub fn key(&self) -> SetKey<'_> {
+        SetKey {
+            session_id: &self.session_id,
+            event_id: &self.event_id,
+            annotator: &self.annotator,
+        }
+    }
+
+    /// Who removes it, as history records them (see [`Caller::actor`]).
+    pub fn actor(&self) -> &str {
+        &self.actor
+    }
+}
+
+/// A model's suggestion on one unit, ready to store: the ids free of NUL, the model's
+/// name and score checked, the labels checked like a set's. Made only by
+/// [`Validator::suggestion`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidSuggestion {
+    session_id: String,
+    event_id: String,
+    model: String,
+    score: Option<f64>,
+    labels: Vec<LabelRecord>,
+}
+
+impl ValidSuggestion {
+    /// The session.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The unit.
+    pub fn event_id(&self) -> &str {
+        &self.event_id
+    }
+
+    /// The model that suggested the labels.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The model's score for the whole suggestion, if it gave one.
+    pub fn score(&self) -> Option<f64> {
+        self.score
+    }
+
+    /// The suggested labels.
+    pub fn labels(&self) -> &[LabelRecord] {
+        &self.labels
+    }
+}
+
+/// What label writes are checked against: the codebook, and the reviewers (the only
+/// annotators whose sets may be adjudicated, and who may act for anyone).
+#[derive(Debug, Clone, Copy)]
+pub struct Validator<'a> {
+    codebook: &'a Codebook,
+    reviewers: &'a [String],
+}
+
+impl<'a> Validator<'a> {
+    /// Checks writes against `codebook`, with `reviewers` the configured reviewers.
+    pub fn new(codebook: &'a Codebook, reviewers: &'a [String]) -> Validator<'a> {
+        Validator { codebook, reviewers }
+    }
+
+    /// Checks a set `body` (a `PUT` body) written by `caller` on unit `event_id` of session
+    /// `session_id`, whose text is `unit_text`: the ids, then the body against the codebook
+    /// and the text, then whether `caller` may write it (see [`Validator::may_write`]).
+    pub fn set(
+        &self,
+        session_id: &str,
+        event_id: &str,
+        body: &Value,
+        unit_text: &str,
+        caller: Caller<'_>,
+    ) -> Result<ValidSet, Refusal> {
+        check_ids(session_id, event_id)?;
+        let set = validate_set(body, self.codebook, unit_text)?;
+        self.may_write(caller, &set)?;
+        Ok(ValidSet {
+            session_id: session_id.to_owned(),
+            event_id: event_id.to_owned(),
+            actor: caller.actor(&set.annotator).to_owned(),
+            set,
+        })
+    }
+
+    /// Checks the removal of the set at `key` by `caller`: the key, then whether `caller`
+    /// may act for its annotator.
+    pub fn removal(&self, key: SetKey<'_>, caller: Caller<'_>) -> Result<ValidRemoval, Refusal> {
+        check_key(key)?;
+        caller.may_act_for(key.annotator, self.reviewers)?;
+        Ok(ValidRemoval {
+            session_id: key.session_id.to_owned(),
+            event_id: key.event_id.to_owned(),
+            annotator: key.annotator.to_owned(),
+            actor: caller.actor(key.annotator).to_owned(),
+        })
+    }
+
+    /// Checks `model`'s suggestion of `labels` (with its `score`, if given) on unit
+    /// `event_id` of session `session_id`, whose text is `unit_text`: the ids, the model's
+    /// name, the score, then the labels like a set's.
+    pub fn suggestion(
+        &self,
+        session_id: &str,
+        event_id: &str,
+        model: &str,
+        score: Option<&Value>,
+        labels: &Value,
+        unit_text: &str,
+    ) -> Result<ValidSuggestion, Invalid> {
+        check_ids(session_id, event_id)?;
+        check_model(model)?;
+        let score = check_score(score)?;
+        let labels = validate_labels(Some(labels), self.codebook, unit_text)?;
+        Ok(ValidSuggestion {
+            session_id: session_id.to_owned(),
+            event_id: event_id.to_owned(),
+            model: model.to_owned(),
+            score,
+            labels,
+        })
+    }
+
+    /// Refuses a set `caller` may not write: one of an annotator it may not act for (see
+    /// [`Caller::may_act_for`]), or an adjudicated set of someone who is not a reviewer.
+    pub fn may_write(&self, caller: Caller<'_>, set: &NewSet) -> Result<(), Forbidden> {
+        caller.may_act_for(&set.annotator, self.reviewers)?;
+        if set.status == Status::Adjudicated && !self.reviewers.contains(&set.annotator) {
+            return Err(Forbidden::new(format!(
+                "only a reviewer may write an adjudicated set; {} is not one",
+                set.annotator
+            )));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -437,5 +722,76 @@ labels:
         );
         assert!(check_annotator("a", &"x".repeat(MAX_ANNOTATOR_CHARS)).is_ok());
         assert!(check_annotator("a", "ünï").is_err());
+    }
+
+    /// Who may write what is checked with the body: a set of another annotator than a
+    /// named key's, or an adjudicated set of someone not a reviewer, is forbidden; history
+    /// names the key's annotator as the writer.
+    #[test]
+    fn a_set_is_checked_for_its_writer() {
+        let codebook = Codebook::parse("test.yaml", CODEBOOK).unwrap();
+        let reviewers = vec!["lead".to_owned()];
+        let validator = Validator::new(&codebook, &reviewers);
+        let body =
+            |annotator: &str, status: &str| json!({"annotator": annotator, "status": status, "labels": []});
+        let put = |caller, body: &Value| validator.set("s", "U:1", body, "text", caller);
+
+        let own = put(Caller::Named("alice"), &body("alice", "submitted")).unwrap();
+        assert_eq!(
+            own.key(),
+            SetKey {
+                session_id: "s",
+                event_id: "U:1",
+                annotator: "alice"
+            }
+        );
+        assert_eq!((own.actor(), own.set().status()), ("alice", Status::Submitted));
+        let reviewed = put(Caller::Named("lead"), &body("alice", "submitted")).unwrap();
+        assert_eq!(reviewed.actor(), "lead");
+        assert!(put(Caller::Anyone, &body("lead", "adjudicated")).is_ok());
+
+        for (caller, annotator) in [(Caller::Named("alice"), "bob"), (Caller::Anyone, "alice")] {
+            let refused = put(caller, &body(annotator, "adjudicated")).unwrap_err();
+            assert!(matches!(refused, Refusal::Forbidden(_)), "{refused}");
+        }
+        let refused = validator
+            .set("s", "U:\0", &body("alice", "draft"), "text", Caller::Anyone)
+            .unwrap_err();
+        assert!(matches!(refused, Refusal::Invalid(Invalid { ref field, .. }) if field == "event_id"));
+    }
+
+    #[test]
+    fn a_removal_and_a_suggestion_are_checked() {
+        let codebook = Codebook::parse("test.yaml", CODEBOOK).unwrap();
+        let validator = Validator::new(&codebook, &[]);
+        let key = |annotator| SetKey {
+            session_id: "s",
+            event_id: "U:1",
+            annotator,
+        };
+        let removal = validator.removal(key("alice"), Caller::Anyone).unwrap();
+        assert_eq!((removal.key(), removal.actor()), (key("alice"), "alice"));
+        let refused = validator.removal(key("bob"), Caller::Named("alice")).unwrap_err();
+        assert!(matches!(refused, Refusal::Forbidden(_)));
+        let refused = validator.removal(key("a\0"), Caller::Anyone).unwrap_err();
+        assert!(matches!(refused, Refusal::Invalid(Invalid { ref field, .. }) if field == "annotator"));
+
+        let labels = json!([{"id": "ACT"}]);
+        let suggest =
+            |model: &str, score: Option<&Value>| validator.suggestion("s", "U:1", model, score, &labels, "");
+        let suggestion = suggest("m:1", Some(&json!(0.5))).unwrap();
+        assert_eq!((suggestion.model(), suggestion.score()), ("m:1", Some(0.5)));
+        assert_eq!(suggestion.labels()[0].id, "ACT");
+        assert_eq!(suggest("m", Some(&json!(2))).unwrap_err().field, "score");
+        assert_eq!(suggest("a b", None).unwrap_err().field, "model");
+    }
+
+    #[test]
+    fn model_names_take_versions() {
+        assert!(check_model("gpt-4o:2024-08-06").is_ok());
+        assert!(check_model("org/model").is_ok());
+        assert!(check_model("").is_err());
+        assert!(check_model("a b").is_err());
+        assert!(check_model(&"m".repeat(201)).is_err());
     }
 }
