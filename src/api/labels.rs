@@ -24,9 +24,9 @@ use serde_json::{json, Value};
 
 use super::auth::Identity;
 use super::error::{echo, session_not_found, ApiError};
-use super::etag::none_match;
 use super::query::QueryPairs;
 use super::AppState;
+use crate::http::etag::none_match;
 use crate::labels::consensus::Viewer;
 use crate::labels::sets_cache::Sets;
 use crate::labels::store::check_ids;
