@@ -32,7 +32,7 @@ use std::time::Duration;
 use axum::Router;
 use tokio::net::TcpListener;
 
-pub use api::{ApiConfig, AppState, SharedState};
+pub use api::{ApiConfig, AppSettings, AppState, BuildError, SharedState};
 
 /// The application: the API's routes and the labeling page's, over `state`, wrapped in the
 /// middleware every response passes through ([`api::with_edge`]). The page's routes are

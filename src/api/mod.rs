@@ -33,10 +33,10 @@ pub mod limits;
 pub mod origin;
 pub mod query;
 pub mod sessions;
+pub mod state;
 pub mod upload;
 pub mod views;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
@@ -46,8 +46,7 @@ use axum::Router;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 
-use crate::labels::{Codebook, LabelStore};
-use crate::store::Store;
+pub use state::{AppSettings, AppState, BuildError, SharedState};
 
 /// Settings of the HTTP layer.
 #[derive(Debug, Clone)]
@@ -81,41 +80,6 @@ impl Default for ApiConfig {
             allowed_hosts: origin::AllowedHosts::default(),
         }
     }
-}
-
-/// What every handler shares, behind one `Arc`: axum clones the state several times per
-/// request (each middleware with state, each extractor), and a clone of one `Arc` is one
-/// atomic increment where the four parts' clones were four (their drops took 7% of serving
-/// a small body).
-#[derive(Debug, Clone)]
-pub struct AppState(Arc<SharedState>);
-
-impl AppState {
-    /// The state of `parts`.
-    pub fn new(parts: SharedState) -> AppState {
-        AppState(Arc::new(parts))
-    }
-}
-
-impl std::ops::Deref for AppState {
-    type Target = SharedState;
-
-    fn deref(&self) -> &SharedState {
-        &self.0
-    }
-}
-
-/// The parts of [`AppState`].
-#[derive(Debug)]
-pub struct SharedState {
-    /// The sessions.
-    pub store: Arc<Store>,
-    /// HTTP settings.
-    pub config: Arc<ApiConfig>,
-    /// The labeling codebook.
-    pub codebook: Arc<Codebook>,
-    /// The label database (checks sets against the same codebook).
-    pub labels: Arc<LabelStore>,
 }
 
 /// The API's routes over `state`, and the 404 of any other path, behind the API key when
@@ -241,7 +205,7 @@ pub fn with_edge(app: Router, state: AppState) -> Router {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::StoreConfig;
+    use crate::labels::Codebook;
     use axum::body::Body;
     use axum::http::Request;
     use http_body_util::BodyExt;
@@ -250,16 +214,16 @@ mod tests {
     /// The application over a store without data directory and an in-memory label
     /// database.
     async fn app() -> Router {
-        let codebook = Arc::new(Codebook::built_in().unwrap());
-        let labels = LabelStore::open("sqlite::memory:", codebook.clone(), Default::default())
-            .await
-            .unwrap();
-        crate::app(AppState::new(SharedState {
-            store: Arc::new(Store::new(StoreConfig::default()).unwrap()),
-            config: Arc::new(ApiConfig::default()),
-            codebook,
-            labels: Arc::new(labels),
-        }))
+        let state = AppState::build(AppSettings {
+            store: Default::default(),
+            api: ApiConfig::default(),
+            codebook: Codebook::built_in().unwrap(),
+            database_url: "sqlite::memory:".into(),
+            label_policy: Default::default(),
+        })
+        .await
+        .unwrap();
+        crate::app(state)
     }
 
     async fn call(method: &str, uri: &str) -> (StatusCode, serde_json::Value, axum::http::HeaderMap) {

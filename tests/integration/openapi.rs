@@ -92,19 +92,16 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         seen: BTreeSet::new(),
     };
     // `/readyz` before the store is restored.
-    let store = sessiongraph::store::Store::new(Default::default()).unwrap();
-    let codebook = std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap());
-    let labels =
-        sessiongraph::labels::LabelStore::open("sqlite::memory:", codebook.clone(), Default::default())
-            .await
-            .unwrap();
-    let labels = std::sync::Arc::new(labels);
-    let starting = sessiongraph::AppState::new(sessiongraph::SharedState {
-        store: std::sync::Arc::new(store),
-        config: std::sync::Arc::new(Default::default()),
-        codebook,
-        labels: labels.clone(),
-    });
+    let starting = sessiongraph::AppState::build(sessiongraph::AppSettings {
+        store: Default::default(),
+        api: Default::default(),
+        codebook: sessiongraph::labels::Codebook::built_in().unwrap(),
+        database_url: "sqlite::memory:".into(),
+        label_policy: Default::default(),
+    })
+    .await
+    .unwrap();
+    let labels = starting.labels.clone();
     let app = sessiongraph::app(starting);
     let oneshot = |path: &'static str| {
         let app = app.clone();

@@ -1,13 +1,12 @@
 //! A real server on 127.0.0.1:0 for the HTTP tests, driven with reqwest.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use reqwest::multipart::{Form, Part};
 use reqwest::StatusCode;
 use serde_json::Value;
-use sessiongraph::store::{Store, StoreConfig};
-use sessiongraph::{ApiConfig, AppState};
+use sessiongraph::store::StoreConfig;
+use sessiongraph::{ApiConfig, AppSettings, AppState};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -123,30 +122,20 @@ impl TestServer {
                 (Some(t), p)
             }
         };
-        let store = Store::new(StoreConfig {
-            data_dir: Some(data_dir.clone()),
-            sessions_dirs: options.sessions_dirs,
-            cache_bytes: options.cache_bytes,
-            background_counts: options.background_counts,
-            render_budget_bytes: options.render_budget_bytes,
-            memory_bound: options.memory_bound,
-        })
-        .expect("store opens");
-        let codebook = Arc::new(match options.codebook {
-            Some(codebook) => codebook,
-            None => sessiongraph::labels::Codebook::built_in().expect("the built-in codebook loads"),
-        });
         let database_url = match options.database_url {
             Some(url) => url,
             None => sessiongraph::labels::store::default_url(&data_dir).unwrap(),
         };
-        let labels =
-            sessiongraph::labels::LabelStore::open(&database_url, codebook.clone(), options.label_policy)
-                .await
-                .expect("the label database opens");
-        let state = AppState::new(sessiongraph::SharedState {
-            store: Arc::new(store),
-            config: Arc::new(ApiConfig {
+        let state = AppState::build(AppSettings {
+            store: StoreConfig {
+                data_dir: Some(data_dir.clone()),
+                sessions_dirs: options.sessions_dirs,
+                cache_bytes: options.cache_bytes,
+                background_counts: options.background_counts,
+                render_budget_bytes: options.render_budget_bytes,
+                memory_bound: options.memory_bound,
+            },
+            api: ApiConfig {
                 max_upload_bytes: options.max_upload_bytes,
                 request_timeout: options.request_timeout,
                 header_read_timeout: options.header_read_timeout,
@@ -158,10 +147,16 @@ impl TestServer {
                 api_keys: sessiongraph::api::auth::ApiKeys::new(&options.api_keys),
                 read_only: options.read_only,
                 allowed_hosts: sessiongraph::api::origin::AllowedHosts::new(true, &options.allowed_hosts),
-            }),
-            codebook,
-            labels: Arc::new(labels),
-        });
+            },
+            codebook: match options.codebook {
+                Some(codebook) => codebook,
+                None => sessiongraph::labels::Codebook::built_in().expect("the built-in codebook loads"),
+            },
+            database_url,
+            label_policy: options.label_policy,
+        })
+        .await
+        .expect("the store and the label database open");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = oneshot::channel::<()>();
