@@ -58,9 +58,9 @@ use std::time::{Duration, Instant};
 use clap::{Parser, ValueEnum};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use sessiongraph::labels::{Codebook, LabelPolicy, LabelStore};
-use sessiongraph::store::{Store, StoreConfig};
-use sessiongraph::{ApiConfig, AppState};
+use sessiongraph::labels::{Codebook, LabelPolicy};
+use sessiongraph::store::StoreConfig;
+use sessiongraph::{ApiConfig, AppSettings, AppState};
 use sqlx::{Connection, Executor};
 use tokio::sync::oneshot;
 
@@ -296,29 +296,28 @@ struct Server {
 
 /// Starts the server on `sessions_dir` with the label database at `database_url`.
 async fn start(data_dir: &Path, sessions_dir: PathBuf, database_url: &str) -> anyhow::Result<Server> {
-    let store = Store::new(StoreConfig {
-        data_dir: Some(data_dir.to_owned()),
-        sessions_dirs: vec![sessions_dir],
-        cache_bytes: 16 << 30,
-        background_counts: false,
-        render_budget_bytes: 512 << 20,
-        // Sessions of tens of thousands of tiny prompts cost more per byte of log than the
-        // default bound allows: the bench measures the label reads, not that bound.
-        memory_bound: None,
-    })?;
-    let codebook = Arc::new(Codebook::built_in()?);
-    let labels = LabelStore::open(database_url, codebook.clone(), LabelPolicy::default()).await?;
-    let state = AppState::new(sessiongraph::SharedState {
-        store: Arc::new(store),
-        config: Arc::new(ApiConfig {
+    let state = AppState::build(AppSettings {
+        store: StoreConfig {
+            data_dir: Some(data_dir.to_owned()),
+            sessions_dirs: vec![sessions_dir],
+            cache_bytes: 16 << 30,
+            background_counts: false,
+            render_budget_bytes: 512 << 20,
+            // Sessions of tens of thousands of tiny prompts cost more per byte of log than
+            // the default bound allows: the bench measures the label reads, not that bound.
+            memory_bound: None,
+        },
+        api: ApiConfig {
             max_upload_bytes: 64 << 20,
             request_timeout: Duration::from_secs(3600),
             header_read_timeout: Duration::from_secs(30),
             ..ApiConfig::default()
-        }),
-        codebook,
-        labels: Arc::new(labels),
-    });
+        },
+        codebook: Codebook::built_in()?,
+        database_url: database_url.to_owned(),
+        label_policy: LabelPolicy::default(),
+    })
+    .await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     let (shutdown, rx) = oneshot::channel::<()>();

@@ -8,9 +8,9 @@ use axum::http::HeaderValue;
 use clap::{Args, ValueEnum};
 
 use crate::api::auth::ApiKeys;
-use crate::api::ApiConfig;
+use crate::api::{ApiConfig, AppSettings};
 use crate::core::memory_bound::MemoryBound;
-use crate::labels::{Codebook, CodebookError, LabelPolicy};
+use crate::labels::{Codebook, CodebookError, LabelPolicy, OpenError};
 use crate::store::StoreConfig;
 
 /// How logs are written.
@@ -150,6 +150,13 @@ pub enum ConfigError {
         "--api-key-file {0} holds no key (only blank lines or comments): refusing to start an open server"
     )]
     EmptyApiKeyFile(PathBuf),
+    /// The codebook cannot be read.
+    #[error(transparent)]
+    Codebook(#[from] CodebookError),
+    /// The label database's default URL cannot be made (the data directory's path is not
+    /// UTF-8).
+    #[error(transparent)]
+    DatabaseUrl(#[from] OpenError),
 }
 
 impl ServeArgs {
@@ -190,7 +197,7 @@ impl ServeArgs {
 
     /// The label database's URL: `--database-url` (or SESSIONGRAPH_DATABASE_URL), else
     /// DATABASE_URL, else SQLite in the data directory.
-    pub fn database_url(&self) -> Result<String, crate::labels::OpenError> {
+    pub fn database_url(&self) -> Result<String, OpenError> {
         let given = self
             .database_url
             .clone()
@@ -216,6 +223,19 @@ impl ServeArgs {
             reservation: Duration::from_secs(self.reservation_secs.max(1)),
             overlap: self.queue_overlap as usize,
         }
+    }
+
+    /// Everything the application state is built from ([`crate::AppState::build`]): the
+    /// HTTP layer's settings, the codebook, the store's settings, the label database's URL
+    /// and the labeling policy.
+    pub fn app_settings(&self) -> Result<AppSettings, ConfigError> {
+        Ok(AppSettings {
+            api: self.api_config()?,
+            codebook: self.codebook()?,
+            store: self.store_config(),
+            database_url: self.database_url()?,
+            label_policy: self.label_policy(),
+        })
     }
 
     /// The HTTP layer's settings.

@@ -13,12 +13,14 @@
 //!   progress, export.
 //! - [`api`]: the axum routes, error bodies and middleware.
 //! - [`web`]: the labeling page's files, embedded, and their routes.
+//! - [`http`]: what the API and the page answer with alike: ETags, the JSON error body.
 //! - [`config`]: `serve` settings; [`cli`]: the command line.
 
 pub mod api;
 pub mod cli;
 pub mod config;
 pub use sessiongraph_core as core;
+pub mod http;
 pub mod labels;
 pub mod store;
 pub mod web;
@@ -30,11 +32,15 @@ use std::time::Duration;
 use axum::Router;
 use tokio::net::TcpListener;
 
-pub use api::{ApiConfig, AppState, SharedState};
+pub use api::{ApiConfig, AppSettings, AppState, BuildError, SharedState};
 
-/// The application: every route with its middleware, over `state`.
+/// The application: the API's routes and the labeling page's, over `state`, wrapped in the
+/// middleware every response passes through ([`api::with_edge`]). The page's routes are
+/// merged after the API key layer: they want no key (the page asks for one for its API
+/// calls).
 pub fn app(state: AppState) -> Router {
-    api::router(state)
+    let routes = api::router(state.clone()).merge(web::router());
+    api::with_edge(routes, state)
 }
 
 /// Turns Nagle's algorithm off on a connection, as nginx does on kept-alive ones: a body

@@ -2,15 +2,12 @@
 //! Without a subcommand it serves, with every setting at its default.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sessiongraph::cli::{self, ExportArgs, HealthcheckArgs, LabelsExportArgs};
 use sessiongraph::config::{LogFormat, ServeArgs};
-use sessiongraph::labels::LabelStore;
-use sessiongraph::store::Store;
-use sessiongraph::{AppState, SharedState};
+use sessiongraph::AppState;
 use tracing_subscriber::EnvFilter;
 
 /// mimalloc: parsing allocates millions of short strings from two threads at once; glibc's
@@ -159,8 +156,8 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_format, "sessiongraph=info,tower_http=info");
-    let api = args.api_config()?;
-    let codebook = args.codebook()?;
+    let settings = args.app_settings()?;
+    let codebook = &settings.codebook;
     for key in &codebook.repeated_keys {
         // The built-in codebook's repeated `schema_version` is known and documented
         // (codebooks/README.md): said at debug level, not as a warning on every start.
@@ -170,17 +167,16 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tracing::warn!(file = %codebook.file, key, "the codebook repeats a top-level key; its last value is used");
         }
     }
-    let store_config = args.store_config();
-    let database_url = args.database_url()?;
-    let policy = args.label_policy();
+    let api = &settings.api;
+    let policy = &settings.label_policy;
     tracing::info!(
         listen = %args.listen,
         data_dir = %args.data_dir.display(),
-        sessions_dirs = ?store_config.sessions_dirs,
+        sessions_dirs = ?settings.store.sessions_dirs,
         api_keys = api.api_keys.len(),
         read_only = api.read_only,
         codebook = %codebook.file,
-        labels_database = %sessiongraph::labels::store::redact(&database_url),
+        labels_database = %sessiongraph::labels::store::redact(&settings.database_url),
         reviewers = policy.reviewers.len(),
         blind_labels = policy.blind,
         labels = codebook.labels.len(),
@@ -193,17 +189,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     runtime.block_on(async move {
-        let store = Store::new(store_config).context("failed to open the data directory")?;
-        let codebook = Arc::new(codebook);
-        let labels = LabelStore::open(&database_url, codebook.clone(), policy).await?;
-        tracing::info!(backend = labels.backend().name(), "label database ready");
-        let labels = Arc::new(labels);
-        let state = AppState::new(SharedState {
-            store: Arc::new(store),
-            config: Arc::new(api),
-            codebook,
-            labels: labels.clone(),
-        });
+        let state = AppState::build(settings).await?;
+        tracing::info!(backend = state.labels.backend().name(), "label database ready");
+        let labels = state.labels.clone();
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("failed to listen on {}", args.listen))?;

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::core::pipeline::session::NoConversation;
 use crate::core::SessionError;
+use crate::http::error_body::{error_response, named_error_response};
 use crate::labels::{Forbidden, Invalid, LabelError, Refusal};
 use crate::store::disk::DiskError;
 use crate::store::StoreError;
@@ -124,14 +124,6 @@ impl Stored {
 /// the request's span (logging in `into_response` would be a side effect outside it).
 #[derive(Debug, Clone)]
 pub struct InternalCause(pub Arc<String>);
-
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    error: &'a str,
-    message: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    details: Option<&'a Value>,
-}
 
 impl ApiError {
     /// The status code.
@@ -344,33 +336,6 @@ pub fn session_not_found(id: &str) -> String {
 /// A graph-route not-found message.
 pub fn graph_not_found(id: &str) -> String {
     format!("Graph with ID '{}' not found", echo(id))
-}
-
-/// The JSON error response for `status` and `message`; `error` is the status's reason
-/// phrase.
-pub fn error_response(status: StatusCode, message: &str, details: Option<&Value>) -> Response {
-    named_error_response(
-        status,
-        status.canonical_reason().unwrap_or("Error"),
-        message,
-        details,
-    )
-}
-
-/// The JSON error response with an explicit `error` name (`Parse Error`).
-fn named_error_response(status: StatusCode, error: &str, message: &str, details: Option<&Value>) -> Response {
-    let body = ErrorBody {
-        error,
-        message,
-        details,
-    };
-    let json = serde_json::to_vec(&body).unwrap_or_default();
-    (
-        status,
-        [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        json,
-    )
-        .into_response()
 }
 
 /// A 503 `Service Unavailable` with `Retry-After` (whole seconds, at least 1) and, for

@@ -22,9 +22,9 @@ use serde_json::{json, Value};
 
 use super::auth::Identity;
 use super::error::{echo, ApiError};
-use super::etag::none_match;
 use super::query::QueryPairs;
 use super::AppState;
+use crate::http::etag::none_match;
 use crate::labels::consensus::Viewer;
 use crate::labels::sets_cache::Sets;
 use crate::labels::validate::{check_annotator, check_ids, check_no_nul};

@@ -9,7 +9,7 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::error::error_response;
+use crate::http::error_body::error_response;
 
 /// The length of `value` as written, counted without writing it anywhere (a request's URI
 /// is measured on every request).

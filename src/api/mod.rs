@@ -9,8 +9,9 @@
 //! routes the API key (when keys are configured), and on the upload route a body limit
 //! (413, without reading past the limit).
 //!
-//! The labeling page's routes ([`crate::web`]) are merged after the API key layer: they
-//! want no key, and set their own Content-Security-Policy.
+//! The application ([`crate::app`]) merges the labeling page's routes ([`crate::web`])
+//! with [`router`]'s, after the API key layer (they want no key, and set their own
+//! Content-Security-Policy), and wraps both in [`with_edge`].
 //!
 //! Labels (see [`labels`] and [`crate::labels`]): `PUT` and `DELETE
 //! /api/graph/{id}/labels/{event_id}` write one annotator's set on one unit (refused with
@@ -25,7 +26,6 @@ pub mod dialog;
 pub mod edge;
 pub mod encoding;
 pub mod error;
-pub mod etag;
 pub mod export;
 pub mod labeling;
 pub mod labels;
@@ -33,10 +33,10 @@ pub mod limits;
 pub mod origin;
 pub mod query;
 pub mod sessions;
+pub mod state;
 pub mod upload;
 pub mod views;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
@@ -46,8 +46,7 @@ use axum::Router;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 
-use crate::labels::{Codebook, LabelStore};
-use crate::store::Store;
+pub use state::{AppSettings, AppState, BuildError, SharedState};
 
 /// Settings of the HTTP layer.
 #[derive(Debug, Clone)]
@@ -83,71 +82,33 @@ impl Default for ApiConfig {
     }
 }
 
-/// What every handler shares, behind one `Arc`: axum clones the state several times per
-/// request (each middleware with state, each extractor), and a clone of one `Arc` is one
-/// atomic increment where the four parts' clones were four (their drops took 7% of serving
-/// a small body).
-#[derive(Debug, Clone)]
-pub struct AppState(Arc<SharedState>);
-
-impl AppState {
-    /// The state of `parts`.
-    pub fn new(parts: SharedState) -> AppState {
-        AppState(Arc::new(parts))
-    }
-}
-
-impl std::ops::Deref for AppState {
-    type Target = SharedState;
-
-    fn deref(&self) -> &SharedState {
-        &self.0
-    }
-}
-
-/// The parts of [`AppState`].
-#[derive(Debug)]
-pub struct SharedState {
-    /// The sessions.
-    pub store: Arc<Store>,
-    /// HTTP settings.
-    pub config: Arc<ApiConfig>,
-    /// The labeling codebook.
-    pub codebook: Arc<Codebook>,
-    /// The label database (checks sets against the same codebook).
-    pub labels: Arc<LabelStore>,
-}
-
-/// The API router with its middleware.
+/// The API's routes over `state`, and the 404 of any other path, behind the API key when
+/// keys are configured; without the edge middleware, which wraps the whole application
+/// ([`with_edge`]).
 pub fn router(state: AppState) -> Router {
-    let config = state.config.clone();
-    let read_only = axum::middleware::from_fn_with_state(state.clone(), auth::refuse_when_read_only);
-    let upload = post(upload::upload).layer((
-        read_only.clone(),
-        DefaultBodyLimit::disable(),
-        RequestBodyLimitLayer::new(config.max_upload_bytes),
-    ));
-    let json = axum::middleware::from_fn(origin::require_json);
-    let label_writes = put(labels::put_set)
-        .layer(json.clone())
-        .delete(labels::delete_set)
-        .layer(read_only.clone());
-    let import = post(labeling::import).layer((
-        read_only.clone(),
-        axum::middleware::from_fn(origin::require_json_lines),
-        DefaultBodyLimit::disable(),
-        RequestBodyLimitLayer::new(labeling::MAX_IMPORT_BYTES),
-    ));
-    let queue_next = post(labeling::queue_next).layer((read_only.clone(), json.clone()));
-    let queue_release = post(labeling::queue_release).layer((read_only.clone(), json));
+    let routes = read_routes(&state.config)
+        .merge(write_routes(&state))
+        .fallback(|| async { StatusCode::NOT_FOUND })
+        .with_state(state.clone());
+    // Without keys configured the check would pass every request: it is left out, as it
+    // costs every request a layer.
+    if state.config.api_keys.is_empty() {
+        routes
+    } else {
+        routes.layer(axum::middleware::from_fn_with_state(state, auth::require_api_key))
+    }
+}
+
+/// The routes that change nothing stored: sessions and their views, labels, the codebook,
+/// agreement, progress, exports, the probes, and `parse-for-dialog` (a body read, parsed
+/// and answered, never stored; JSON only, up to the upload limit).
+fn read_routes(config: &ApiConfig) -> Router<AppState> {
     let parse_for_dialog = post(dialog::parse_for_dialog).layer((
         axum::middleware::from_fn(origin::require_json),
         DefaultBodyLimit::disable(),
         RequestBodyLimitLayer::new(config.max_upload_bytes),
     ));
-    let api_keys = axum::middleware::from_fn_with_state(state.clone(), auth::require_api_key);
-    let api = Router::new()
-        .route("/api/upload", upload)
+    Router::new()
         .route("/api/frameworks", get(sessions::frameworks))
         .route("/api/codebook", get(labels::codebook))
         .route("/api/me", get(labels::me))
@@ -165,22 +126,50 @@ pub fn router(state: AppState) -> Router {
         .route("/api/graph/{id}/export", get(export::export))
         .route("/api/graph/{id}/info", get(sessions::info))
         .route("/api/graph/{id}/labels", get(labels::list_sets))
-        .route("/api/graph/{id}/labels/{event_id}", label_writes)
         .route("/api/graph/{id}/labels/{event_id}/history", get(labels::history))
-        .route("/api/labels/import", import)
-        .route("/api/labels/queue/next", queue_next)
-        .route("/api/labels/queue/release", queue_release)
         .route("/api/labels/agreement", get(labeling::agreement))
         .route("/api/labels/progress", get(labeling::progress))
         .route("/api/labels/export", get(labeling::export))
-        .route("/api/session/{id}", delete(sessions::delete).layer(read_only))
         .route("/healthz", get(sessions::healthz))
         .route("/readyz", get(sessions::readyz))
-        .fallback(|| async { StatusCode::NOT_FOUND })
-        .with_state(state.clone());
+}
 
-    // Without allowed origins no browser may call across origins: no CORS layer at all.
-    let cors = (!config.cors_origins.is_empty()).then(|| {
+/// The routes that store or delete something, each refused in read-only mode: uploads (up
+/// to the upload limit), label writes and imports (JSON and JSON lines only), the queue's
+/// reservations, session deletions.
+fn write_routes(state: &AppState) -> Router<AppState> {
+    let read_only = axum::middleware::from_fn_with_state(state.clone(), auth::refuse_when_read_only);
+    let json = axum::middleware::from_fn(origin::require_json);
+    let upload = post(upload::upload).layer((
+        read_only.clone(),
+        DefaultBodyLimit::disable(),
+        RequestBodyLimitLayer::new(state.config.max_upload_bytes),
+    ));
+    let label_writes = put(labels::put_set)
+        .layer(json.clone())
+        .delete(labels::delete_set)
+        .layer(read_only.clone());
+    let import = post(labeling::import).layer((
+        read_only.clone(),
+        axum::middleware::from_fn(origin::require_json_lines),
+        DefaultBodyLimit::disable(),
+        RequestBodyLimitLayer::new(labeling::MAX_IMPORT_BYTES),
+    ));
+    let queue_next = post(labeling::queue_next).layer((read_only.clone(), json.clone()));
+    let queue_release = post(labeling::queue_release).layer((read_only.clone(), json));
+    Router::new()
+        .route("/api/upload", upload)
+        .route("/api/graph/{id}/labels/{event_id}", label_writes)
+        .route("/api/labels/import", import)
+        .route("/api/labels/queue/next", queue_next)
+        .route("/api/labels/queue/release", queue_release)
+        .route("/api/session/{id}", delete(sessions::delete).layer(read_only))
+}
+
+/// The CORS layer allowing the configured origins; `None` without any: no browser may then
+/// call across origins, and no layer is added at all.
+fn cors_layer(config: &ApiConfig) -> Option<CorsLayer> {
+    (!config.cors_origins.is_empty()).then(|| {
         CorsLayer::new()
             .allow_origin(AllowOrigin::list(config.cors_origins.clone()))
             .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
@@ -196,44 +185,45 @@ pub fn router(state: AppState) -> Router {
                 axum::http::header::RETRY_AFTER,
                 views::LABELS_HEADER,
             ])
-    });
-    // The page's files want no key (the page asks for one for its API calls). Without
-    // keys configured the check would pass every request: it is left out, as it costs
-    // every request a layer.
-    let api = if config.api_keys.is_empty() {
-        api
-    } else {
-        api.layer(api_keys)
-    };
-    // Added with `Router::layer`, the edge wraps each route and the fallbacks (404, 405),
-    // after routing: its span names the matched route.
+    })
+}
+
+/// `app`, every route of the application, wrapped in the middleware every response passes
+/// through: the [`edge`] layer, CORS (the configured origins) and the origin check
+/// ([`origin::check_origin`]).
+///
+/// Added with `Router::layer`, the edge wraps each route and the fallbacks (404, 405),
+/// after routing: its span names the matched route.
+pub fn with_edge(app: Router, state: AppState) -> Router {
     let edge = tower::ServiceBuilder::new()
-        .layer(edge::EdgeLayer::new(config.request_timeout))
-        .layer(tower::util::option_layer(cors))
+        .layer(edge::EdgeLayer::new(state.config.request_timeout))
+        .layer(tower::util::option_layer(cors_layer(&state.config)))
         .layer(axum::middleware::from_fn_with_state(state, origin::check_origin));
-    api.merge(crate::web::router()).layer(edge)
+    app.layer(edge)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::StoreConfig;
+    use crate::labels::Codebook;
     use axum::body::Body;
     use axum::http::Request;
     use http_body_util::BodyExt;
     use tower::ServiceExt;
 
-    async fn state() -> AppState {
-        let codebook = Arc::new(Codebook::built_in().unwrap());
-        let labels = LabelStore::open("sqlite::memory:", codebook.clone(), Default::default())
-            .await
-            .unwrap();
-        AppState::new(SharedState {
-            store: Arc::new(Store::new(StoreConfig::default()).unwrap()),
-            config: Arc::new(ApiConfig::default()),
-            codebook,
-            labels: Arc::new(labels),
+    /// The application over a store without data directory and an in-memory label
+    /// database.
+    async fn app() -> Router {
+        let state = AppState::build(AppSettings {
+            store: Default::default(),
+            api: ApiConfig::default(),
+            codebook: Codebook::built_in().unwrap(),
+            database_url: "sqlite::memory:".into(),
+            label_policy: Default::default(),
         })
+        .await
+        .unwrap();
+        crate::app(state)
     }
 
     async fn call(method: &str, uri: &str) -> (StatusCode, serde_json::Value, axum::http::HeaderMap) {
@@ -242,7 +232,7 @@ mod tests {
             .uri(uri)
             .body(Body::empty())
             .unwrap();
-        let response = router(state().await).oneshot(request).await.unwrap();
+        let response = app().await.oneshot(request).await.unwrap();
         let status = response.status();
         let headers = response.headers().clone();
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
@@ -273,7 +263,7 @@ mod tests {
             .header("accept-encoding", accept_encoding)
             .body(Body::empty())
             .unwrap();
-        let response = router(state().await).oneshot(request).await.unwrap();
+        let response = app().await.oneshot(request).await.unwrap();
         let headers = response.headers().clone();
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
         let mut decoded = Vec::new();

@@ -13,7 +13,7 @@ use super::AppState;
 use crate::core::diagnostics::DiagnosticsSummary;
 use crate::core::formats::input::Format;
 use crate::core::{LoadOptions, SessionInput, SourceFile};
-use crate::store::Framework;
+use crate::store::{Framework, Loaded, Slot};
 
 /// The frameworks uploads accept, by name.
 pub const FRAMEWORKS: [&str; 3] = [
@@ -69,8 +69,30 @@ fn detect_framework(bytes: &[u8]) -> Option<&'static str> {
         .then_some("claudecode")
 }
 
-/// The handler.
+/// The handler: reads the upload, checks what it names and holds, stores it, and answers
+/// its counts.
 pub async fn upload(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    let upload = read_upload(&state, request).await?;
+    let framework = framework_of(&upload)?;
+    let input = SessionInput::new(upload.files);
+    check_main_file(&input)?;
+    check_format(framework, &input)?;
+    // The store applies its memory bound.
+    let options = LoadOptions {
+        strict: upload.strict,
+        ..LoadOptions::default()
+    };
+    let (slot, loaded, created) = state
+        .store
+        .add_upload(framework, input, options)
+        .await
+        .map_err(upload_error)?;
+    tracing::info!(id = %slot.id, created, nodes = loaded.counts.message_count, "upload accepted");
+    Ok(Json(UploadResponse::of(&slot, &loaded)).into_response())
+}
+
+/// The upload a request carries: a multipart body, or else the raw body as one file.
+async fn read_upload(state: &AppState, request: Request) -> Result<Upload, ApiError> {
     let query = QueryPairs::parse(request.uri().query());
     let is_multipart = request
         .headers()
@@ -81,13 +103,18 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
                 .to_ascii_lowercase()
                 .starts_with("multipart/form-data")
         });
-    let upload = if is_multipart {
-        read_multipart(&state, request, &query).await?
+    if is_multipart {
+        read_multipart(state, request, &query).await
     } else {
-        read_raw(request, &query).await?
-    };
+        read_raw(request, &query).await
+    }
+}
 
-    let framework = match upload.framework.as_deref().map(str::trim) {
+/// The framework `upload` is read as, checked in the reference's order: one must be named
+/// (a raw upload's may be told from its content), then a file must be given, then the
+/// framework must be one read here.
+fn framework_of(upload: &Upload) -> Result<Framework, ApiError> {
+    let name = match upload.framework.as_deref().map(str::trim) {
         Some(f) if !f.is_empty() => f.to_owned(),
         // A raw upload without a framework is told from its content.
         _ => match (
@@ -101,77 +128,64 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
     if upload.files.is_empty() {
         return Err(ApiError::BadRequest("No file(s) provided".into()));
     }
-    let framework = match Framework::from_name(&framework) {
-        Some(read) => read,
-        None => {
-            return Err(ApiError::Parse {
-                message: format!(
-                    "Unknown framework: {}. Available: {}",
-                    echo(&framework),
-                    FRAMEWORKS.join(", ")
-                ),
-                details: serde_json::json!({}),
-            })
-        }
-    };
-    let input = SessionInput::new(upload.files);
-    match input.main_index() {
-        Some(i) if input.files[i].bytes.is_empty() => {
-            return Err(ApiError::BadRequest(format!(
-                "The main session file {} is empty (0 bytes): nothing to load",
-                echo(&input.files[i].name)
-            )))
-        }
-        Some(_) => {}
-        None => {
-            return Err(ApiError::BadRequest(
-                "No main session file found (expected UUID format filename, not agent-*)".into(),
-            ))
-        }
-    }
-    match (&framework, input.detect_format()) {
-        (Framework::Pi, Format::ClaudeCode) => {
-            return Err(ApiError::BadRequest(
-                "Not a pi session: its first line is not a {\"type\":\"session\"} header".into(),
-            ))
-        }
-        (Framework::ClaudeCode, Format::Pi) => {
-            return Err(ApiError::BadRequest(
-                "This is a pi session (it starts with a session header); upload it with framework=pi".into(),
-            ))
-        }
-        _ => {}
-    }
-
-    // The store applies its memory bound.
-    let options = LoadOptions {
-        strict: upload.strict,
-        ..LoadOptions::default()
-    };
-    let (slot, loaded, created) = state
-        .store
-        .add_upload(framework, input, options)
-        .await
-        .map_err(upload_error)?;
-    tracing::info!(id = %slot.id, created, nodes = loaded.counts.message_count, "upload accepted");
-    let session = &loaded.session;
-    let c = loaded.counts;
-    let loaded_agents = session.subagents_loaded();
-    let missing = &session.diagnostics.subagents_missing;
-    Ok(Json(UploadResponse {
-        graph_id: slot.id.clone(),
-        message_count: c.message_count,
-        node_count: c.node_count,
-        edge_count: c.edge_count,
-        total_steps: c.total_steps,
-        main_agent_steps: c.main_agent_steps,
-        framework: slot.framework.name().to_owned(),
-        sub_agents_loaded: (loaded_agents > 0).then_some(loaded_agents),
-        sub_agents_missing: (!missing.is_empty()).then(|| missing.clone()),
-        annotation_count: Some(c.annotation_count),
-        diagnostics: session.diagnostics.summary(),
+    Framework::from_name(&name).ok_or_else(|| ApiError::Parse {
+        message: format!(
+            "Unknown framework: {}. Available: {}",
+            echo(&name),
+            FRAMEWORKS.join(", ")
+        ),
+        details: serde_json::json!({}),
     })
-    .into_response())
+}
+
+/// Refuses an input without a main file, or whose main file is empty.
+fn check_main_file(input: &SessionInput) -> Result<(), ApiError> {
+    match input.main_index() {
+        Some(i) if input.files[i].bytes.is_empty() => Err(ApiError::BadRequest(format!(
+            "The main session file {} is empty (0 bytes): nothing to load",
+            echo(&input.files[i].name)
+        ))),
+        Some(_) => Ok(()),
+        None => Err(ApiError::BadRequest(
+            "No main session file found (expected UUID format filename, not agent-*)".into(),
+        )),
+    }
+}
+
+/// Refuses a pi session uploaded as Claude Code's, and the reverse.
+fn check_format(framework: Framework, input: &SessionInput) -> Result<(), ApiError> {
+    match (framework, input.detect_format()) {
+        (Framework::Pi, Format::ClaudeCode) => Err(ApiError::BadRequest(
+            "Not a pi session: its first line is not a {\"type\":\"session\"} header".into(),
+        )),
+        (Framework::ClaudeCode, Format::Pi) => Err(ApiError::BadRequest(
+            "This is a pi session (it starts with a session header); upload it with framework=pi".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl UploadResponse {
+    /// The answer to an upload stored as `slot`, parsed as `loaded`.
+    fn of(slot: &Slot, loaded: &Loaded) -> UploadResponse {
+        let session = &loaded.session;
+        let c = loaded.counts;
+        let loaded_agents = session.subagents_loaded();
+        let missing = &session.diagnostics.subagents_missing;
+        UploadResponse {
+            graph_id: slot.id.clone(),
+            message_count: c.message_count,
+            node_count: c.node_count,
+            edge_count: c.edge_count,
+            total_steps: c.total_steps,
+            main_agent_steps: c.main_agent_steps,
+            framework: slot.framework.name().to_owned(),
+            sub_agents_loaded: (loaded_agents > 0).then_some(loaded_agents),
+            sub_agents_missing: (!missing.is_empty()).then(|| missing.clone()),
+            annotation_count: Some(c.annotation_count),
+            diagnostics: session.diagnostics.summary(),
+        }
+    }
 }
 
 async fn read_multipart(state: &AppState, request: Request, query: &QueryPairs) -> Result<Upload, ApiError> {

@@ -11,7 +11,6 @@ use axum::routing::{get, MethodRouter};
 use super::auth::Identity;
 use super::encoding::{negotiate, Negotiated};
 use super::error::{echo, graph_not_found, session_not_found, ApiError};
-use super::etag::none_match;
 use super::labels;
 use super::query::QueryPairs;
 use super::AppState;
@@ -19,6 +18,7 @@ use crate::core::pipeline::session::Branch;
 use crate::core::views::annotations::UnitLabels;
 use crate::core::views::graph::GraphMode;
 use crate::core::views::{View, ViewOptions};
+use crate::http::etag::none_match;
 use crate::labels::consensus::shown_labels;
 use crate::store::bodies::Served;
 use crate::store::compress::Encoding;
@@ -101,6 +101,36 @@ const DIAGNOSTICS: Route = Route {
     takes_edges: false,
 };
 
+impl Route {
+    /// The view options `query` asks for, of those the route reads.
+    fn options(&self, query: &QueryPairs) -> Result<ViewOptions, ApiError> {
+        Ok(ViewOptions {
+            step: if self.takes_step { query.step()? } else { None },
+            include_subagents: self.subagents_flag.is_some_and(|f| query.flag(f)),
+            branch: if self.takes_branch {
+                query.branch()?
+            } else {
+                Branch::All
+            },
+            graph: if self.takes_edges {
+                query.graph_mode()?
+            } else {
+                GraphMode::Edges
+            },
+        })
+    }
+}
+
+/// What a view body shows of the labels on its units.
+enum LabelsShown {
+    /// None: the view shows no labels, or no unit has any (the kept body is served).
+    Nothing,
+    /// The labels each unit shows, and a digest of them for the ETag.
+    Units(Arc<UnitLabels>, String),
+    /// The label database is unreachable or busy: the body is served without its labels.
+    Unreachable,
+}
+
 /// Serves `route`'s view of session `id`.
 async fn serve(
     state: AppState,
@@ -116,83 +146,101 @@ async fn serve(
         .store
         .slot(&id)
         .map_err(|e| ApiError::from_store(e, route.not_found))?;
-    let options = ViewOptions {
-        step: if route.takes_step { query.step()? } else { None },
-        include_subagents: route.subagents_flag.is_some_and(|f| query.flag(f)),
-        branch: if route.takes_branch {
-            query.branch()?
-        } else {
-            Branch::All
-        },
-        graph: if route.takes_edges {
-            query.graph_mode()?
-        } else {
-            GraphMode::Edges
-        },
-    };
-    let (_, loaded) = state
-        .store
-        .get(&id)
-        .await
-        .map_err(|e| ApiError::from_store(e, route.not_found))?;
-    if loaded.session.autogen.is_some() && route.view == View::Workflow {
-        // CommuGraph's answer for a log that is not Claude Code's.
-        return Err(ApiError::BadRequest(
-            "Workflow view is only available for Claude Code logs".into(),
-        ));
-    }
-    let mut labels_unreachable = false;
-    if route.view == View::Diagnostics {
-        match without_unreachable_labels(orphaned_labels(&state, &id, &identity, &query).await)? {
-            Some(Some(orphans)) => return diagnostics_with_orphans(&state, &loaded, options, orphans).await,
-            Some(None) => {}
-            None => labels_unreachable = true,
-        }
-    }
-    let encoding = negotiate(&headers);
-    let mut base = etag_base(&loaded.version, route.view, options);
-    let labels = match route.view {
-        View::Annotations | View::Dialog => {
-            match without_unreachable_labels(unit_labels(&state, &id, &identity, &query).await)? {
-                Some(labels) => labels,
-                None => {
-                    labels_unreachable = true;
-                    None
+    let options = route.options(&query)?;
+    let loaded = load(&state, route, &id).await?;
+    let shown = match route.view {
+        View::Diagnostics => {
+            match without_unreachable_labels(orphaned_labels(&state, &id, &identity, &query).await)? {
+                Some(Some(orphans)) => {
+                    return diagnostics_with_orphans(&state, &loaded, options, orphans).await
                 }
+                Some(None) => LabelsShown::Nothing,
+                None => LabelsShown::Unreachable,
             }
         }
-        _ => None,
+        View::Annotations | View::Dialog => labels_shown(&state, &id, &identity, &query).await?,
+        _ => LabelsShown::Nothing,
     };
-    if let Some((_, digest)) = &labels {
+    let encoding = negotiate(&headers);
+    let mut base = etag_base(&loaded.version, route.view, options);
+    if let LabelsShown::Units(_, digest) = &shown {
         base = format!("{base}-labels-{digest}");
     }
-    // The client may hold the body as it is or in the coding it asks for (a body is sent as
-    // it is when there is no room to compress it).
-    let held = [Encoding::Identity, encoding]
-        .map(|e| etag(&base, e))
-        .into_iter()
-        .find(|tag| none_match(&headers, tag));
-    if let Some(tag) = held.filter(|_| !labels_unreachable) {
+    let unreachable = matches!(shown, LabelsShown::Unreachable);
+    if let Some(tag) = held_etag(&headers, &base, encoding).filter(|_| !unreachable) {
         return not_modified(&tag);
     }
-    let served = match labels {
-        Some((labels, _)) => {
-            loaded
-                .annotations_labeled(route.view, options, labels, encoding, state.store.render_budget())
-                .await
-        }
-        None => {
-            loaded
-                .body(route.view, options, encoding, state.store.render_budget())
-                .await
-        }
-    }
-    .map_err(|e| ApiError::from_store(e, route.not_found))?;
-    if labels_unreachable {
+    let served = render(&state, &loaded, route, options, shown, encoding).await?;
+    if unreachable {
         return without_labels_response(served);
     }
     let tag = etag(&base, served.encoding);
     view_response(served, Some(&tag))
+}
+
+/// Session `id` loaded for `route`; an AutoGen log's workflow is refused, as CommuGraph
+/// refuses the workflow of a log that is not Claude Code's.
+async fn load(state: &AppState, route: &Route, id: &str) -> Result<Arc<crate::store::Loaded>, ApiError> {
+    let (_, loaded) = state
+        .store
+        .get(id)
+        .await
+        .map_err(|e| ApiError::from_store(e, route.not_found))?;
+    if loaded.session.autogen.is_some() && route.view == View::Workflow {
+        return Err(ApiError::BadRequest(
+            "Workflow view is only available for Claude Code logs".into(),
+        ));
+    }
+    Ok(loaded)
+}
+
+/// The labels the annotations or dialog body of session `id` shows for this request.
+async fn labels_shown(
+    state: &AppState,
+    id: &str,
+    identity: &Option<Extension<Identity>>,
+    query: &QueryPairs,
+) -> Result<LabelsShown, ApiError> {
+    Ok(
+        match without_unreachable_labels(unit_labels(state, id, identity, query).await)? {
+            Some(Some((labels, digest))) => LabelsShown::Units(labels, digest),
+            Some(None) => LabelsShown::Nothing,
+            None => LabelsShown::Unreachable,
+        },
+    )
+}
+
+/// The ETag of the copy the client holds, when it holds one: the body as it is, or in the
+/// coding it asks for (a body is sent as it is when there is no room to compress it).
+fn held_etag(headers: &HeaderMap, base: &str, encoding: Encoding) -> Option<String> {
+    [Encoding::Identity, encoding]
+        .map(|e| etag(base, e))
+        .into_iter()
+        .find(|tag| none_match(headers, tag))
+}
+
+/// `route`'s body of `loaded` with `options` in `encoding` (when worth it), showing the
+/// labels `shown` on its units: the kept body when it shows none.
+async fn render(
+    state: &AppState,
+    loaded: &crate::store::Loaded,
+    route: &Route,
+    options: ViewOptions,
+    shown: LabelsShown,
+    encoding: Encoding,
+) -> Result<Served, ApiError> {
+    let budget = state.store.render_budget();
+    match shown {
+        LabelsShown::Units(labels, _) => {
+            loaded
+                .annotations_labeled(route.view, options, labels, encoding, budget)
+                .await
+        }
+        LabelsShown::Nothing | LabelsShown::Unreachable => {
+            loaded.body(route.view, options, encoding, budget).await
+        }
+    }
+    .map_err(|e| ApiError::from_store(e, route.not_found))
 }
 
 /// The header a view body carries when it is served without the labels it should show.

@@ -53,7 +53,7 @@ use std::hash::Hash;
 
 use serde::Serialize;
 
-use super::codings::{CodingParts, CodingTable, Row};
+use super::codings::{Coding, CodingParts, CodingTable, Row};
 
 /// Accumulates Krippendorff's coincidences for nominal data, one unit's category counts at
 /// a time, without building the matrix: for nominal data only its diagonal and its margins
@@ -285,17 +285,6 @@ pub fn label_agreement_with(reference: &[String], other: &[String]) -> f64 {
         return 1.0;
     }
     a.intersection(&b).count() as f64 / union as f64
-}
-
-/// One annotator's coding of one unit: the label ids they chose (possibly none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Coding<'a> {
-    /// The unit, an opaque key (for instance `session_id\0event_id`).
-    pub unit: &'a str,
-    /// Who coded it.
-    pub annotator: &'a str,
-    /// The label ids chosen.
-    pub labels: &'a [String],
 }
 
 /// Agreement over a set of codings, as served at `GET /api/labels/agreement`. The rules are

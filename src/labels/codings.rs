@@ -4,7 +4,16 @@
 
 use foldhash::HashMap;
 
-use super::agreement::Coding;
+/// One annotator's coding of one unit: the label ids they chose (possibly none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Coding<'a> {
+    /// The unit, an opaque key (for instance `session_id\0event_id`).
+    pub unit: &'a str,
+    /// Who coded it.
+    pub annotator: &'a str,
+    /// The label ids chosen.
+    pub labels: &'a [String],
+}
 
 /// One coding: indices of its unit, annotator and label combination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

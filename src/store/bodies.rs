@@ -20,14 +20,15 @@ use tokio::sync::OnceCell;
 
 use super::budget::{Admission, BudgetPermit, RenderBudget};
 use super::compress::{compress, Effort, Encoding, MIN_COMPRESSED_BYTES};
-use super::registry::{lock, Loaded};
-use super::StoreError;
+use super::error::StoreError;
+use super::lock;
 use crate::core::pipeline::session::Branch;
 use crate::core::views::annotations::{annotations, dialog_of, UnitLabels};
 use crate::core::views::branches::context_body;
 use crate::core::views::graph::GraphMode;
 use crate::core::views::step::WholeWorkflow;
 use crate::core::views::{self, Body, ChunkWriter, View, ViewOptions};
+use crate::core::Session;
 
 /// What a view request asks for, besides a step: the view, sub-agents, the branch, the
 /// graph's mode.
@@ -65,29 +66,6 @@ impl Cached {
     }
 }
 
-/// The bodies kept for one loaded session and their compressed variants.
-#[derive(Debug, Default)]
-pub struct BodyCache {
-    cells: Mutex<HashMap<(BodyKey, Encoding), Cell>>,
-    bytes: AtomicUsize,
-    compressions: AtomicUsize,
-}
-
-impl BodyCache {
-    /// The memory the kept bodies and variants hold.
-    pub fn bytes(&self) -> usize {
-        self.bytes.load(Ordering::Relaxed)
-    }
-
-    fn cell(&self, key: BodyKey, encoding: Encoding) -> Cell {
-        lock(&self.cells).entry((key, encoding)).or_default().clone()
-    }
-
-    fn keep(&self, kept: &Cached) {
-        self.bytes.fetch_add(kept.bytes(), Ordering::Relaxed);
-    }
-}
-
 /// Kept bodies up to this size are held as one buffer ([`joined_when_small`]).
 const JOINED_BELOW: usize = 1 << 20;
 
@@ -114,12 +92,49 @@ pub struct Served {
     pub permit: Option<BudgetPermit>,
 }
 
-impl Loaded {
+/// The view bodies of one parsed session: those kept (rendered by the first request that
+/// needs them) and their compressed variants, and the renders made for one request.
+#[derive(Debug)]
+pub struct SessionBodies {
+    session: Arc<Session>,
+    /// The size of the session's files, which a render's estimate starts from.
+    input_bytes: usize,
+    cells: Mutex<HashMap<(BodyKey, Encoding), Cell>>,
+    bytes: AtomicUsize,
+    compressions: AtomicUsize,
+}
+
+impl SessionBodies {
+    /// The bodies of `session`, none rendered yet.
+    pub fn new(session: Arc<Session>) -> SessionBodies {
+        let input_bytes = session.files.iter().map(|f| f.bytes).sum();
+        SessionBodies {
+            session,
+            input_bytes,
+            cells: Mutex::default(),
+            bytes: AtomicUsize::new(0),
+            compressions: AtomicUsize::new(0),
+        }
+    }
+
+    /// The memory the kept bodies and variants hold.
+    pub fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    fn cell(&self, key: BodyKey, encoding: Encoding) -> Cell {
+        lock(&self.cells).entry((key, encoding)).or_default().clone()
+    }
+
+    fn keep(&self, kept: &Cached) {
+        self.bytes.fetch_add(kept.bytes(), Ordering::Relaxed);
+    }
+
     /// The body of `view` with `options`, in `encoding` when that is worth it (small bodies,
     /// and bodies whose compression finds no room in the budget, are sent as they are).
     /// What is not kept is rendered or compressed on the CPU pool within `budget`.
     pub async fn body(
-        self: &Arc<Self>,
+        &self,
         view: View,
         options: ViewOptions,
         encoding: Encoding,
@@ -138,12 +153,12 @@ impl Loaded {
     /// How many compressed variants of kept bodies were made (each once per body and
     /// encoding).
     pub fn compressions(&self) -> usize {
-        self.bodies.compressions.load(Ordering::Relaxed)
+        self.compressions.load(Ordering::Relaxed)
     }
 
     /// The kept body of `key` (no step), rendered by the first request that needs it. The
     /// dialog body is the kept annotations body's bytes under another first key.
-    async fn kept(self: &Arc<Self>, key: BodyKey, budget: &Admission<'_>) -> Result<Cached, StoreError> {
+    async fn kept(&self, key: BodyKey, budget: &Admission<'_>) -> Result<Cached, StoreError> {
         let (view, include_subagents, branch, graph) = key;
         if view == View::Dialog {
             let annotations = (View::Annotations, include_subagents, branch, graph);
@@ -152,14 +167,14 @@ impl Loaded {
                 .ok_or_else(|| StoreError::Task("the kept annotations body has another shape".into()))?;
             return Ok(Cached::Body(dialog));
         }
-        let cell = self.bodies.cell(key, Encoding::Identity);
+        let cell = self.cell(key, Encoding::Identity);
         let kept = cell
             .get_or_try_init(|| async {
                 let permit = budget.reserve(self.whole_render_estimate(view, branch)).await?;
-                let me = self.clone();
+                let session = self.session.clone();
                 let (rendered, _permit) = on_cpu_pool(permit, move || {
                     if view == View::Workflow {
-                        Cached::Workflow(Arc::new(WholeWorkflow::render(&me.session, branch)))
+                        Cached::Workflow(Arc::new(WholeWorkflow::render(&session, branch)))
                     } else {
                         let options = ViewOptions {
                             step: None,
@@ -167,11 +182,11 @@ impl Loaded {
                             branch,
                             graph,
                         };
-                        Cached::Body(joined_when_small(views::render(&me.session, view, options)))
+                        Cached::Body(joined_when_small(views::render(&session, view, options)))
                     }
                 })
                 .await?;
-                self.bodies.keep(&rendered);
+                self.keep(&rendered);
                 Ok::<_, StoreError>(rendered)
             })
             .await?;
@@ -196,7 +211,7 @@ impl Loaded {
         if encoding == Encoding::Identity || body.len() < MIN_COMPRESSED_BYTES {
             return identity();
         }
-        let cell = self.bodies.cell(key, encoding);
+        let cell = self.cell(key, encoding);
         let variant = cell
             .get_or_try_init(|| async {
                 let permit = budget.reserve(compressed_estimate(body)).await?;
@@ -205,8 +220,8 @@ impl Loaded {
                     on_cpu_pool(permit, move || compress(&plain, encoding, Effort::Kept)).await?;
                 let compressed = compressed.map_err(compression_failed)?;
                 let variant = Cached::Body(compressed);
-                self.bodies.keep(&variant);
-                self.bodies.compressions.fetch_add(1, Ordering::Relaxed);
+                self.keep(&variant);
+                self.compressions.fetch_add(1, Ordering::Relaxed);
                 Ok::<_, StoreError>(variant)
             })
             .await;
@@ -224,20 +239,15 @@ impl Loaded {
     }
 
     /// The body of `key` cut at `step`, made for the request within `budget`.
-    async fn cut(
-        self: &Arc<Self>,
-        key: BodyKey,
-        step: u64,
-        budget: &Admission<'_>,
-    ) -> Result<Served, StoreError> {
+    async fn cut(&self, key: BodyKey, step: u64, budget: &Admission<'_>) -> Result<Served, StoreError> {
         let (view, include_subagents, branch, graph) = key;
         if view == View::Workflow {
             let Cached::Workflow(whole) = self.kept(key, budget).await? else {
                 return Err(StoreError::Task("the kept workflow has no layout".into()));
             };
             let permit = budget.reserve(whole.cut_fresh_bytes(&self.session, step)).await?;
-            let me = self.clone();
-            let (body, permit) = on_cpu_pool(permit, move || whole.cut(&me.session, step)).await?;
+            let session = self.session.clone();
+            let (body, permit) = on_cpu_pool(permit, move || whole.cut(&session, step)).await?;
             return Ok(Served {
                 body,
                 encoding: Encoding::Identity,
@@ -249,14 +259,14 @@ impl Loaded {
         let permit = budget
             .reserve(RENDER_OVERHEAD + 384 * self.session.workflow.nodes.len())
             .await?;
-        let me = self.clone();
+        let session = self.session.clone();
         let options = ViewOptions {
             step: Some(step),
             include_subagents,
             branch,
             graph,
         };
-        let (body, permit) = on_cpu_pool(permit, move || views::render(&me.session, view, options)).await?;
+        let (body, permit) = on_cpu_pool(permit, move || views::render(&session, view, options)).await?;
         Ok(Served {
             body,
             encoding: Encoding::Identity,
@@ -267,7 +277,7 @@ impl Loaded {
     /// The context at the entry `leaf` (`None` when the session has no such entry) in
     /// `encoding` when that is worth it, rendered within `budget`.
     pub async fn context_at(
-        self: &Arc<Self>,
+        &self,
         leaf: String,
         encoding: Encoding,
         budget: &RenderBudget,
@@ -276,9 +286,9 @@ impl Loaded {
         let permit = budget
             .reserve(self.whole_render_estimate(View::Context, Branch::All))
             .await?;
-        let me = self.clone();
+        let session = self.session.clone();
         let (rendered, permit) = on_cpu_pool(permit, move || {
-            let body = context_body(&me.session, Some(&leaf)).ok()?;
+            let body = context_body(&session, Some(&leaf)).ok()?;
             Some(written(&body))
         })
         .await?;
@@ -297,7 +307,7 @@ impl Loaded {
     /// showing `labels` on its units (never kept: labels change without the session
     /// changing), in `encoding` when that is worth it, rendered within `budget`.
     pub async fn annotations_labeled(
-        self: &Arc<Self>,
+        &self,
         view: View,
         options: ViewOptions,
         labels: Arc<UnitLabels>,
@@ -308,9 +318,9 @@ impl Loaded {
         let permit = budget
             .reserve(self.whole_render_estimate(view, options.branch))
             .await?;
-        let me = self.clone();
+        let session = self.session.clone();
         let (body, permit) = on_cpu_pool(permit, move || {
-            let mut body = annotations(&me.session, options.include_subagents, options.branch);
+            let mut body = annotations(&session, options.include_subagents, options.branch);
             body.attach_labels(&labels);
             match view {
                 View::Dialog => written(&body.as_dialog()),

@@ -10,6 +10,7 @@
 //! - [`registry`]: the store itself: every known session, parsed once on first use,
 //!   cached under a memory budget, reloaded when its files change;
 //! - [`bodies`]: the view bodies of a parsed session, kept or rendered per request;
+//! - [`error`]: why the store could not do something, the one error of all its parts;
 //! - [`budget`]: the memory budget of renders not served from the cache;
 //! - [`compress`]: gzip and brotli variants of bodies, made off the async workers;
 //! - [`units`]: a session's annotation units as labeling needs them;
@@ -22,6 +23,7 @@ pub mod confined;
 pub mod counts;
 pub mod cpu_pool;
 pub mod disk;
+pub mod error;
 pub mod mapped;
 pub mod registry;
 pub mod scan;
@@ -29,4 +31,13 @@ pub mod units;
 pub mod uploads;
 pub mod watch;
 
-pub use registry::{Framework, Loaded, MainFile, Slot, Store, StoreConfig, StoreError};
+pub use error::StoreError;
+pub use registry::{Framework, Loaded, MainFile, Slot, Store, StoreConfig};
+
+use std::sync::{Mutex, MutexGuard};
+
+/// Locks `m`, whatever a panicking holder left: every critical section of the store leaves
+/// its data consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -18,11 +18,14 @@ use dashmap::DashMap;
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
-use super::bodies::BodyCache;
+use super::bodies::{Served, SessionBodies};
 use super::budget::{self, RenderBudget};
+use super::compress::Encoding;
 use super::confined::{read_client_path, ClientFile, ReadError, SessionsRoot};
 use super::counts::DiskCounts;
-use super::disk::{self, DiskError};
+use super::disk;
+use super::error::StoreError;
+use super::lock;
 use super::scan::{scan_dir, FoundSession};
 use super::units::UnitIndex;
 use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
@@ -30,73 +33,10 @@ use super::watch::{FileWatch, Watcher};
 use crate::core::formats::input::Format;
 use crate::core::heap::HeapSize;
 use crate::core::memory_bound::MemoryBound;
-use crate::core::pipeline::session::NoConversation;
+use crate::core::views::annotations::UnitLabels;
 use crate::core::views::summary::{counts, Counts};
+use crate::core::views::{View, ViewOptions};
 use crate::core::{LoadOptions, Session, SessionError, SessionInput};
-
-/// Why the store could not do something.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// No session has this id.
-    #[error("session '{0}' not found")]
-    NotFound(String),
-    /// Sessions read from a configured directory belong to their owner; they are never
-    /// deleted here.
-    #[error("session '{0}' is read from a sessions directory and cannot be deleted")]
-    ReadOnly(String),
-    /// The upload holds no conversation: only snapshots, summaries, blank lines, or lines
-    /// that could not be read.
-    #[error(transparent)]
-    NoConversation(#[from] NoConversation),
-    /// The session could not be loaded (no main file; a bad line with strict loading).
-    #[error(transparent)]
-    Session(#[from] SessionError),
-    /// A file of a session in a sessions directory was refused (a symbolic link, not a
-    /// regular file) or could not be read.
-    #[error("session '{id}': {source}")]
-    SessionFile {
-        /// The session.
-        id: String,
-        /// What went wrong, naming the file relative to its sessions directory.
-        source: DiskError,
-    },
-    /// Storing or reading an upload failed.
-    #[error("upload storage failed: {0}")]
-    Io(std::io::Error),
-    /// The upload storage is full (no space left, quota used up): nothing was stored.
-    #[error("upload storage is full: {0}")]
-    StorageFull(std::io::Error),
-    /// A blocking task panicked or was cancelled.
-    #[error("a background task failed: {0}")]
-    Task(String),
-    /// The render budget has no room for the render now; it may have later.
-    #[error("too many renders in progress; retry in {} s", retry_after.as_secs())]
-    Busy {
-        /// When to try again.
-        retry_after: std::time::Duration,
-    },
-}
-
-impl From<std::io::Error> for StoreError {
-    /// A failure of the upload storage; a full disk is told apart (the client hears 507).
-    fn from(e: std::io::Error) -> StoreError {
-        if super::uploads::is_storage_full(&e) {
-            StoreError::StorageFull(e)
-        } else {
-            StoreError::Io(e)
-        }
-    }
-}
-
-impl StoreError {
-    /// A file of session `id` in a sessions directory went wrong.
-    fn session_file(id: &str, source: DiskError) -> StoreError {
-        StoreError::SessionFile {
-            id: id.to_owned(),
-            source,
-        }
-    }
-}
 
 /// The framework a session's logs were written by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,8 +187,8 @@ impl Slot {
 /// A parsed session and the view bodies rendered from it.
 #[derive(Debug)]
 pub struct Loaded {
-    /// The analysed session.
-    pub session: Session,
+    /// The analysed session (shared with the renders of its bodies).
+    pub session: Arc<Session>,
     /// Its counts.
     pub counts: Counts,
     /// Changes whenever the session's content does (the ETag's base).
@@ -260,8 +200,7 @@ pub struct Loaded {
     session_bytes: usize,
     /// When the last freshness check started, and what it found.
     last_check: tokio::sync::Mutex<Option<(Instant, bool)>>,
-    pub(super) input_bytes: usize,
-    pub(super) bodies: BodyCache,
+    bodies: SessionBodies,
     /// The annotation units (sub-agent units included), built on first use: what label
     /// writes ground their evidence quotes in, and what the queue hands out.
     units: std::sync::OnceLock<UnitIndex>,
@@ -300,17 +239,16 @@ impl FileStamp {
 impl Loaded {
     fn new(session: Session, version: String, stamps: Vec<FileStamp>, watch: Option<FileWatch>) -> Loaded {
         let session_bytes = std::mem::size_of::<Session>() + session.heap_size();
-        let input_bytes = session.files.iter().map(|f| f.bytes).sum();
+        let session = Arc::new(session);
         Loaded {
             counts: counts(&session),
+            bodies: SessionBodies::new(session.clone()),
             session,
             version,
             stamps,
             watch,
             session_bytes,
             last_check: tokio::sync::Mutex::new(None),
-            input_bytes,
-            bodies: BodyCache::default(),
             units: std::sync::OnceLock::new(),
         }
     }
@@ -331,6 +269,50 @@ impl Loaded {
     /// (see [`Loaded::units`]).
     pub fn unit_text(&self, event_id: &str) -> Option<&str> {
         self.units().get(event_id).map(|u| u.text.as_str())
+    }
+
+    /// The body of `view` with `options`, in `encoding` when that is worth it, kept or
+    /// rendered within `budget` ([`SessionBodies::body`]).
+    pub async fn body(
+        &self,
+        view: View,
+        options: ViewOptions,
+        encoding: Encoding,
+        budget: &RenderBudget,
+    ) -> Result<Served, StoreError> {
+        self.bodies.body(view, options, encoding, budget).await
+    }
+
+    /// How many compressed variants of kept bodies were made (each once per body and
+    /// encoding).
+    pub fn compressions(&self) -> usize {
+        self.bodies.compressions()
+    }
+
+    /// The context at the entry `leaf`, `None` when the session has no such entry
+    /// ([`SessionBodies::context_at`]).
+    pub async fn context_at(
+        &self,
+        leaf: String,
+        encoding: Encoding,
+        budget: &RenderBudget,
+    ) -> Result<Option<Served>, StoreError> {
+        self.bodies.context_at(leaf, encoding, budget).await
+    }
+
+    /// The annotations body (or the dialog body) showing `labels` on its units
+    /// ([`SessionBodies::annotations_labeled`]).
+    pub async fn annotations_labeled(
+        &self,
+        view: View,
+        options: ViewOptions,
+        labels: Arc<UnitLabels>,
+        encoding: Encoding,
+        budget: &RenderBudget,
+    ) -> Result<Served, StoreError> {
+        self.bodies
+            .annotations_labeled(view, options, labels, encoding, budget)
+            .await
     }
 
     /// True when none of the files it was read from changed since.
@@ -1139,10 +1121,17 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| StoreError::Task(e.to_string()))?
 }
 
-/// Locks a mutex, recovering the data if a panicking thread poisoned it (every critical
-/// section here leaves the data consistent).
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
+impl crate::labels::export::UnitSource for Store {
+    fn session_ids(&self) -> Vec<String> {
+        self.list().into_iter().map(|info| info.slot.id.clone()).collect()
+    }
+
+    async fn unit_rows(&self, session_id: &str) -> Option<Vec<crate::labels::export::UnitRow>> {
+        let (_, loaded) = self.get(session_id).await.ok()?;
+        tokio::task::spawn_blocking(move || super::units::unit_rows(&loaded.session))
+            .await
+            .ok()
+    }
 }
 
 #[cfg(test)]

@@ -70,19 +70,6 @@ impl HeapSize for UnitIndex {
     }
 }
 
-impl crate::labels::export::UnitSource for super::Store {
-    fn session_ids(&self) -> Vec<String> {
-        self.list().into_iter().map(|info| info.slot.id.clone()).collect()
-    }
-
-    async fn unit_rows(&self, session_id: &str) -> Option<Vec<crate::labels::export::UnitRow>> {
-        let (_, loaded) = self.get(session_id).await.ok()?;
-        tokio::task::spawn_blocking(move || unit_rows(&loaded.session))
-            .await
-            .ok()
-    }
-}
-
 /// Every unit of `session` (sub-agent units included), rendered as its annotations body
 /// shows it.
 pub fn unit_rows(session: &Session) -> Vec<crate::labels::export::UnitRow> {

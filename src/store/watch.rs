@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::lock;
+
 /// Watches directories for changes to the files of sessions in memory.
 #[derive(Debug)]
 pub struct Watcher {
@@ -378,11 +380,6 @@ impl Watcher {
     fn drain(&self) {}
 
     fn forget(&self, _id: u64, _descriptors: &[i32]) {}
-}
-
-/// Locks `m`, whatever a panicking holder left: every update here is one step.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(all(test, target_os = "linux"))]

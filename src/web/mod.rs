@@ -16,8 +16,9 @@ use axum::routing::get;
 use axum::Router;
 use sha2::{Digest, Sha256};
 
-use crate::api::error::ApiError;
-use crate::api::etag::none_match;
+use crate::core::json::utf16::echo;
+use crate::http::error_body::error_response;
+use crate::http::etag::none_match;
 
 /// The page's Content-Security-Policy: only this origin's scripts, styles and API, images
 /// from this origin or `data:`, no framing, no forms, no `<base>`.
@@ -111,7 +112,11 @@ async fn shell(headers: HeaderMap) -> Response {
 async fn asset(Path(name): Path<String>, headers: HeaderMap) -> Response {
     match ASSETS.iter().position(|a| a.name == name) {
         Some(i) => serve(i, &headers),
-        None => ApiError::NotFound(format!("No asset '{}'", crate::api::error::echo(&name))).into_response(),
+        None => error_response(
+            StatusCode::NOT_FOUND,
+            &format!("No asset '{}'", echo(&name)),
+            None,
+        ),
     }
 }
 

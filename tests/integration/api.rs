@@ -7,8 +7,9 @@ use serde_json::Value;
 use sessiongraph::core::views::{self, View, ViewOptions};
 use sessiongraph::core::{LoadOptions, Session, SessionInput, SourceFile};
 
+use crate::helpers::records::Record;
 use crate::helpers::{fixture, sample_main};
-use crate::server::{fixture_files, Options, TestServer};
+use crate::server::{fixture_files, graph_id, Options, TestServer};
 
 fn session_of(files: &[(String, Vec<u8>)]) -> Session {
     let input = SessionInput::new(
@@ -56,12 +57,10 @@ fn view_path(id: &str, route: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multipart_upload_serves_every_view_exactly_as_the_core_renders_it() {
     let server = TestServer::start(Options::default()).await;
-    let files = fixture_files(&fixture("commugraph-sample"));
     let up = server
-        .upload_multipart(&[("framework", "claudecode")], "file", &files)
+        .upload_fixture_reply("claudecode", "commugraph-sample")
         .await;
-    assert_eq!(up.status, StatusCode::OK, "{}", up.json);
-    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let id = graph_id(&up);
     let keys: Vec<&String> = up.json.as_object().unwrap().keys().collect();
     assert_eq!(
         keys,
@@ -81,7 +80,7 @@ async fn a_multipart_upload_serves_every_view_exactly_as_the_core_renders_it() {
     assert_eq!(up.json["sub_agents_loaded"], 4);
     assert_eq!(up.json["node_count"], 7);
 
-    let session = session_of(&files);
+    let session = session_of(&fixture_files(&fixture("commugraph-sample")));
     for (route, view, options) in view_routes() {
         let r = server.get(&view_path(&id, route)).await;
         assert_eq!(r.status, StatusCode::OK, "{route}: {}", r.json);
@@ -96,11 +95,7 @@ async fn a_multipart_upload_serves_every_view_exactly_as_the_core_renders_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sample_annotations_over_http_are_exactly_what_export_prints() {
     let server = TestServer::start(Options::default()).await;
-    let files = fixture_files(&fixture("commugraph-sample"));
-    let up = server
-        .upload_multipart(&[("framework", "claudecode")], "file", &files)
-        .await;
-    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let id = server.upload_fixture("claudecode", "commugraph-sample").await;
     let http = server.get(&format!("/api/graph/{id}/annotations")).await;
     let export = Command::new(env!("CARGO_BIN_EXE_sessiongraph"))
         .args(["export", "--view", "annotations"])
@@ -143,7 +138,7 @@ async fn list_info_and_delete() {
     let up = server
         .upload_multipart(&[("framework", "claudecode")], "files", &files)
         .await;
-    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let id = graph_id(&up);
 
     let info = server.get(&format!("/api/graph/{id}/info")).await;
     let keys: Vec<&String> = info.json.as_object().unwrap().keys().collect();
@@ -194,11 +189,10 @@ async fn uploads_survive_a_restart_with_the_same_ids_and_bodies() {
         ..Options::default()
     };
     let server = TestServer::start(options.clone()).await;
-    let files = fixture_files(&fixture("synthetic/subagents"));
     let up = server
-        .upload_multipart(&[("framework", "claudecode")], "file", &files)
+        .upload_fixture_reply("claudecode", "synthetic/subagents")
         .await;
-    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let id = graph_id(&up);
     let mut before = Vec::new();
     for (route, ..) in view_routes() {
         before.push(server.get(&view_path(&id, route)).await.bytes);
@@ -265,7 +259,11 @@ async fn a_session_on_disk_is_parsed_on_first_use_and_again_when_it_changes() {
 
     // Claude Code appends a prompt: the next request sees it.
     let mut text = std::fs::read_to_string(&main).unwrap();
-    text.push_str("\n{\"type\":\"user\",\"uuid\":\"new-1\",\"parentUuid\":\"00000000-0000-4000-8000-000000000003\",\"timestamp\":\"2025-12-01T10:05:00.000Z\",\"sessionId\":\"11111111-2222-4333-8444-555555555555\",\"isSidechain\":false,\"message\":{\"role\":\"user\",\"content\":\"And now the docs please\"}}\n");
+    let appended = Record::prompt("new-1", "And now the docs please")
+        .parent("00000000-0000-4000-8000-000000000003")
+        .at("2025-12-01T10:05:00.000Z")
+        .session("11111111-2222-4333-8444-555555555555");
+    text.push_str(&format!("\n{}\n", appended.line()));
     std::fs::write(&main, text).unwrap();
     let changed = server.get(path).await;
     assert_eq!(changed.json["total"], 3);
@@ -377,14 +375,7 @@ async fn an_evicted_upload_reloads_from_the_data_directory() {
         ..Options::default()
     })
     .await;
-    let up = server
-        .upload_multipart(
-            &[("framework", "claudecode")],
-            "file",
-            &fixture_files(&fixture("synthetic/subagents")),
-        )
-        .await;
-    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let id = server.upload_fixture("claudecode", "synthetic/subagents").await;
     let before = server
         .get(&format!("/api/graph/{id}/chatlog?include_subagents=true"))
         .await
@@ -416,10 +407,9 @@ async fn pi_sessions_upload_with_or_without_a_framework_and_export_as_v3() {
             &[("large-session.jsonl".to_owned(), original.clone())],
         )
         .await;
-    assert_eq!(up.status, StatusCode::OK, "{}", up.json);
+    let id = graph_id(&up);
     assert_eq!(up.json["framework"], "pi");
     assert_eq!(up.json["annotation_count"], 541);
-    let id = up.json["graph_id"].as_str().unwrap().to_owned();
 
     // Told from the content when a raw upload names no framework.
     let detected = server

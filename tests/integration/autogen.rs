@@ -10,7 +10,7 @@ use crate::autogen_frameworks::{
     SWARM_HANDOFFS, TOOL_ERROR_PARALLEL,
 };
 use crate::helpers::{read_json, reference};
-use crate::server::{Options, TestServer};
+use crate::server::{graph_id, Options, TestServer};
 
 fn sample() -> Vec<u8> {
     std::fs::read(reference("autogen/mock_chat_history.jsonl")).unwrap()
@@ -33,8 +33,7 @@ async fn the_autogen_sample_is_served_as_commugraph_serves_it() {
     let up = server
         .upload_multipart(&[("framework", "AutoGen")], "file", &files)
         .await;
-    assert_eq!(up.status, StatusCode::OK, "{}", up.json);
-    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let id = graph_id(&up);
     for (key, value) in expected("upload.json").as_object().unwrap() {
         assert_eq!(&up.json[key], value, "upload {key}");
     }
@@ -381,9 +380,8 @@ async fn real_autogen_dumps_are_read_with_derived_receivers() {
         let up = server
             .upload_multipart(&[("framework", "autogen")], "file", &files)
             .await;
-        assert_eq!(up.status, StatusCode::OK, "{}: {}", dump.path, up.json);
-        assert_eq!(up.json["framework"], "autogen");
-        let id = up.json["graph_id"].as_str().unwrap().to_owned();
+        let id = graph_id(&up);
+        assert_eq!(up.json["framework"], "autogen", "{}", dump.path);
         check_dump(&server, &id, dump).await;
         let raw = server
             .upload_raw(&format!("filename={name}"), dump_bytes(dump))
@@ -402,7 +400,7 @@ async fn agentchat_units_carry_the_derived_receiver_and_intent() {
     let up = server
         .upload_multipart(&[("framework", "AutoGen")], "file", &files)
         .await;
-    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let id = graph_id(&up);
     assert_eq!(up.json["message_count"], 27, "{}", up.json);
     let units = server.get(&format!("/api/graph/{id}/annotations")).await;
     let unit = |event: &str| {

@@ -93,13 +93,7 @@ struct Loaded {
 }
 
 async fn load(server: &TestServer, rel: &str) -> Loaded {
-    let bytes = std::fs::read(crate::helpers::fixture(rel)).unwrap();
-    let name = rel.rsplit('/').next().unwrap();
-    let up = server
-        .upload_raw(&format!("framework=autogen&filename={name}"), bytes)
-        .await;
-    assert_eq!(up.status, StatusCode::OK, "{rel}: {}", up.json);
-    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let id = server.upload_fixture("autogen", rel).await;
     let graph = server.get(&format!("/api/graph/{id}")).await;
     assert_eq!(graph.status, StatusCode::OK, "{rel}: {}", graph.json);
     let units = server.get(&format!("/api/graph/{id}/annotations")).await;

@@ -1364,10 +1364,10 @@ fn sparse_codings(annotators: usize) -> Vec<(String, String, Vec<String>)> {
 }
 
 /// Codings borrowing `rows`.
-fn as_codings(rows: &[(String, String, Vec<String>)]) -> Vec<sessiongraph::labels::agreement::Coding<'_>> {
+fn as_codings(rows: &[(String, String, Vec<String>)]) -> Vec<sessiongraph::labels::codings::Coding<'_>> {
     rows.iter()
         .map(
-            |(unit, annotator, labels)| sessiongraph::labels::agreement::Coding {
+            |(unit, annotator, labels)| sessiongraph::labels::codings::Coding {
                 unit,
                 annotator,
                 labels,

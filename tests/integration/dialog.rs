@@ -5,7 +5,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use crate::helpers::{fixture, reference};
-use crate::server::{Options, TestServer};
+use crate::server::{graph_id, Options, TestServer};
 
 /// The sample served from a sessions directory (sub-agents beside it).
 async fn sample_server() -> (TestServer, String) {
@@ -92,10 +92,7 @@ async fn parse_for_dialog_reads_content_without_storing_it() {
         )
         .await;
     let workflow = server
-        .get(&format!(
-            "/api/graph/{}/workflow",
-            upload.json["graph_id"].as_str().unwrap()
-        ))
+        .get(&format!("/api/graph/{}/workflow", graph_id(&upload)))
         .await;
     assert_eq!(
         messages.len(),

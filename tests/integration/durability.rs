@@ -12,7 +12,8 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::helpers::fixture;
-use crate::server::fixture_files;
+use crate::helpers::records::Record;
+use crate::server::{fixture_files, upload_form};
 
 /// A server process.
 struct Process {
@@ -115,17 +116,6 @@ impl Drop for Process {
     }
 }
 
-fn upload_form(files: &[(String, Vec<u8>)]) -> reqwest::multipart::Form {
-    let mut form = reqwest::multipart::Form::new().text("framework", "claudecode");
-    for (name, bytes) in files {
-        form = form.part(
-            "file",
-            reqwest::multipart::Part::bytes(bytes.clone()).file_name(name.clone()),
-        );
-    }
-    form
-}
-
 /// Every entry under `dir`, recursively.
 fn entries(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -156,7 +146,7 @@ async fn an_accepted_upload_survives_kill_9() {
         .client
         .post(format!("{}/api/upload", server.url))
         .header("x-request-id", "durability-upload-1")
-        .multipart(upload_form(&sample))
+        .multipart(upload_form(&[("framework", "claudecode")], "file", &sample))
         .send()
         .await
         .unwrap();
@@ -219,10 +209,7 @@ async fn a_failure_is_logged_with_its_cause_in_the_request_span() {
     let sessions = tempfile::tempdir().unwrap();
     let server = Process::start(disk.path(), sessions.path()).await;
     // A 2 MB session cannot fit on a 1 MB disk: 507, its cause logged.
-    let big = format!(
-        r#"{{"type":"user","uuid":"big","parentUuid":null,"sessionId":"s","message":{{"role":"user","content":"{}"}}}}"#,
-        "x".repeat(2 << 20)
-    );
+    let big = Record::prompt("big", &"x".repeat(2 << 20)).line();
     let response = server
         .client
         .post(format!(
@@ -285,7 +272,7 @@ async fn an_upload_killed_before_its_answer_leaves_nothing_half_visible() {
         assert!(leftovers(data.path()).is_empty(), "temporary files after a start");
         let client = server.client.clone();
         let url = format!("{}/api/upload", server.url);
-        let form = upload_form(&files);
+        let form = upload_form(&[("framework", "claudecode")], "file", &files);
         let upload = tokio::spawn(async move { client.post(url).multipart(form).send().await });
         let answered = match delay_ms {
             Some(ms) => {
@@ -351,8 +338,13 @@ async fn a_log_still_being_written_loads_its_complete_lines_then_the_rest() {
     std::fs::create_dir_all(&project).unwrap();
     let id = "11111111-2222-4333-8444-555555555555";
     let path = project.join(format!("{id}.jsonl"));
-    let first = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","timestamp":"2025-12-01T10:00:00.000Z","message":{"role":"user","content":"Please write the docs"}}"#;
-    let second = r#"{"type":"user","uuid":"u2","parentUuid":"u1","sessionId":"s","timestamp":"2025-12-01T10:01:00.000Z","message":{"role":"user","content":"And the tests too"}}"#;
+    let first = Record::prompt("u1", "Please write the docs")
+        .at("2025-12-01T10:00:00.000Z")
+        .line();
+    let second = Record::prompt("u2", "And the tests too")
+        .parent("u1")
+        .at("2025-12-01T10:01:00.000Z")
+        .line();
     let (head, tail) = second.split_at(60);
     std::fs::write(&path, format!("{first}\n{head}")).unwrap();
 
@@ -473,12 +465,8 @@ async fn f15_an_upload_whose_client_closes_right_after_sending_is_stored() {
             let address = address.clone();
             std::thread::spawn(move || {
                 // Distinct contents: distinct sessions. About 4 MB each.
-                let log = format!(
-                    "{{\"type\":\"user\",\"uuid\":\"u0\",\"parentUuid\":null,\"sessionId\":\"s\",\
-                     \"message\":{{\"content\":\"upload {n}: {}\"}}}}\n",
-                    "words ".repeat(700_000)
-                )
-                .into_bytes();
+                let text = format!("upload {n}: {}", "words ".repeat(700_000));
+                let log = format!("{}\n", Record::prompt("u0", &text).line()).into_bytes();
                 let (content_type, body) = if n % 2 == 0 {
                     ("application/octet-stream".to_owned(), log)
                 } else {

@@ -228,7 +228,7 @@ async fn edge_counts_agree_in_the_upload_info_session_list_and_graph() {
         ..Options::default()
     };
     let server = TestServer::start(options.clone()).await;
-    let id = server.upload_sample().await;
+    let id = server.upload_fixture("claudecode", "commugraph-sample").await;
     let graph = server.get(&format!("/api/graph/{id}")).await.json;
     let edges = graph["graph"]["metadata"]["edge_count"].clone();
     assert_eq!(edges, 19, "the sample's graph");

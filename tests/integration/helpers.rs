@@ -99,43 +99,181 @@ impl Drop for SmallDisk {
     }
 }
 
-/// Builders for hand-written Claude Code records.
+/// Hand-written Claude Code records, one JSONL line each: [`records::Record`] builds one
+/// field by field; [`records::user`], [`records::assistant`] and [`records::tool_result`]
+/// are the shapes most tests write, taking their content as JSON text.
 pub mod records {
-    /// A user record with string or array `content` (JSON text).
-    pub fn user(uuid: &str, parent: Option<&str>, ts: &str, content: &str) -> String {
-        format!(
-            r#"{{"type":"user","uuid":"{uuid}","parentUuid":{},"isSidechain":false,"sessionId":"S","timestamp":"{ts}","message":{{"role":"user","content":{content}}}}}"#,
-            json_opt(parent)
-        )
+    use serde_json::{json, Map, Value};
+
+    /// A Claude Code record built field by field. [`Record::line`] writes its fields in the
+    /// order Claude Code does: `type`, `uuid`, `parentUuid`, `isSidechain`, `agentId`,
+    /// `sessionId`, `timestamp`, `requestId`, the other fields, then `message`.
+    #[derive(Debug, Clone)]
+    pub struct Record {
+        kind: &'static str,
+        uuid: String,
+        parent: Option<String>,
+        agent: Option<String>,
+        session: String,
+        timestamp: Option<String>,
+        request: Option<String>,
+        others: Vec<(String, Value)>,
+        message: Value,
     }
 
-    /// An assistant chunk holding one block (JSON text).
+    impl Record {
+        /// A user record `uuid` without parent, in session `S`, whose message holds
+        /// `content` (a string, or an array of blocks).
+        pub fn user(uuid: &str, content: Value) -> Record {
+            Record::new("user", uuid, json!({"role": "user", "content": content}))
+        }
+
+        /// A user prompt: a user record saying `text`.
+        pub fn prompt(uuid: &str, text: &str) -> Record {
+            Record::user(uuid, Value::from(text))
+        }
+
+        /// An assistant record `uuid` without parent, in session `S`: the API message
+        /// `message_id` holding `blocks`.
+        pub fn assistant(uuid: &str, message_id: &str, blocks: Vec<Value>) -> Record {
+            Record::new(
+                "assistant",
+                uuid,
+                json!({"id": message_id, "role": "assistant", "content": blocks}),
+            )
+        }
+
+        fn new(kind: &'static str, uuid: &str, message: Value) -> Record {
+            Record {
+                kind,
+                uuid: uuid.to_owned(),
+                parent: None,
+                agent: None,
+                session: "S".to_owned(),
+                timestamp: None,
+                request: None,
+                others: Vec::new(),
+                message,
+            }
+        }
+
+        /// The record it follows.
+        pub fn parent(mut self, uuid: &str) -> Record {
+            self.parent = Some(uuid.to_owned());
+            self
+        }
+
+        /// When it was written (ISO 8601).
+        pub fn at(mut self, timestamp: &str) -> Record {
+            self.timestamp = Some(timestamp.to_owned());
+            self
+        }
+
+        /// The session it belongs to.
+        pub fn session(mut self, id: &str) -> Record {
+            self.session = id.to_owned();
+            self
+        }
+
+        /// A record of sub-agent `agent_id`'s log (`isSidechain`).
+        pub fn sidechain(mut self, agent_id: &str) -> Record {
+            self.agent = Some(agent_id.to_owned());
+            self
+        }
+
+        /// The API request an assistant record answers.
+        pub fn request(mut self, id: &str) -> Record {
+            self.request = Some(id.to_owned());
+            self
+        }
+
+        /// The token usage of an assistant record's message.
+        pub fn usage(mut self, input_tokens: u64, output_tokens: u64) -> Record {
+            self.message["usage"] = json!({"input_tokens": input_tokens, "output_tokens": output_tokens});
+            self
+        }
+
+        /// Any other top-level field (`isCompactSummary`, `toolUseResult`, ...).
+        pub fn with(mut self, key: &str, value: Value) -> Record {
+            self.others.push((key.to_owned(), value));
+            self
+        }
+
+        /// The record as one JSONL line, without its newline.
+        pub fn line(&self) -> String {
+            let mut fields = Map::new();
+            fields.insert("type".into(), self.kind.into());
+            fields.insert("uuid".into(), self.uuid.clone().into());
+            fields.insert("parentUuid".into(), self.parent.clone().into());
+            fields.insert("isSidechain".into(), self.agent.is_some().into());
+            if let Some(agent) = &self.agent {
+                fields.insert("agentId".into(), agent.clone().into());
+            }
+            fields.insert("sessionId".into(), self.session.clone().into());
+            if let Some(timestamp) = &self.timestamp {
+                fields.insert("timestamp".into(), timestamp.clone().into());
+            }
+            if let Some(request) = &self.request {
+                fields.insert("requestId".into(), request.clone().into());
+            }
+            for (key, value) in &self.others {
+                fields.insert(key.clone(), value.clone());
+            }
+            fields.insert("message".into(), self.message.clone());
+            Value::Object(fields).to_string()
+        }
+    }
+
+    /// The JSON value of `text`, which a test wrote as JSON.
+    fn parsed(text: &str) -> Value {
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    }
+
+    /// A user record with string or array `content` (JSON text).
+    pub fn user(uuid: &str, parent: Option<&str>, ts: &str, content: &str) -> String {
+        let record = Record::user(uuid, parsed(content)).at(ts);
+        match parent {
+            Some(parent) => record.parent(parent),
+            None => record,
+        }
+        .line()
+    }
+
+    /// An assistant chunk holding `blocks` (JSON text: one block, or several separated by
+    /// commas), with token usage.
     pub fn assistant(
         uuid: &str,
         parent: Option<&str>,
         ts: &str,
         req: Option<&str>,
         msg: &str,
-        block: &str,
+        blocks: &str,
     ) -> String {
-        let req = req.map(|r| format!(r#","requestId":"{r}""#)).unwrap_or_default();
-        format!(
-            r#"{{"type":"assistant","uuid":"{uuid}","parentUuid":{},"isSidechain":false,"sessionId":"S","timestamp":"{ts}"{req},"message":{{"id":"{msg}","role":"assistant","content":[{block}],"usage":{{"input_tokens":10,"output_tokens":5}}}}}}"#,
-            json_opt(parent)
-        )
+        let Value::Array(blocks) = parsed(&format!("[{blocks}]")) else {
+            unreachable!("a JSON array parses as one")
+        };
+        let mut record = Record::assistant(uuid, msg, blocks).at(ts).usage(10, 5);
+        if let Some(parent) = parent {
+            record = record.parent(parent);
+        }
+        if let Some(req) = req {
+            record = record.request(req);
+        }
+        record.line()
     }
 
     /// A text block.
     pub fn text(t: &str) -> String {
-        format!(r#"{{"type":"text","text":"{t}"}}"#)
+        json!({"type": "text", "text": t}).to_string()
     }
 
     /// A tool_use block.
     pub fn tool_use(id: &str, name: &str, input: &str) -> String {
-        format!(r#"{{"type":"tool_use","id":"{id}","name":"{name}","input":{input}}}"#)
+        json!({"type": "tool_use", "id": id, "name": name, "input": parsed(input)}).to_string()
     }
 
-    /// A tool result record.
+    /// A tool result record; `extra` adds fields to the result block (JSON text starting
+    /// with a comma, or empty).
     pub fn tool_result(
         uuid: &str,
         parent: &str,
@@ -144,13 +282,10 @@ pub mod records {
         content: &str,
         extra: &str,
     ) -> String {
-        format!(
-            r#"{{"type":"user","uuid":"{uuid}","parentUuid":"{parent}","isSidechain":false,"sessionId":"S","timestamp":"{ts}","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"{tool_use_id}","content":"{content}"{extra}}}]}}}}"#
-        )
-    }
-
-    fn json_opt(s: Option<&str>) -> String {
-        s.map_or("null".to_owned(), |s| format!(r#""{s}""#))
+        let block = parsed(&format!(
+            r#"{{"type":"tool_result","tool_use_id":"{tool_use_id}","content":"{content}"{extra}}}"#
+        ));
+        Record::user(uuid, json!([block])).parent(parent).at(ts).line()
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::Value;
 
+use crate::helpers::records::Record;
 use crate::helpers::{fixture, tiny_chain, SmallDisk};
 use crate::server::{Options, Reply, TestServer};
 
@@ -15,9 +16,9 @@ const MAIN: &str = "11111111-2222-4333-8444-555555555555.jsonl";
 
 /// A prompt that makes a session of any file it is added to.
 fn prompt(uuid: &str) -> String {
-    format!(
-        r#"{{"type":"user","uuid":"{uuid}","parentUuid":null,"sessionId":"s","timestamp":"2025-12-01T10:00:00.000Z","message":{{"role":"user","content":"Please look at this"}}}}"#
-    )
+    Record::prompt(uuid, "Please look at this")
+        .at("2025-12-01T10:00:00.000Z")
+        .line()
 }
 
 /// Lines joined with newlines, one at the end.
@@ -291,10 +292,8 @@ async fn hostile_multipart_uploads_get_an_error_or_a_diagnostic() {
     let mut files = vec![(MAIN.to_owned(), jsonl(&[prompt("m1")]))];
     for i in 0..999 {
         let agent = format!("{i:08x}");
-        let record = format!(
-            r#"{{"type":"user","uuid":"a{i}","parentUuid":null,"isSidechain":true,"agentId":"{agent}","sessionId":"s","message":{{"content":"sub-agent task {i}"}}}}"#
-        );
-        files.push((format!("agent-{agent}.jsonl"), jsonl(&[record])));
+        let record = Record::prompt(&format!("a{i}"), &format!("sub-agent task {i}")).sidechain(&agent);
+        files.push((format!("agent-{agent}.jsonl"), jsonl(&[record.line()])));
     }
     let many = server
         .upload_multipart(&[("framework", "claudecode")], "files", &files)
@@ -779,10 +778,7 @@ async fn a_full_disk_answers_507_and_keeps_nothing_of_the_upload() {
     })
     .await;
     // A 2 MB session cannot fit on a 1 MB disk.
-    let big = format!(
-        r#"{{"type":"user","uuid":"big","parentUuid":null,"sessionId":"s","message":{{"role":"user","content":"{}"}}}}"#,
-        "x".repeat(2 << 20)
-    );
+    let big = Record::prompt("big", &"x".repeat(2 << 20)).line();
     let full = server
         .upload_raw(&format!("framework=claudecode&filename={MAIN}"), jsonl(&[big]))
         .await;

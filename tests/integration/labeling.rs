@@ -13,6 +13,7 @@ use sessiongraph::labels::import_body::BATCH_LINES;
 use sessiongraph::labels::LabelPolicy;
 
 use crate::complexity::{CountedRuntime, Work};
+use crate::helpers::records::Record;
 use crate::labels::{
     hold_write_lock, labels_shown, put, quote_of, release_write_lock, sample_server, TestDb,
 };
@@ -758,15 +759,27 @@ async fn progress_and_agreement_report_the_submitted_sets() {
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn labels_on_a_unit_that_disappears_are_kept_and_reported_orphaned() {
+/// A sessions directory holding one log of two prompts, the log's path and its first line:
+/// the log rewritten with that line alone no longer has the second prompt's unit.
+fn two_prompt_log() -> (tempfile::TempDir, std::path::PathBuf, String) {
     let dir = tempfile::tempdir().unwrap();
     let session = dir.path().join("proj");
     std::fs::create_dir_all(&session).unwrap();
     let file = session.join("s.jsonl");
-    let first = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"Please refactor the parser module"}}"#;
-    let second = r#"{"type":"user","uuid":"u2","parentUuid":"u1","sessionId":"s","timestamp":"2026-01-01T00:01:00Z","message":{"role":"user","content":"And then write the tests for it"}}"#;
+    let first = Record::prompt("u1", "Please refactor the parser module")
+        .at("2026-01-01T00:00:00Z")
+        .line();
+    let second = Record::prompt("u2", "And then write the tests for it")
+        .parent("u1")
+        .at("2026-01-01T00:01:00Z")
+        .line();
     std::fs::write(&file, format!("{first}\n{second}\n")).unwrap();
+    (dir, file, first)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_on_a_unit_that_disappears_are_kept_and_reported_orphaned() {
+    let (dir, file, first) = two_prompt_log();
     let server = TestServer::start(Options {
         sessions_dirs: vec![dir.path().to_owned()],
         ..Options::default()
@@ -1556,13 +1569,7 @@ async fn f2_blind_mode_hides_who_labeled_an_orphaned_unit() {
 }
 
 async fn blind_orphans(db: &TestDb) {
-    let dir = tempfile::tempdir().unwrap();
-    let session = dir.path().join("proj");
-    std::fs::create_dir_all(&session).unwrap();
-    let file = session.join("s.jsonl");
-    let first = r#"{"type":"user","uuid":"u1","parentUuid":null,"sessionId":"s","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"Please refactor the parser module"}}"#;
-    let second = r#"{"type":"user","uuid":"u2","parentUuid":"u1","sessionId":"s","timestamp":"2026-01-01T00:01:00Z","message":{"role":"user","content":"And then write the tests for it"}}"#;
-    std::fs::write(&file, format!("{first}\n{second}\n")).unwrap();
+    let (dir, file, first) = two_prompt_log();
     let server = TestServer::start(Options {
         sessions_dirs: vec![dir.path().to_owned()],
         api_keys: vec!["alice:k-a".into(), "bob:k-b".into(), "lead:k-l".into()],

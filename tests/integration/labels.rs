@@ -116,7 +116,7 @@ impl TestDb {
 /// text; sub-agent units included).
 pub async fn sample_server(options: Options) -> (TestServer, String, Vec<(String, String, bool)>) {
     let server = TestServer::start(options).await;
-    let id = server.upload_sample().await;
+    let id = server.upload_fixture("claudecode", "commugraph-sample").await;
     let units = units(&server, &id).await;
     (server, id, units)
 }

@@ -16,6 +16,7 @@ mod helpers;
 mod hostile;
 mod labeling;
 mod labels;
+mod modules;
 mod openapi;
 mod properties;
 mod reference_errors;

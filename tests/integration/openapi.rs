@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use serde_json::{json, Value};
 
 use crate::helpers::{fixture, root};
-use crate::server::{fixture_files, Options, Reply, TestServer};
+use crate::server::{fixture_files, graph_id, Options, Reply, TestServer};
 
 fn spec() -> Value {
     let text = std::fs::read_to_string(root().join("openapi.yaml")).unwrap();
@@ -92,19 +92,16 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         seen: BTreeSet::new(),
     };
     // `/readyz` before the store is restored.
-    let store = sessiongraph::store::Store::new(Default::default()).unwrap();
-    let codebook = std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap());
-    let labels =
-        sessiongraph::labels::LabelStore::open("sqlite::memory:", codebook.clone(), Default::default())
-            .await
-            .unwrap();
-    let labels = std::sync::Arc::new(labels);
-    let starting = sessiongraph::AppState::new(sessiongraph::SharedState {
-        store: std::sync::Arc::new(store),
-        config: std::sync::Arc::new(Default::default()),
-        codebook,
-        labels: labels.clone(),
-    });
+    let starting = sessiongraph::AppState::build(sessiongraph::AppSettings {
+        store: Default::default(),
+        api: Default::default(),
+        codebook: sessiongraph::labels::Codebook::built_in().unwrap(),
+        database_url: "sqlite::memory:".into(),
+        label_policy: Default::default(),
+    })
+    .await
+    .unwrap();
+    let labels = starting.labels.clone();
     let app = sessiongraph::app(starting);
     let oneshot = |path: &'static str| {
         let app = app.clone();
@@ -176,12 +173,12 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     c.check("get", "/api/me", &server.get("/api/me?annotator=ann.a").await);
 
     // Uploads: the sample (sub-agents loaded), a main log alone (sub-agents missing).
-    let sample = fixture_files(&fixture("commugraph-sample"));
     let up = server
-        .upload_multipart(&[("framework", "claudecode")], "file", &sample)
+        .upload_fixture_reply("claudecode", "commugraph-sample")
         .await;
     c.check("post", "/api/upload", &up);
-    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let id = graph_id(&up);
+    let sample = fixture_files(&fixture("commugraph-sample"));
     let alone = server
         .upload_raw("framework=claudecode&filename=main.jsonl", sample[0].1.clone())
         .await;
@@ -305,7 +302,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         .upload_raw("framework=autogen&filename=chat.jsonl", autogen)
         .await;
     c.check("post", "/api/upload", &up);
-    let ag = up.json["graph_id"].as_str().unwrap().to_owned();
+    let ag = graph_id(&up);
     for (template, suffix) in [
         ("/api/graph/{id}/annotations", "/annotations"),
         ("/api/graph/{id}", "?step=10"),
@@ -325,12 +322,9 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         "autogen/agentchat/tool_error_parallel.json",
         "autogen/ag2/tools_chat_result.json",
     ] {
-        let bytes = std::fs::read(crate::helpers::fixture(fixture)).unwrap();
-        let up = server
-            .upload_raw("framework=autogen&filename=tools.json", bytes)
-            .await;
+        let up = server.upload_fixture_reply("autogen", fixture).await;
         c.check("post", "/api/upload", &up);
-        let tools = up.json["graph_id"].as_str().unwrap().to_owned();
+        let tools = graph_id(&up);
         for (template, suffix) in [
             ("/api/graph/{id}/annotations", "/annotations"),
             ("/api/graph/{id}", ""),

@@ -31,7 +31,7 @@ fn assert_adapted(case: &str, got: &Reply, status: StatusCode, body: Value, why:
 
 async fn with_sample() -> (TestServer, String) {
     let server = TestServer::start(Options::default()).await;
-    let id = server.upload_sample().await;
+    let id = server.upload_fixture("claudecode", "commugraph-sample").await;
     (server, id)
 }
 

@@ -1,10 +1,10 @@
 //! Regression tests, one per quirk of real Claude Code logs.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use sessiongraph::core::views::{self, View, ViewOptions};
 use sessiongraph::core::{LoadOptions, Session, SessionError, SessionInput, SourceFile};
 
-use crate::helpers::records::{assistant, text, tool_result, tool_use, user};
+use crate::helpers::records::{assistant, text, tool_result, tool_use, user, Record};
 use crate::helpers::{body, fixture, load_files, load_lines, load_path};
 
 const MAIN: &str = "11111111-2222-4333-8444-555555555555.jsonl";
@@ -102,7 +102,11 @@ fn dangling_logical_parent_falls_back_to_parent_uuid() {
     let lines = vec![
         user("u1", None, "2025-01-01T00:00:00.000Z", r#""Before compaction""#),
         r#"{"type":"system","subtype":"compact_boundary","uuid":"b1","parentUuid":null,"logicalParentUuid":"never-written","timestamp":"2025-01-01T00:00:05.000Z","content":"Conversation compacted","compactMetadata":{"trigger":"manual","preTokens":10}}"#.to_owned(),
-        r#"{"type":"user","uuid":"s1","parentUuid":"b1","isCompactSummary":true,"timestamp":"2025-01-01T00:00:05.001Z","message":{"role":"user","content":"Summary of before."}}"#.to_owned(),
+        Record::prompt("s1", "Summary of before.")
+            .parent("b1")
+            .at("2025-01-01T00:00:05.001Z")
+            .with("isCompactSummary", json!(true))
+            .line(),
         user("u2", Some("s1"), "2025-01-01T00:00:06.000Z", r#""After compaction""#),
     ];
     let session = load_lines(&lines);
@@ -658,13 +662,12 @@ fn a_two_hundred_thousand_record_chain_loads_without_recursion() {
     let n = 200_000;
     let mut lines = Vec::with_capacity(n);
     for i in 0..n {
-        let parent = if i == 0 {
-            "null".to_owned()
-        } else {
-            format!("\"c{}\"", i - 1)
-        };
-        lines.push(format!(
-            r#"{{"type":"user","uuid":"c{i}","parentUuid":{parent},"timestamp":"2025-01-01T00:00:00.000Z","message":{{"role":"user","content":"step {i} of the chain"}}}}"#
+        let parent = i.checked_sub(1).map(|p| format!("c{p}"));
+        lines.push(user(
+            &format!("c{i}"),
+            parent.as_deref(),
+            "2025-01-01T00:00:00.000Z",
+            &format!(r#""step {i} of the chain""#),
         ));
     }
     let session = load_lines(&lines);

@@ -4,7 +4,8 @@
 use reqwest::StatusCode;
 
 use crate::helpers::fixture;
-use crate::server::{fixture_files, Options, Reply, TestServer};
+use crate::helpers::records::Record;
+use crate::server::{fixture_files, graph_id, upload_form, Options, Reply, TestServer};
 
 const SAMPLE: &str = "ab51623b-c26d-45f5-b98e-f9d0cfa17018";
 
@@ -230,7 +231,7 @@ async fn no_response_names_the_servers_own_directories() {
 async fn no_error_or_diagnostic_echoes_what_a_file_contains() {
     let server = TestServer::start(Options::default()).await;
     const SECRET: &str = "sk-secret-0f9e8d7c";
-    let prompt = r#"{"type":"user","uuid":"p1","parentUuid":null,"message":{"content":"hello"}}"#;
+    let prompt = Record::prompt("p1", "hello").line();
     let broken = [
         format!(r#"{{"type":"user","uuid":"b1","message":{{"content":"{SECRET}"#),
         format!(r#"{{"type":"user","uuid":"b2","message":{{"content":"{SECRET}\q"}}}}"#),
@@ -246,13 +247,12 @@ async fn no_error_or_diagnostic_echoes_what_a_file_contains() {
         .await;
     assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{}", refused.json);
     let mut bodies = vec![refused];
-    let mut lines = vec![prompt.to_owned()];
+    let mut lines = vec![prompt];
     lines.extend(broken.iter().cloned());
     let loaded = server
         .upload_raw("framework=claudecode", lines.join("\n").into_bytes())
         .await;
-    assert_eq!(loaded.status, StatusCode::OK, "{}", loaded.json);
-    let id = loaded.json["graph_id"].as_str().unwrap().to_owned();
+    let id = graph_id(&loaded);
     assert!(
         loaded.json["diagnostics"]["bad_lines"].as_u64() >= Some(3),
         "{}",
@@ -624,10 +624,7 @@ async fn f3_cross_site_writes_and_rebinding_hosts_are_refused() {
         }
         let r = send(Method::POST, "/api/labels/queue/next", "text/plain", extra).await;
         assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.json);
-        let form = reqwest::multipart::Form::new().part(
-            "file",
-            reqwest::multipart::Part::bytes(b"{}\n".to_vec()).file_name("a.jsonl"),
-        );
+        let form = upload_form(&[], "file", &[("a.jsonl".to_owned(), b"{}\n".to_vec())]);
         let mut upload = server
             .client
             .post(format!("{}/api/upload", server.url))

@@ -1,13 +1,12 @@
 //! A real server on 127.0.0.1:0 for the HTTP tests, driven with reqwest.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use reqwest::multipart::{Form, Part};
 use reqwest::StatusCode;
 use serde_json::Value;
-use sessiongraph::store::{Store, StoreConfig};
-use sessiongraph::{ApiConfig, AppState};
+use sessiongraph::store::StoreConfig;
+use sessiongraph::{ApiConfig, AppSettings, AppState};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -123,30 +122,20 @@ impl TestServer {
                 (Some(t), p)
             }
         };
-        let store = Store::new(StoreConfig {
-            data_dir: Some(data_dir.clone()),
-            sessions_dirs: options.sessions_dirs,
-            cache_bytes: options.cache_bytes,
-            background_counts: options.background_counts,
-            render_budget_bytes: options.render_budget_bytes,
-            memory_bound: options.memory_bound,
-        })
-        .expect("store opens");
-        let codebook = Arc::new(match options.codebook {
-            Some(codebook) => codebook,
-            None => sessiongraph::labels::Codebook::built_in().expect("the built-in codebook loads"),
-        });
         let database_url = match options.database_url {
             Some(url) => url,
             None => sessiongraph::labels::store::default_url(&data_dir).unwrap(),
         };
-        let labels =
-            sessiongraph::labels::LabelStore::open(&database_url, codebook.clone(), options.label_policy)
-                .await
-                .expect("the label database opens");
-        let state = AppState::new(sessiongraph::SharedState {
-            store: Arc::new(store),
-            config: Arc::new(ApiConfig {
+        let state = AppState::build(AppSettings {
+            store: StoreConfig {
+                data_dir: Some(data_dir.clone()),
+                sessions_dirs: options.sessions_dirs,
+                cache_bytes: options.cache_bytes,
+                background_counts: options.background_counts,
+                render_budget_bytes: options.render_budget_bytes,
+                memory_bound: options.memory_bound,
+            },
+            api: ApiConfig {
                 max_upload_bytes: options.max_upload_bytes,
                 request_timeout: options.request_timeout,
                 header_read_timeout: options.header_read_timeout,
@@ -158,10 +147,16 @@ impl TestServer {
                 api_keys: sessiongraph::api::auth::ApiKeys::new(&options.api_keys),
                 read_only: options.read_only,
                 allowed_hosts: sessiongraph::api::origin::AllowedHosts::new(true, &options.allowed_hosts),
-            }),
-            codebook,
-            labels: Arc::new(labels),
-        });
+            },
+            codebook: match options.codebook {
+                Some(codebook) => codebook,
+                None => sessiongraph::labels::Codebook::built_in().expect("the built-in codebook loads"),
+            },
+            database_url,
+            label_policy: options.label_policy,
+        })
+        .await
+        .expect("the store and the label database open");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = oneshot::channel::<()>();
@@ -264,17 +259,26 @@ impl TestServer {
         Reply::read(request.send().await.unwrap()).await
     }
 
-    /// Uploads the CommuGraph sample (main log and its four sub-agents) and returns its id.
-    pub async fn upload_sample(&self) -> String {
-        let up = self
-            .upload_multipart(
-                &[("framework", "claudecode")],
-                "file",
-                &fixture_files(&crate::helpers::fixture("commugraph-sample")),
-            )
-            .await;
-        assert!(up.status.is_success(), "{}", up.json);
-        up.json["graph_id"].as_str().unwrap().to_owned()
+    /// Uploads the fixture at `fixtures/<rel>` as `framework` and returns its id; panics
+    /// unless the upload is accepted. See [`TestServer::upload_fixture_reply`].
+    pub async fn upload_fixture(&self, framework: &str, rel: &str) -> String {
+        graph_id(&self.upload_fixture_reply(framework, rel).await)
+    }
+
+    /// Uploads the fixture at `fixtures/<rel>` as `framework` and returns the reply: a
+    /// directory's logs in one multipart upload (field `file`, main log first, then its
+    /// agents), a file as a raw upload under its own name.
+    pub async fn upload_fixture_reply(&self, framework: &str, rel: &str) -> Reply {
+        let path = crate::helpers::fixture(rel);
+        if path.is_dir() {
+            self.upload_multipart(&[("framework", framework)], "file", &fixture_files(&path))
+                .await
+        } else {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            self.upload_raw(&format!("framework={framework}&filename={name}"), bytes)
+                .await
+        }
     }
 
     /// GET `path` with `If-None-Match: etag` (the reply's body is not read as JSON).
@@ -313,20 +317,10 @@ impl TestServer {
         file_field: &str,
         files: &[(String, Vec<u8>)],
     ) -> Reply {
-        let mut form = Form::new();
-        for (k, v) in fields {
-            form = form.text(k.to_string(), v.to_string());
-        }
-        for (name, bytes) in files {
-            form = form.part(
-                file_field.to_owned(),
-                Part::bytes(bytes.clone()).file_name(name.clone()),
-            );
-        }
         let r = self
             .client
             .post(format!("{}/api/upload", self.url))
-            .multipart(form)
+            .multipart(upload_form(fields, file_field, files))
             .send()
             .await
             .unwrap();
@@ -385,6 +379,35 @@ impl TestServer {
             json,
         }
     }
+}
+
+/// The id of an accepted upload; panics, showing the reply's body, unless `reply` is a 200.
+pub fn graph_id(reply: &Reply) -> String {
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "the upload was refused: {}",
+        reply.json
+    );
+    reply.json["graph_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an accepted upload without graph_id: {}", reply.json))
+        .to_owned()
+}
+
+/// A multipart upload body: `fields` are text fields, `files` go in field `file_field`.
+pub fn upload_form(fields: &[(&str, &str)], file_field: &str, files: &[(String, Vec<u8>)]) -> Form {
+    let mut form = Form::new();
+    for (k, v) in fields {
+        form = form.text(k.to_string(), v.to_string());
+    }
+    for (name, bytes) in files {
+        form = form.part(
+            file_field.to_owned(),
+            Part::bytes(bytes.clone()).file_name(name.clone()),
+        );
+    }
+    form
 }
 
 /// The files of a fixture directory, main log first, then agents by name.

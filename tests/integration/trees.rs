@@ -7,7 +7,7 @@ use sessiongraph::core::views::branches::context_body;
 use sessiongraph::core::views::{View, ViewOptions};
 use sessiongraph::core::Session;
 
-use crate::helpers::records::{assistant, text, tool_result, tool_use, user};
+use crate::helpers::records::{assistant, text, tool_result, tool_use, user, Record};
 use crate::helpers::{body, fixture, load_files, load_lines, load_path};
 
 /// The roles and texts of the context at `leaf`.
@@ -520,9 +520,13 @@ fn several_compactions_keep_only_the_latest_summary_in_context() {
         lines.push(format!(
             r#"{{"type":"system","subtype":"compact_boundary","uuid":"{b}","parentUuid":null,"logicalParentUuid":"{last}","timestamp":"2025-01-01T0{k}:00:00.000Z","content":"Conversation compacted","compactMetadata":{{"trigger":"auto","preTokens":{k}}}}}"#
         ));
-        lines.push(format!(
-            r#"{{"type":"user","uuid":"{s}","parentUuid":"{b}","isCompactSummary":true,"timestamp":"2025-01-01T0{k}:00:00.001Z","message":{{"role":"user","content":"Summary {k}"}}}}"#
-        ));
+        lines.push(
+            Record::prompt(&s, &format!("Summary {k}"))
+                .parent(&b)
+                .at(&format!("2025-01-01T0{k}:00:00.001Z"))
+                .with("isCompactSummary", json!(true))
+                .line(),
+        );
         lines.push(user(
             &u,
             Some(&s),
@@ -588,8 +592,16 @@ fn interleaved_and_delayed_tool_results_find_their_calls() {
     ]
     .join("\n");
     let agent = [
-        r#"{"type":"user","uuid":"s1","parentUuid":null,"isSidechain":true,"agentId":"ab12","sessionId":"S","timestamp":"2025-01-01T00:00:03.000Z","message":{"role":"user","content":"Look around"}}"#.to_owned(),
-        r#"{"type":"assistant","uuid":"s2","parentUuid":"s1","isSidechain":true,"agentId":"ab12","sessionId":"S","timestamp":"2025-01-01T00:00:10.000Z","requestId":"rs","message":{"id":"ms","role":"assistant","content":[{"type":"text","text":"Looked."}]}}"#.to_owned(),
+        Record::prompt("s1", "Look around")
+            .sidechain("ab12")
+            .at("2025-01-01T00:00:03.000Z")
+            .line(),
+        Record::assistant("s2", "ms", vec![json!({"type": "text", "text": "Looked."})])
+            .parent("s1")
+            .sidechain("ab12")
+            .at("2025-01-01T00:00:10.000Z")
+            .request("rs")
+            .line(),
     ]
     .join("\n");
     let session = load_files(&[("main.jsonl", &main), ("agent-ab12.jsonl", &agent)]);
@@ -629,17 +641,32 @@ fn sidechains_nested_deeper_than_fifty_are_linked_level_by_level() {
     let depth = 60;
     let mut files: Vec<(String, String)> = Vec::new();
     let task = |uuid: &str, parent: &str, agent: Option<&str>, id: usize| {
-        let side = agent
-            .map(|a| format!(r#","isSidechain":true,"agentId":"{a}""#))
-            .unwrap_or_default();
-        let result = format!(
-            r#"{{"type":"user","uuid":"{uuid}-r","parentUuid":"{uuid}","sessionId":"S"{side},"timestamp":"2025-01-01T00:00:{:02}.000Z","toolUseResult":{{"agentId":"a{id:03}","status":"completed"}},"message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{id:03}","content":"ok"}}]}}}}"#,
-            59 - (id % 60)
+        let in_log = |record: Record| match agent {
+            Some(agent) => record.sidechain(agent),
+            None => record,
+        };
+        let call = Record::assistant(
+            uuid,
+            &format!("mq{id}"),
+            vec![
+                json!({"type": "tool_use", "id": format!("t{id:03}"), "name": "Task",
+                        "input": {"prompt": format!("level {id}"), "subagent_type": "Nested"}}),
+            ],
+        )
+        .parent(parent)
+        .at(&format!("2025-01-01T00:00:00.{id:03}Z"))
+        .request(&format!("rq{id}"));
+        let result = Record::user(
+            &format!("{uuid}-r"),
+            json!([{"type": "tool_result", "tool_use_id": format!("t{id:03}"), "content": "ok"}]),
+        )
+        .parent(uuid)
+        .at(&format!("2025-01-01T00:00:{:02}.000Z", 59 - (id % 60)))
+        .with(
+            "toolUseResult",
+            json!({"agentId": format!("a{id:03}"), "status": "completed"}),
         );
-        let call = format!(
-            r#"{{"type":"assistant","uuid":"{uuid}","parentUuid":"{parent}","sessionId":"S"{side},"timestamp":"2025-01-01T00:00:00.{id:03}Z","requestId":"rq{id}","message":{{"id":"mq{id}","role":"assistant","content":[{{"type":"tool_use","id":"t{id:03}","name":"Task","input":{{"prompt":"level {id}","subagent_type":"Nested"}}}}]}}}}"#
-        );
-        format!("{call}\n{result}")
+        format!("{}\n{}", in_log(call).line(), in_log(result).line())
     };
     files.push((
         "main.jsonl".into(),
@@ -651,9 +678,10 @@ fn sidechains_nested_deeper_than_fifty_are_linked_level_by_level() {
     ));
     for level in 0..depth {
         let agent = format!("a{level:03}");
-        let root = format!(
-            r#"{{"type":"user","uuid":"{agent}-p","parentUuid":null,"isSidechain":true,"agentId":"{agent}","sessionId":"S","timestamp":"2025-01-01T00:00:00.{level:03}Z","message":{{"role":"user","content":"level {level}"}}}}"#
-        );
+        let root = Record::prompt(&format!("{agent}-p"), &format!("level {level}"))
+            .sidechain(&agent)
+            .at(&format!("2025-01-01T00:00:00.{level:03}Z"))
+            .line();
         let body = if level + 1 < depth {
             format!(
                 "{root}\n{}",

@@ -5,7 +5,8 @@
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::server::{Options, TestServer};
+use crate::helpers::records::Record;
+use crate::server::{graph_id, Options, TestServer};
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
 img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
@@ -162,19 +163,20 @@ const HOSTILE: &str =
 /// Uploads a two-unit session whose prompt is [`HOSTILE`]; its id and the prompt's unit.
 async fn upload_hostile(server: &TestServer) -> (String, String) {
     let session = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
-    let user = json!({"parentUuid": null, "isSidechain": false, "userType": "external", "type": "user",
-        "uuid": "00000000-0000-4000-8000-0000000000a1", "sessionId": session,
-        "timestamp": "2025-12-01T10:00:00.000Z", "message": {"role": "user", "content": HOSTILE}});
-    let assistant = json!({"parentUuid": "00000000-0000-4000-8000-0000000000a1", "isSidechain": false,
-        "type": "assistant", "uuid": "00000000-0000-4000-8000-0000000000a2", "sessionId": session,
-        "timestamp": "2025-12-01T10:00:01.000Z", "message": {"role": "assistant", "id": "msg_01",
-        "content": [{"type": "text", "text": "I will not run that."}]}});
-    let body = format!("{user}\n{assistant}\n").into_bytes();
+    let prompt = "00000000-0000-4000-8000-0000000000a1";
+    let user = Record::prompt(prompt, HOSTILE)
+        .session(session)
+        .at("2025-12-01T10:00:00.000Z");
+    let answer = json!({"type": "text", "text": "I will not run that."});
+    let assistant = Record::assistant("00000000-0000-4000-8000-0000000000a2", "msg_01", vec![answer])
+        .parent(prompt)
+        .session(session)
+        .at("2025-12-01T10:00:01.000Z");
+    let body = format!("{}\n{}\n", user.line(), assistant.line()).into_bytes();
     let up = server
         .upload_raw(&format!("framework=claudecode&filename={session}.jsonl"), body)
         .await;
-    assert_eq!(up.status, StatusCode::OK, "{}", up.json);
-    let id = up.json["graph_id"].as_str().unwrap().to_owned();
+    let id = graph_id(&up);
     let units = crate::labels::units(server, &id).await;
     let prompt = units.iter().find(|(_, t, _)| t.contains("<script>")).unwrap();
     (id, prompt.0.clone())

@@ -1,0 +1,71 @@
+//! Why the store could not do something: the one error type every part of the store
+//! answers with.
+
+use crate::core::pipeline::session::NoConversation;
+use crate::core::SessionError;
+
+use super::disk::DiskError;
+
+/// Why the store could not do something.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No session has this id.
+    #[error("session '{0}' not found")]
+    NotFound(String),
+    /// Sessions read from a configured directory belong to their owner; they are never
+    /// deleted here.
+    #[error("session '{0}' is read from a sessions directory and cannot be deleted")]
+    ReadOnly(String),
+    /// The upload holds no conversation: only snapshots, summaries, blank lines, or lines
+    /// that could not be read.
+    #[error(transparent)]
+    NoConversation(#[from] NoConversation),
+    /// The session could not be loaded (no main file; a bad line with strict loading).
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// A file of a session in a sessions directory was refused (a symbolic link, not a
+    /// regular file) or could not be read.
+    #[error("session '{id}': {source}")]
+    SessionFile {
+        /// The session.
+        id: String,
+        /// What went wrong, naming the file relative to its sessions directory.
+        source: DiskError,
+    },
+    /// Storing or reading an upload failed.
+    #[error("upload storage failed: {0}")]
+    Io(std::io::Error),
+    /// The upload storage is full (no space left, quota used up): nothing was stored.
+    #[error("upload storage is full: {0}")]
+    StorageFull(std::io::Error),
+    /// A blocking task panicked or was cancelled.
+    #[error("a background task failed: {0}")]
+    Task(String),
+    /// The render budget has no room for the render now; it may have later.
+    #[error("too many renders in progress; retry in {} s", retry_after.as_secs())]
+    Busy {
+        /// When to try again.
+        retry_after: std::time::Duration,
+    },
+}
+
+impl From<std::io::Error> for StoreError {
+    /// A failure of the upload storage; a full disk is told apart (the client hears 507).
+    fn from(e: std::io::Error) -> StoreError {
+        if super::uploads::is_storage_full(&e) {
+            StoreError::StorageFull(e)
+        } else {
+            StoreError::Io(e)
+        }
+    }
+}
+
+impl StoreError {
+    /// A file of session `id` in a sessions directory went wrong.
+    pub(super) fn session_file(id: &str, source: DiskError) -> StoreError {
+        StoreError::SessionFile {
+            id: id.to_owned(),
+            source,
+        }
+    }
+}
