@@ -108,20 +108,71 @@ fn named_paths(module: &ModulePath, text: &str) -> Vec<ModulePath> {
     out
 }
 
+/// The names each module re-exports (`pub use child::{A, B};`), with the module each
+/// comes from: a path through a re-export names the module that defines the item.
+fn re_exports(sources: &BTreeMap<ModulePath, String>) -> BTreeMap<(ModulePath, String), ModulePath> {
+    let mut out = BTreeMap::new();
+    for (module, text) in sources {
+        for statement in text.split("pub use ").skip(1) {
+            let statement = statement.split(';').next().unwrap_or("");
+            let (prefix, names) = match statement.split_once('{') {
+                Some((prefix, group)) => (prefix, group.trim_end().trim_end_matches('}').to_owned()),
+                None => match statement.rsplit_once("::") {
+                    Some((prefix, name)) => (prefix, name.to_owned()),
+                    None => continue,
+                },
+            };
+            let mut from: ModulePath = module.clone();
+            for part in prefix.split("::").map(str::trim).filter(|s| !s.is_empty()) {
+                match part {
+                    "crate" => from.clear(),
+                    "self" => {}
+                    "super" => {
+                        from.pop();
+                    }
+                    name => from.push(name.to_owned()),
+                }
+            }
+            let Some(defining) = longest_module(sources, &from) else {
+                continue;
+            };
+            for name in names.split(',') {
+                let name = name.split(" as ").last().unwrap_or("").trim();
+                if !name.is_empty() && !name.contains("::") {
+                    out.insert((module.clone(), name.to_owned()), defining.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The longest prefix of `path` that is a module of `sources`.
+fn longest_module(sources: &BTreeMap<ModulePath, String>, path: &[String]) -> Option<ModulePath> {
+    (0..=path.len())
+        .rev()
+        .map(|k| path[..k].to_vec())
+        .find(|prefix| sources.contains_key(prefix))
+}
+
 /// The module graph of the crate whose sources are in `dir`: each module to the modules
-/// it names (the longest module prefix of each path), leaving out a module's own
-/// descendants (a parent declares and re-exports its children).
+/// it names (the longest module prefix of each path, through re-exports), leaving out a
+/// module's own descendants (a parent declares its children).
 fn module_graph(dir: &Path) -> BTreeMap<ModulePath, BTreeSet<ModulePath>> {
     let sources = modules(dir);
+    let exports = re_exports(&sources);
     let mut graph = BTreeMap::new();
     for (module, text) in &sources {
         let mut targets = BTreeSet::new();
         for path in named_paths(module, text) {
-            let target = (0..=path.len())
-                .rev()
-                .map(|k| path[..k].to_vec())
-                .find(|prefix| sources.contains_key(prefix))
-                .unwrap_or_default();
+            let Some(mut target) = longest_module(&sources, &path) else {
+                continue;
+            };
+            if let Some(name) = path.get(target.len()) {
+                if let Some(defining) = exports.get(&(target.clone(), name.clone())) {
+                    target = defining.clone();
+                }
+            }
             if !target.starts_with(module) {
                 targets.insert(target);
             }
