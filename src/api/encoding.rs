@@ -8,7 +8,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Response};
 use http_body::Body as _;
 use http_body_util::BodyExt;
 
-use super::body::http_body;
+use super::chunked::http_body;
 use super::error::ApiError;
 use crate::core::views::Body;
 use crate::store::compress::{compress, Effort, Encoding, MIN_COMPRESSED_BYTES};

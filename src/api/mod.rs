@@ -21,12 +21,12 @@
 //! `GET /api/graph/{id}/labels/{event_id}/history` every change of a unit's sets.
 
 pub mod auth;
-pub mod body;
+pub mod chunked;
 pub mod dialog;
+pub mod download;
 pub mod edge;
 pub mod encoding;
 pub mod error;
-pub mod export;
 pub mod labeling;
 pub mod labels;
 pub mod limits;
@@ -123,7 +123,7 @@ fn read_routes(config: &ApiConfig) -> Router<AppState> {
         .route("/api/graph/{id}/diagnostics", views::diagnostics())
         .route("/api/graph/{id}/branches", views::branches())
         .route("/api/graph/{id}/context", get(views::context))
-        .route("/api/graph/{id}/export", get(export::export))
+        .route("/api/graph/{id}/export", get(download::export))
         .route("/api/graph/{id}/info", get(sessions::info))
         .route("/api/graph/{id}/labels", get(labels::list_sets))
         .route("/api/graph/{id}/labels/{event_id}/history", get(labels::history))

@@ -338,7 +338,7 @@ impl ShownByUnit {
             return None;
         }
         let digest: [u8; 32] = self.digest.finalize().into();
-        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let hex = hex::encode(&digest[..8]);
         Some((Arc::new(self.shown), hex))
     }
 }

@@ -336,7 +336,7 @@ impl Codebook {
         // Serialising strings, numbers and lists into memory cannot fail.
         let json = serde_json::to_vec(&body).unwrap_or_default();
         let digest = Sha256::digest(&json);
-        let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        let hex = hex::encode(&digest[..8]);
         self.etag = format!("\"codebook-{hex}\"");
         self.body = Bytes::from(json);
     }

@@ -285,7 +285,7 @@ fn short_id(parts: &[&str]) -> String {
         hasher.update([0u8]);
     }
     let digest = hasher.finalize();
-    digest.iter().take(5).map(|b| format!("{b:02x}")).collect()
+    hex::encode(&digest[..5])
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1043,7 +1043,7 @@ pub fn upload_id(framework: &str, input: &SessionInput) -> String {
         h.update((f.bytes.len() as u64).to_le_bytes());
         h.update(&f.bytes);
     }
-    h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+    hex::encode(&h.finalize()[..8])
 }
 
 fn version_of(stamps: &[FileStamp]) -> String {
@@ -1057,7 +1057,7 @@ fn version_of(stamps: &[FileStamp]) -> String {
             .map_or(0, |d| d.as_nanos());
         h.update(nanos.to_le_bytes());
     }
-    h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+    hex::encode(&h.finalize()[..8])
 }
 
 fn stored_counts(c: &Counts) -> StoredCounts {

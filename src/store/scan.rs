@@ -152,7 +152,7 @@ fn unique_id(stem: &str, path: &Path, taken: &mut HashSet<String>) -> String {
     };
     if taken.contains(&id) {
         let hash = Sha256::digest(path.to_string_lossy().as_bytes());
-        let hex: String = hash.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        let hex = hex::encode(&hash[..4]);
         id = format!("{id}-{hex}");
     }
     taken.insert(id.clone());

@@ -82,7 +82,7 @@ static ETAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
         .iter()
         .map(|a| {
             let digest = Sha256::digest(a.bytes);
-            let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+            let hex = hex::encode(&digest[..12]);
             format!("\"web-{hex}\"")
         })
         .collect()

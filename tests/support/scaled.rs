@@ -16,10 +16,7 @@ use sha2::{Digest, Sha256};
 
 /// A hex digest of `text`.
 fn digest(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(text.as_bytes()))
 }
 
 fn new_uuid(k: usize, old: &str) -> String {

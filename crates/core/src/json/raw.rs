@@ -977,7 +977,7 @@ impl Serialize for RawJson {
 }
 
 /// A string of the input owns nothing: its bytes are the input's, counted once by the
-/// session that keeps them ([`Session::input`]). A copy owns its literal.
+/// session that keeps them ([`Session::input`](crate::Session::input)). A copy owns its literal.
 impl HeapSize for JsonStr {
     fn heap_size(&self) -> usize {
         self.own_heap_size()

@@ -50,7 +50,7 @@ pub struct Item {
     pub kind: ItemKind,
     /// The unit it comes from.
     pub unit: usize,
-    /// Index into [`Session::lanes`].
+    /// Index into [`Session::lanes`](crate::Session::lanes).
     pub lane: usize,
     /// The record its parent resolved to (through logical parent, parent or spawning call).
     pub parent_record: Option<usize>,

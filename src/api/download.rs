@@ -15,7 +15,7 @@ use std::io::{Read, Seek};
 use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncReadExt;
 
-use super::body::ChunkedBody;
+use super::chunked::ChunkedBody;
 use super::error::{echo, ApiError};
 use super::query::QueryPairs;
 use super::AppState;
