@@ -233,11 +233,12 @@ async fn render(
     match shown {
         LabelsShown::Units(labels, _) => {
             loaded
+                .bodies
                 .annotations_labeled(route.view, options, labels, encoding, budget)
                 .await
         }
         LabelsShown::Nothing | LabelsShown::Unreachable => {
-            loaded.body(route.view, options, encoding, budget).await
+            loaded.bodies.body(route.view, options, encoding, budget).await
         }
     }
     .map_err(|e| ApiError::from_store(e, route.not_found))
@@ -379,6 +380,7 @@ async fn diagnostics_with_orphans(
     orphans: serde_json::Value,
 ) -> Result<Response, ApiError> {
     let served = loaded
+        .bodies
         .body(
             View::Diagnostics,
             options,
@@ -528,10 +530,12 @@ pub async fn context(
     let budget = state.store.render_budget();
     let served = match leaf {
         None => loaded
+            .bodies
             .body(View::Context, ViewOptions::default(), negotiate(&headers), budget)
             .await
             .map_err(|e| ApiError::from_store(e, session_not_found))?,
         Some(leaf) => loaded
+            .bodies
             .context_at(leaf.clone(), negotiate(&headers), budget)
             .await
             .map_err(|e| ApiError::from_store(e, session_not_found))?

@@ -18,9 +18,8 @@ use dashmap::DashMap;
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
-use super::bodies::{Served, SessionBodies};
+use super::bodies::SessionBodies;
 use super::budget::{self, RenderBudget};
-use super::compress::Encoding;
 use super::confined::{read_client_path, ClientFile, ReadError, SessionsRoot};
 use super::counts::DiskCounts;
 use super::disk;
@@ -33,9 +32,7 @@ use super::watch::{FileWatch, Watcher};
 use crate::core::formats::input::Format;
 use crate::core::heap::HeapSize;
 use crate::core::memory_bound::MemoryBound;
-use crate::core::views::annotations::UnitLabels;
 use crate::core::views::summary::{counts, Counts};
-use crate::core::views::{View, ViewOptions};
 use crate::core::{LoadOptions, Session, SessionError, SessionInput};
 
 /// The framework a session's logs were written by.
@@ -200,7 +197,8 @@ pub struct Loaded {
     session_bytes: usize,
     /// When the last freshness check started, and what it found.
     last_check: tokio::sync::Mutex<Option<(Instant, bool)>>,
-    bodies: SessionBodies,
+    /// Its view bodies: kept, compressed or rendered on demand within a budget.
+    pub bodies: SessionBodies,
     /// The annotation units (sub-agent units included), built on first use: what label
     /// writes ground their evidence quotes in, and what the queue hands out.
     units: std::sync::OnceLock<UnitIndex>,
@@ -269,50 +267,6 @@ impl Loaded {
     /// (see [`Loaded::units`]).
     pub fn unit_text(&self, event_id: &str) -> Option<&str> {
         self.units().get(event_id).map(|u| u.text.as_str())
-    }
-
-    /// The body of `view` with `options`, in `encoding` when that is worth it, kept or
-    /// rendered within `budget` ([`SessionBodies::body`]).
-    pub async fn body(
-        &self,
-        view: View,
-        options: ViewOptions,
-        encoding: Encoding,
-        budget: &RenderBudget,
-    ) -> Result<Served, StoreError> {
-        self.bodies.body(view, options, encoding, budget).await
-    }
-
-    /// How many compressed variants of kept bodies were made (each once per body and
-    /// encoding).
-    pub fn compressions(&self) -> usize {
-        self.bodies.compressions()
-    }
-
-    /// The context at the entry `leaf`, `None` when the session has no such entry
-    /// ([`SessionBodies::context_at`]).
-    pub async fn context_at(
-        &self,
-        leaf: String,
-        encoding: Encoding,
-        budget: &RenderBudget,
-    ) -> Result<Option<Served>, StoreError> {
-        self.bodies.context_at(leaf, encoding, budget).await
-    }
-
-    /// The annotations body (or the dialog body) showing `labels` on its units
-    /// ([`SessionBodies::annotations_labeled`]).
-    pub async fn annotations_labeled(
-        &self,
-        view: View,
-        options: ViewOptions,
-        labels: Arc<UnitLabels>,
-        encoding: Encoding,
-        budget: &RenderBudget,
-    ) -> Result<Served, StoreError> {
-        self.bodies
-            .annotations_labeled(view, options, labels, encoding, budget)
-            .await
     }
 
     /// True when none of the files it was read from changed since.

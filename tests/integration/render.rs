@@ -272,7 +272,7 @@ async fn d4_concurrent_compressed_requests_share_one_kept_variant_per_coding() {
             .or_insert_with(|| reply.bytes.clone());
         assert!(*first == reply.bytes, "every {asked} request gets the same bytes");
     }
-    assert_eq!(loaded.compressions(), 2, "one compression per coding");
+    assert_eq!(loaded.bodies.compressions(), 2, "one compression per coding");
     let variant_bytes: usize = variants.values().map(Vec::len).sum();
     assert!(loaded.approximate_bytes() >= cached_before + variant_bytes);
 
@@ -294,7 +294,7 @@ async fn d4_concurrent_compressed_requests_share_one_kept_variant_per_coding() {
     let gzip_step = server.get_with(&step, &[("accept-encoding", "gzip")]).await;
     assert_eq!(gzip_step.headers["content-encoding"], "gzip");
     assert!(decode("gzip", &gzip_step.bytes) == plain_step.bytes);
-    assert_eq!(loaded.compressions(), 2, "a cut body is not kept");
+    assert_eq!(loaded.bodies.compressions(), 2, "a cut body is not kept");
 
     // A small body is sent as it is, and the compression layer leaves it so.
     let graph = server
