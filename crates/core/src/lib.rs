@@ -1,20 +1,28 @@
 //! sessiongraph's core: one pipeline from a session's bytes to every view body.
 //!
 //! ```text
-//! SessionInput (named files)
-//!   -> frame     split each file into physical lines (memchr)
-//!   -> parse     one typed Record per JSON object; bad lines become diagnostics
-//!   -> dedup     drop duplicate uuids, duplicated assistant chunks, partial user copies,
-//!                and the phantom branches that hung off them
-//!   -> link      tie each sub-agent file to the Task call that spawned it
-//!   -> group     assistant records sharing (requestId, message.id) form one turn
-//!   -> order     iterative parent-uuid topological sort over turns and records
-//!   -> items     one classified item per turn / record, in that order
-//!   -> views     annotations, workflow, chat log, graph, metrics, diagnostics
+//! SessionInput (named files)                                   formats::input
+//!   -> parse     frame each file into lines (memchr), then one     pipeline::read,
+//!                typed Record per JSON object; bad lines become     json::frame, formats::*
+//!                diagnostics
+//!   -> link      tie each sub-agent file to its Task call           pipeline::subagents
+//!   -> dedup     drop duplicate uuids, duplicated assistant         pipeline::dedup
+//!                chunks, partial user copies, and the phantom
+//!                branches that hung off them
+//!   -> group     assistant records sharing (requestId,              pipeline::group,
+//!                message.id) form one turn; lanes                   pipeline::lanes
+//!   -> order     iterative parent-uuid topological sort over        pipeline::units,
+//!                turns and records                                  pipeline::order
+//!   -> items     one classified item per unit that shows            pipeline::items
+//!   -> workflow  the DAG, and beside it the session tree            pipeline::workflow,
+//!                                                                   pipeline::tree
+//!   -> views     annotations, workflow, chat log, graph, metrics,   views
+//!                diagnostics, branches, context
 //! ```
 //!
-//! Everything here is synchronous and free of I/O so that the server, the command line
-//! and the tests share exactly the same code.
+//! [`Session::build`] runs the stages. Everything here is synchronous and free of I/O, and
+//! depends on no async runtime, web framework or database, so that the server, the command
+//! line and the tests share exactly the same code.
 
 pub mod diagnostics;
 pub mod formats;

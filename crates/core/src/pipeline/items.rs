@@ -65,12 +65,12 @@ pub struct Item {
 /// Compaction summaries: for each boundary, its summary (the last `isCompactSummary`
 /// record pointing at it), and which records are summaries (they merge into their
 /// boundary and show nowhere else).
-pub(crate) struct Summaries {
+struct Summaries {
     of_boundary: HashMap<usize, usize>,
     is_summary: Vec<bool>,
 }
 
-pub(crate) fn compaction_summaries(
+fn compaction_summaries(
     records: &[Record],
     kept: impl Fn(usize) -> bool,
     dedup: &Dedup,

@@ -1,4 +1,4 @@
-//! The units of the order (CONTRACT 3.3): an assistant turn, or one other kept record, each
+//! The units of the order (CONTRACT 3.1): an assistant turn, or one other kept record, each
 //! with the parents it names; ordered by [`order_units`], then resolved to the record each
 //! record's parent names.
 
