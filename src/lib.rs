@@ -2,8 +2,9 @@
 //! chat logs and communication graphs, served over CommuGraph's REST API, with a label store
 //! and a labeling page.
 //!
-//! Every view comes from one pipeline in [`core`]: frame lines, parse records, dedup, order
-//! (parent-uuid topological sort), group into turns, then render a view.
+//! Every view comes from one pipeline in [`core`]: frame lines and parse records, link
+//! sub-agents, dedup, group into turns, order (parent-uuid topological sort), classify
+//! items, then render a view.
 //!
 //! # Layout
 //! - [`core`]: the pure, synchronous pipeline and the view bodies. No I/O, no async.

@@ -20,7 +20,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Memory settings for a one-shot `export`, which holds a whole session and writes one
-/// body, so that its peak stays near the input's size (issue 14: 1.5x). Measured on the
+/// body, so that its peak stays near the input's size (1.5 times). Measured on the
 /// 273 MiB x100 sample (`examples/export_bench.rs`, workflow view): peak RSS 460 -> 391 MiB
 /// (1.68x -> 1.43x the input), for 8% more time (594-609 -> 649-661 ms):
 /// - no transparent huge pages: mimalloc asks for them on its arenas, and a 2 MiB page

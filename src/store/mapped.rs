@@ -3,7 +3,7 @@
 //! A session keeps its files' bytes for its life: its records' text is slices of them. Read
 //! into the heap, a file of a few hundred megabytes is first copied from the page cache
 //! into fresh pages the kernel must zero first, which on a virtual machine takes as long
-//! as parsing it (issue 14). Mapped, the file's pages are the page cache's own: nothing is
+//! as parsing it. Mapped, the file's pages are the page cache's own: nothing is
 //! zeroed or copied, they are shared with every other reader, and the kernel can drop and
 //! fetch them again under memory pressure.
 //!

@@ -1145,7 +1145,7 @@ mod tests {
         }
     }
 
-    /// D2 (issue 15): with `--cache-bytes 64M`, three 13 MB uploads of a million tiny
+    /// with `--cache-bytes 64M`, three 13 MB uploads of a million tiny
     /// records left 2.9 GB resident: the cache counted each session as twice its input when
     /// it held fifty times more. It now counts what each session holds.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

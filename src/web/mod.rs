@@ -1,4 +1,4 @@
-//! The labeling page (issue 12): the files of `web/`, embedded in the binary, served at `/`
+//! The labeling page: the files of `web/`, embedded in the binary, served at `/`
 //! and at the page's own URLs without an API key (the page asks for one and sends it on
 //! its API calls, which stay under `/api`).
 //!

@@ -1,7 +1,7 @@
 //! How many bytes a parsed session holds on the heap, counted from what it holds.
 //!
 //! The store keeps parsed sessions under a memory budget; an estimate from the input's size
-//! alone is wrong by two orders of magnitude on logs of many tiny records (issue 15, D2).
+//! alone is wrong by two orders of magnitude on logs of many tiny records.
 //! [`HeapSize`] walks the structures instead: every `String`, `Vec` and `Box` by its
 //! capacity, every hash map by its buckets. The figure is what was asked of the allocator;
 //! the allocator's own rounding and bookkeeping add roughly a tenth on top.
@@ -91,7 +91,7 @@ impl<K: HeapSize, V: HeapSize, S> HeapSize for std::collections::HashMap<K, V, S
 
 /// The bytes of a SwissTable (std's and foldhash's maps) that can hold `capacity` entries:
 /// a power of two of buckets at 7/8 load, one entry and one control byte each.
-pub fn hash_table_bytes<T>(capacity: usize) -> usize {
+fn hash_table_bytes<T>(capacity: usize) -> usize {
     if capacity == 0 {
         return 0;
     }

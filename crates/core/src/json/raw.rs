@@ -154,19 +154,19 @@ fn next_backslash(bytes: &[u8], mut at: usize) -> Option<usize> {
 
 /// The eight bytes of `bytes` from `at` as one word (little-endian: the first byte lowest),
 /// if there are eight.
-pub(crate) fn word_at(bytes: &[u8], at: usize) -> Option<u64> {
+fn word_at(bytes: &[u8], at: usize) -> Option<u64> {
     let word: [u8; 8] = bytes.get(at..at.checked_add(8)?)?.try_into().ok()?;
     Some(u64::from_le_bytes(word))
 }
 
 /// Eight ones, one per byte.
-pub(crate) const ONES: u64 = 0x0101_0101_0101_0101;
+const ONES: u64 = 0x0101_0101_0101_0101;
 /// Each byte's high bit.
-pub(crate) const HIGH: u64 = 0x8080_8080_8080_8080;
+const HIGH: u64 = 0x8080_8080_8080_8080;
 
 /// How many of the eight bytes of `word` (little-endian: its first byte lowest) come
 /// before its first backslash (8 when it has none).
-pub(crate) fn bytes_before_backslash(word: u64) -> usize {
+fn bytes_before_backslash(word: u64) -> usize {
     let x = word ^ (u64::from(b'\\') * ONES);
     // The classic zero-byte test: its lowest set bit is in the first zero byte of `x` (a
     // borrow can only mark bytes above a true zero), that is at the first backslash.

@@ -206,13 +206,13 @@ pub fn images(r: &Record) -> Vec<ImageRef<'_>> {
 }
 
 /// True when the record's content holds an image block of any source.
-pub fn has_image(r: &Record) -> bool {
+fn has_image(r: &Record) -> bool {
     r.blocks().iter().any(|b| matches!(b, Block::Image(_)))
 }
 
 /// True when the record's content has something a prompt can be: a string, or an array
 /// with a text or image block.
-pub fn has_prompt_content(r: &Record) -> bool {
+fn has_prompt_content(r: &Record) -> bool {
     match r.message.as_ref().map(|m| &m.content) {
         Some(Content::Text(_)) => true,
         Some(Content::Blocks(b)) => b.iter().any(|b| matches!(b, Block::Text(_) | Block::Image(_))),

@@ -58,7 +58,8 @@ pub struct Item {
     pub parent_is_spawn: bool,
     /// True when the item holds words a person typed that are an annotation unit: a prompt
     /// with text that is not blank or an image, or such words beside a tool result (the
-    /// user wrote while the tool ran). Decided once here, read by every view.
+    /// user wrote while the tool ran). Decided once here, read by the
+    /// annotations.
     pub labelable: bool,
 }
 

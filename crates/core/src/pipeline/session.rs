@@ -238,7 +238,7 @@ impl Session {
             record_sequence: &record_sequence,
             record_parent: &record_parent,
         };
-        let (workflow, tree) = workflow_beside_tree(&workflow_input, &units, &ordering.sequence, options);
+        let (workflow, tree) = build_workflow_and_tree(&workflow_input, &units, &ordering.sequence, options);
         let lane_order = order_lanes(&lanes, &agents, &workflow);
         timings.mark("workflow");
 
@@ -338,7 +338,7 @@ fn link_files(
     format: Format,
     session_id: Option<&str>,
 ) -> Linking {
-    let link_files: Vec<LinkFile> = sources
+    let files: Vec<LinkFile> = sources
         .iter()
         .zip(file_stats)
         .map(|(f, stats)| LinkFile {
@@ -349,7 +349,7 @@ fn link_files(
             agent_id: stats.identity.agent_id.as_deref(),
         })
         .collect();
-    let mut linking = link_subagents(records, &link_files, 0, session_id);
+    let mut linking = link_subagents(records, &files, 0, session_id);
     if format == Format::Pi {
         for (fi, f) in sources.iter().enumerate().skip(1) {
             if linking.file_included[fi] || f.role() != FileRole::SubAgentMeta {
@@ -390,9 +390,9 @@ fn kept_input(sources: &[&SourceFile], format: Format) -> Vec<Bytes> {
     }
 }
 
-/// The workflow (unless `options` leaves it out) and the tree, built side by side: the tree
-/// needs the units alone.
-fn workflow_beside_tree(
+/// The workflow (unless `options` leaves it out) and the tree, built side by side (the tree
+/// needs the units alone).
+fn build_workflow_and_tree(
     input: &WorkflowInput<'_>,
     units: &[Unit],
     sequence: &[usize],

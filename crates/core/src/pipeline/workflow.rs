@@ -59,11 +59,6 @@ impl NodeType {
             NodeType::SystemNotice => "system_notice",
         }
     }
-
-    /// True for result nodes.
-    pub fn is_result(self) -> bool {
-        matches!(self, NodeType::ResultSuccess | NodeType::ResultFailure)
-    }
 }
 
 /// One node.
@@ -142,7 +137,7 @@ pub struct Workflow {
 }
 
 /// For each node, a list of edges (indices into [`Workflow::edges`]), all lists in one
-/// array: a `Vec` per node cost 56 bytes and an allocation even for one edge (issue 15, D1).
+/// array: a `Vec` per node cost 56 bytes and an allocation even for one edge.
 /// Indices are `u32`: four billion edges would not fit in memory anyway.
 #[derive(Debug, Clone, Default)]
 pub struct Adjacency {
@@ -207,7 +202,7 @@ pub struct WorkflowInput<'a> {
 }
 
 /// The ids given to nodes so far, held as the indices of the nodes that carry them: a set
-/// of ids without a second copy of each (issue 15, D1: a `HashSet<String>` of them cost
+/// of ids without a second copy of each (a `HashSet<String>` of them cost
 /// about 70 bytes per node while the DAG was built).
 #[derive(Default)]
 struct NodeIds {

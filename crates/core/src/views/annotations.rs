@@ -95,7 +95,7 @@ impl<'a> AnnotationUnit<'a> {
 }
 
 /// The labels each unit shows, by `event_id`: a JSON array of label records each (see
-/// `crate::labels::consensus` for which).
+/// the server's `labels::consensus` for which).
 pub type UnitLabels = HashMap<String, Box<RawValue>>;
 
 /// A unit's `labels`: `[]`, or the JSON array the labeling side chose.

@@ -41,7 +41,7 @@ pub enum LineError {
 
 /// The longest line read. A record's texts are spans with 32-bit lengths: a text longer
 /// than 4 GiB, which only a longer line can hold, could not be kept.
-pub(crate) const MAX_LINE_BYTES: usize = u32::MAX as usize;
+const MAX_LINE_BYTES: usize = u32::MAX as usize;
 
 /// [`LineError::TooLong`] for a line of `len` bytes past [`MAX_LINE_BYTES`].
 pub(crate) fn check_line_length(len: usize) -> Result<(), LineError> {
@@ -84,7 +84,7 @@ pub(crate) fn parse_line(bytes: &[u8]) -> Result<LineRecords, LineError> {
 /// Reads a line that is not valid UTF-8. The bytes that are not may lie in a field no view
 /// reads, which the reader skips without looking: such a line reads as it is (its texts
 /// are valid), from a copy with the bad bytes replaced. Otherwise it is repaired.
-pub(crate) fn parse_invalid_utf8(bytes: &[u8]) -> Result<LineRecords, LineError> {
+fn parse_invalid_utf8(bytes: &[u8]) -> Result<LineRecords, LineError> {
     if let Err(error) = parse_objects_slice(bytes) {
         return repair_line(bytes, error);
     }
@@ -106,7 +106,7 @@ pub(crate) fn parse_invalid_utf8(bytes: &[u8]) -> Result<LineRecords, LineError>
 /// Reads `line`, which lies in `buffer` (an input buffer the records keep slices of). At
 /// most one repair is applied per line, and only when the plain parse fails, so
 /// well-formed input pays nothing for them.
-pub(crate) fn parse_line_in(buffer: &TextBuffer, line: &str) -> Result<LineRecords, LineError> {
+fn parse_line_in(buffer: &TextBuffer, line: &str) -> Result<LineRecords, LineError> {
     let shared = LineBuffer {
         bytes: buffer,
         line,
@@ -719,7 +719,7 @@ mod tests {
         assert!(bad[1].unterminated);
     }
 
-    /// D1 (issue 15): 5,000,000 lines of `{}` after one prompt took 8.5 GB; a line that is
+    /// 5,000,000 lines of `{}` after one prompt took 8.5 GB; a line that is
     /// not a record must cost a counter, not a struct.
     #[test]
     fn d1_objects_that_are_no_record_are_counted_not_kept() {

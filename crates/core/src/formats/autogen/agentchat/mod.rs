@@ -198,7 +198,7 @@ pub enum Wrapped<'a> {
 /// `agent_states`), an agent's state (`llm_messages`, `llm_context.messages`), a `ChatResult`
 /// (`chat_history`), or a `chat_messages` dict; `None` for anything else (a CommuGraph
 /// entry, a Claude Code record). This reads a file's head to tell its format; the reader
-/// follows the same rules without holding the document (`autogen_shape`'s plan).
+/// follows the same rules without holding the document (`autogen::shape`'s plan).
 pub fn unwrap(object: &Map<String, Value>) -> Option<Wrapped<'_>> {
     if is_claude(object) || names_parties(object) {
         return None;

@@ -1,7 +1,7 @@
 //! The routing and the dropping of copied conversations written the plain way: names
 //! compared and lists searched, in quadratic time. Kept as the reference that
 //! [`super::route`] and [`super::drop_copies`] are checked against
-//! (`autogen_read::whole_document`, `autogen_read`'s property test).
+//! (`autogen::read::whole_document`, `autogen::read`'s property test).
 
 use super::{Draft, Route, TOOLS};
 use crate::formats::autogen::AgMessage;

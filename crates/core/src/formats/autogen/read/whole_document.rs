@@ -1,6 +1,6 @@
 //! The reader as it was before F10: the whole log read into `serde_json::Value`s, then its
 //! messages. Kept as the reference the streaming reader must agree with on every log
-//! (`autogen_read::tests`); the messages of one entry and the drafts are the shared
+//! (`autogen::read`'s tests); the messages of one entry and the drafts are the shared
 //! functions, the forms, unwrapping and routing this reader's own.
 
 use serde_json::{Map, Value};

@@ -85,8 +85,8 @@ pub type Id = Arc<str>;
 
 /// One parsed record.
 ///
-/// Its size is paid once per record, and logs of millions of tiny records exist (issue 15,
-/// D1): strings are boxed (`Box<str>` or [`Id`], 16 bytes against `String`'s 24), and the
+/// Its size is paid once per record, and logs of millions of tiny records exist:
+/// strings are boxed (`Box<str>` or [`Id`], 16 bytes against `String`'s 24), and the
 /// fields few records have live in [`RecordExtra`], behind one pointer.
 #[derive(Debug, Clone, Default)]
 pub struct Record {
@@ -526,7 +526,7 @@ crate::heap::owns_nothing!(Position);
 mod tests {
     use crate::formats::claude_code::records::*;
 
-    /// D1 (issue 15): a record was 424 bytes before its first string; logs of millions of
+    /// a record was 424 bytes before its first string; logs of millions of
     /// tiny records paid that per line. Rare fields now live behind one pointer. (232 bytes
     /// when a string content was a `Box<str>` of its own; 240 since it is a slice of the
     /// input, which saves that allocation.)
