@@ -4,6 +4,11 @@
 //! chain of 1,000,000 units. Run with `cargo bench --bench pipeline`; the end-to-end figures
 //! for large sessions come from `cargo run --release --example bench`.
 
+#![expect(
+    missing_docs,
+    reason = "criterion_group! defines a public function it does not document"
+)]
+
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
