@@ -12,6 +12,33 @@
 //! step is the 0-based line (or array) position; the type is an explicit known `type`, else
 //! `system` for role system, `action` for a `function_call`, then keywords, else `response`.
 
+/// Inside an `impl Visitor`: every scalar but `null` (a boolean, a number, a string) reads
+/// as `$value`. The readers' visitors look only into objects and arrays. Defined before the
+/// readers' modules, which use it by its textual scope.
+macro_rules! scalars_read_as {
+    ($value:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($value)
+        }
+    };
+}
+
 pub mod agentchat;
 pub mod cost;
 pub mod read;

@@ -362,25 +362,7 @@ impl<'de> Visitor<'de> for EntrySeed {
         f.write_str("an entry")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Entry, E> {
-        Ok(Entry::Other)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Entry, E> {
-        Ok(Entry::Other)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Entry, E> {
-        Ok(Entry::Other)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Entry, E> {
-        Ok(Entry::Other)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Entry, E> {
-        Ok(Entry::Other)
-    }
+    scalars_read_as!(Entry::Other);
 
     fn visit_unit<E>(self) -> Result<Entry, E> {
         Ok(Entry::Null)
@@ -658,25 +640,7 @@ impl<'de> Visitor<'de> for ValueSeed<'_> {
         f.write_str("any JSON value")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Member, E> {
-        Ok(Member::Other)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Member, E> {
-        Ok(Member::Other)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Member, E> {
-        Ok(Member::Other)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Member, E> {
-        Ok(Member::Other)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Member, E> {
-        Ok(Member::Other)
-    }
+    scalars_read_as!(Member::Other);
 
     fn visit_unit<E>(self) -> Result<Member, E> {
         Ok(Member::Other)
@@ -746,25 +710,7 @@ impl<'de> Visitor<'de> for StateSeed<'_> {
         f.write_str("an agent's state")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
+    scalars_read_as!(None);
 
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(None)
