@@ -92,6 +92,96 @@ impl<'a> AnnotationUnit<'a> {
             AnnotationUnit::Message(u) => u.text_or_artifact_ref.text.to_text(),
         }
     }
+
+    /// Who speaks: `human`, `assistant`, `agent-<id>` (a sub-agent, or the agent that
+    /// delegated a sub-agent's prompt), `system`, or an AutoGen message's sender.
+    pub fn actor_id(&self) -> &str {
+        match self {
+            AnnotationUnit::User(u) => &u.actor_id,
+            AnnotationUnit::Assistant(u) => &u.actor_id,
+            AnnotationUnit::System(u) => u.actor_id,
+            AnnotationUnit::Message(u) => u.actor_id,
+        }
+    }
+
+    /// `human`, `agent` or `system`.
+    pub fn actor_type(&self) -> &'static str {
+        match self {
+            AnnotationUnit::User(u) => u.actor_type,
+            AnnotationUnit::Assistant(u) => u.actor_type,
+            AnnotationUnit::System(u) => u.actor_type,
+            AnnotationUnit::Message(u) => u.actor_type,
+        }
+    }
+
+    /// The timestamp as the log wrote it, if it has one.
+    pub fn timestamp(&self) -> Option<&str> {
+        match self {
+            AnnotationUnit::User(u) => u.timestamp,
+            AnnotationUnit::Assistant(u) => u.timestamp,
+            AnnotationUnit::System(u) => u.timestamp,
+            AnnotationUnit::Message(u) => Some(u.timestamp).filter(|t| !t.is_empty()),
+        }
+    }
+
+    /// The tool calls the unit makes, each with the log's verdict as its `tool_summary`
+    /// shows it (none for a unit without calls).
+    pub fn tool_calls(&self) -> Vec<UnitToolCall<'_>> {
+        match self {
+            AnnotationUnit::Assistant(AssistantTurn {
+                tool_summary: Some(summary),
+                ..
+            }) => summary
+                .tool_calls
+                .iter()
+                .map(|c| UnitToolCall {
+                    tool_name: Some(c.tool_name),
+                    is_error: c.is_error,
+                })
+                .collect(),
+            AnnotationUnit::Message(MessageUnit {
+                tool_summary: Some(summary),
+                ..
+            }) => summary
+                .tool_calls
+                .iter()
+                .map(|c| UnitToolCall {
+                    tool_name: c.tool_name,
+                    is_error: c.is_error,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// True when the unit shows a failed tool call: one of its calls whose result the log
+    /// marked as an error (`tool_summary.tool_calls[].is_error`), or an AutoGen tool result
+    /// that failed (`is_error`).
+    pub fn shows_failed_tool_call(&self) -> bool {
+        let failed_result = matches!(self, AnnotationUnit::Message(m) if m.is_error);
+        failed_result || self.tool_calls().iter().any(|c| c.is_error)
+    }
+
+    /// True when the unit delegates work to a sub-agent: a Claude Code response calling the
+    /// `Task` tool, or an AutoGen message of type `delegation` (a hand-off).
+    pub fn delegates(&self) -> bool {
+        match self {
+            AnnotationUnit::Message(m) => m.message_type == "delegation",
+            _ => self.tool_calls().iter().any(|c| c.tool_name == Some(TASK_TOOL)),
+        }
+    }
+}
+
+/// The tool Claude Code delegates to a sub-agent with.
+const TASK_TOOL: &str = "Task";
+
+/// One tool call of a unit (see [`AnnotationUnit::tool_calls`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnitToolCall<'s> {
+    /// The tool's name (an AutoGen log may not give it).
+    pub tool_name: Option<&'s str>,
+    /// True when a result of the call is marked as an error.
+    pub is_error: bool,
 }
 
 /// The labels each unit shows, by `event_id`: a JSON array of label records each (see
@@ -771,5 +861,75 @@ impl<'a> UnitBuilder<'a> {
             compact_metadata,
             system_subtype: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::formats::input::{SessionInput, SourceFile};
+    use crate::pipeline::load::LoadOptions;
+
+    fn session_of(name: &str, lines: &[&str]) -> Session {
+        let input = SessionInput {
+            files: vec![SourceFile::new(name, lines.join("\n").into_bytes())],
+        };
+        Session::build(&input, LoadOptions::default()).expect("the session loads")
+    }
+
+    /// A prompt, a response delegating to a sub-agent (`Task`) and running `Bash`, the
+    /// Bash result failed, the Task's fine.
+    const CLAUDE: [&str; 3] = [
+        r#"{"type":"user","uuid":"u0","parentUuid":null,"sessionId":"S","timestamp":"2026-01-05T10:00:00.000Z","message":{"role":"user","content":"Split the work"}}"#,
+        r#"{"type":"assistant","uuid":"a0","parentUuid":"u0","sessionId":"S","requestId":"r0","timestamp":"2026-01-05T10:00:01.000Z","message":{"id":"m0","role":"assistant","content":[{"type":"text","text":"On it"},{"type":"tool_use","id":"t1","name":"Task","input":{"prompt":"Explore"}},{"type":"tool_use","id":"t2","name":"Bash","input":{"command":"false"}}]}}"#,
+        r#"{"type":"user","uuid":"r1","parentUuid":"a0","sessionId":"S","timestamp":"2026-01-05T10:00:02.000Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"done"},{"type":"tool_result","tool_use_id":"t2","content":"exit 1","is_error":true}]}}"#,
+    ];
+
+    #[test]
+    fn a_claude_code_unit_says_who_speaks_its_tools_failures_and_delegation() {
+        let session = session_of("11111111-2222-4333-8444-555555555555.jsonl", &CLAUDE);
+        let body = annotations(&session, true, Branch::All);
+        let [prompt, response] = &body.annotations[..] else {
+            panic!("two units: {:?}", body.annotations);
+        };
+        assert_eq!((prompt.actor_id(), prompt.actor_type()), ("human", "human"));
+        assert_eq!(prompt.timestamp(), Some("2026-01-05T10:00:00.000Z"));
+        assert!(prompt.tool_calls().is_empty());
+        assert!(!prompt.shows_failed_tool_call() && !prompt.delegates());
+
+        assert_eq!(
+            (response.actor_id(), response.actor_type()),
+            ("assistant", "agent")
+        );
+        let calls = response.tool_calls();
+        let names: Vec<Option<&str>> = calls.iter().map(|c| c.tool_name).collect();
+        assert_eq!(names, [Some("Task"), Some("Bash")]);
+        assert_eq!(
+            calls.iter().map(|c| c.is_error).collect::<Vec<_>>(),
+            [false, true]
+        );
+        assert!(response.shows_failed_tool_call(), "the Bash result failed");
+        assert!(response.delegates(), "a Task call");
+    }
+
+    #[test]
+    fn an_autogen_message_unit_says_its_sender_and_delegation() {
+        let session = session_of(
+            "chat.jsonl",
+            &[
+                r#"{"sender": "User", "recipient": "Manager", "message": "Hello there", "timestamp": 1709280000}"#,
+                r#"{"sender": "Manager", "recipient": "Coder", "message": "Please implement the scraper", "timestamp": 1709280005}"#,
+            ],
+        );
+        let body = annotations(&session, true, Branch::All);
+        let [user, manager] = &body.annotations[..] else {
+            panic!("two units: {:?}", body.annotations);
+        };
+        assert_eq!((user.actor_id(), user.actor_type()), ("User", "human"));
+        assert!(user.timestamp().is_some());
+        assert!(!user.delegates());
+        assert_eq!(manager.actor_id(), "Manager");
+        assert!(manager.delegates(), "typed delegation by its content");
+        assert!(!manager.shows_failed_tool_call());
     }
 }
