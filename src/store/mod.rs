@@ -9,6 +9,7 @@
 //! - [`uploads`]: durable storage of uploads under the data directory;
 //! - [`registry`]: the store itself: every known session, parsed once on first use,
 //!   cached under a memory budget, reloaded when its files change;
+//! - [`changes`]: change notices to those who keep something derived from the sessions;
 //! - [`bodies`]: the view bodies of a parsed session, kept or rendered per request;
 //! - [`error`]: why the store could not do something, the one error of all its parts;
 //! - [`budget`]: the memory budget of renders not served from the cache;
@@ -18,6 +19,7 @@
 
 pub mod bodies;
 pub mod budget;
+pub mod changes;
 pub mod compress;
 pub mod confined;
 pub mod counts;
@@ -31,8 +33,9 @@ pub mod units;
 pub mod uploads;
 pub mod watch;
 
+pub use changes::{Change, ChangeKind, ChangeListener};
 pub use error::StoreError;
-pub use registry::{Framework, Loaded, MainFile, Slot, Store, StoreConfig};
+pub use registry::{FileStamp, Framework, Loaded, MainFile, Slot, Store, StoreConfig};
 
 use std::sync::{Mutex, MutexGuard};
 

@@ -20,6 +20,7 @@ use tokio::sync::OnceCell;
 
 use super::bodies::SessionBodies;
 use super::budget::{self, RenderBudget};
+use super::changes::{Change, ChangeKind, ChangeListener, Listeners};
 use super::confined::{read_client_path, ClientFile, ReadError, SessionsRoot};
 use super::counts::DiskCounts;
 use super::disk;
@@ -214,23 +215,31 @@ const INLINE_FRESHNESS_CHECKS: usize = 32;
 
 /// Size and modification time of a file, to notice changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct FileStamp {
-    path: PathBuf,
-    len: u64,
-    modified: Option<SystemTime>,
+pub struct FileStamp {
+    /// The file.
+    pub path: PathBuf,
+    /// Its length (0 when it could not be read).
+    pub len: u64,
+    /// Its modification time, when known.
+    pub modified: Option<SystemTime>,
 }
 
 impl FileStamp {
     /// The stamp of `path` as it is: a symbolic link's own (`lstat`), never its target's.
     /// A link in a sessions directory is left out, not read; stamping through it would
     /// still look at (and reload the session for changes of) whatever it points to.
-    fn of(path: &Path) -> FileStamp {
+    pub fn of(path: &Path) -> FileStamp {
         let meta = std::fs::symlink_metadata(path).ok();
         FileStamp {
             path: path.to_owned(),
             len: meta.as_ref().map_or(0, |m| m.len()),
             modified: meta.and_then(|m| m.modified().ok()),
         }
+    }
+
+    /// True when the file still has this stamp's size and modification time (a `stat`).
+    pub fn holds(&self) -> bool {
+        FileStamp::of(&self.path) == *self
     }
 }
 
@@ -261,6 +270,12 @@ impl Loaded {
     /// (blocking: call it on the blocking pool); later calls return the index.
     pub fn units(&self) -> &UnitIndex {
         self.units.get_or_init(|| UnitIndex::of(&self.session))
+    }
+
+    /// The stamps of the files it was read from (none for an upload, whose content never
+    /// changes): while each [`FileStamp::holds`], it is what its files hold.
+    pub fn stamps(&self) -> &[FileStamp] {
+        &self.stamps
     }
 
     /// The text of the annotation unit `event_id`, `None` when the session has no such unit
@@ -365,6 +380,8 @@ pub struct Store {
     budget: RenderBudget,
     /// Change notices for sessions on disk (none without sessions directories).
     watcher: Option<Arc<Watcher>>,
+    /// Who is told of uploads, deletions and reloads (the search index).
+    listeners: Listeners,
 }
 
 /// One entry of the session list.
@@ -408,7 +425,35 @@ impl Store {
             ready: AtomicBool::new(false),
             parses: Arc::new(AtomicUsize::new(0)),
             watcher,
+            listeners: Listeners::default(),
         })
+    }
+
+    /// Tells `listener` of every upload accepted, upload deleted and session on disk
+    /// reloaded from now on (see [`super::changes`]).
+    pub fn listen(&self, listener: Arc<dyn ChangeListener>) {
+        self.listeners.add(listener);
+    }
+
+    /// The parsed session `id` as its files hold it now, without caching it (blocking: run
+    /// it on the blocking pool): the one in memory if its files did not change since it
+    /// was read, else parsed again for the caller alone, not counted as a parse of the
+    /// cache and not watched. For work over many sessions (indexing) that must not evict
+    /// the sessions requests use.
+    pub fn snapshot(&self, id: &str) -> Result<(Arc<Slot>, Arc<Loaded>), StoreError> {
+        let slot = self.slot(id)?;
+        if let Some(loaded) = slot.loaded().filter(|l| l.is_fresh()) {
+            return Ok((slot, loaded));
+        }
+        let loaded = load(
+            &slot.source,
+            &slot.framework,
+            self.uploads.as_ref(),
+            self.config.memory_bound,
+            None,
+        )
+        .map_err(|e| slot.vanished_as_not_found(e))?;
+        Ok((slot, Arc::new(loaded)))
     }
 
     /// Registers the stored uploads and scans the sessions directories (blocking; run it on
@@ -536,11 +581,13 @@ impl Store {
         let slot = self.slot(id)?;
         slot.touch();
         let mut cell = slot.cell();
+        let mut reloading = false;
         if let (Source::Disk(_), Some(loaded)) = (&slot.source, cell.get()) {
             if !loaded.still_fresh().await? {
                 tracing::info!(id, "session files changed; reloading");
                 slot.unload();
                 cell = slot.cell();
+                reloading = true;
             }
         }
         let mut loaded_now = false;
@@ -571,6 +618,12 @@ impl Store {
                 let _ = tokio::task::spawn_blocking(move || save.save()).await;
             }
             self.enforce_budget(&slot.id);
+            if reloading {
+                self.listeners.tell(Change {
+                    id: slot.id.clone(),
+                    kind: ChangeKind::Reloaded,
+                });
+            }
         }
         Ok((slot, loaded))
     }
@@ -818,6 +871,10 @@ impl Store {
         *lock(&slot.cell) = Arc::new(cell);
         let slot = self.slots.entry(id.clone()).or_insert(slot).value().clone();
         self.enforce_budget(&id);
+        self.listeners.tell(Change {
+            id,
+            kind: ChangeKind::Added,
+        });
         Ok((slot, loaded, true))
     }
 
@@ -875,6 +932,10 @@ impl Store {
             blocking(move || Ok(dir.delete(&id)?)).await?;
         }
         self.slots.remove_if(id, |_, s| Arc::ptr_eq(s, &slot));
+        self.listeners.tell(Change {
+            id: id.to_owned(),
+            kind: ChangeKind::Removed,
+        });
         Ok(())
     }
 
@@ -925,7 +986,7 @@ fn watch_stamped(watcher: &Arc<Watcher>, stamps: &[FileStamp]) -> Option<FileWat
 
 /// True when every file of `stamps` still has its stamp's size and modification time.
 fn stamps_hold(stamps: &[FileStamp]) -> bool {
-    stamps.iter().all(|s| FileStamp::of(&s.path) == *s)
+    stamps.iter().all(FileStamp::holds)
 }
 
 /// Parses a session from its source (blocking), under `bound`; a session on disk is
