@@ -22,6 +22,7 @@
 //! - [`consensus`]: which labels a unit shows, and to whom (blind mode) (pure).
 //! - [`progress`]: units labeled per session and annotator (pure).
 //! - [`export`]: every unit with its labels, streamed as JSONL or Label Studio tasks.
+//! - [`unit_keys`]: the units a label filter names (labeled, by whom, with which label).
 pub mod access;
 pub mod agreement;
 pub mod codebook;
@@ -38,6 +39,7 @@ pub mod reads;
 pub mod set_reads;
 pub mod sets_cache;
 pub mod store;
+pub mod unit_keys;
 pub mod validate;
 
 pub use access::{Caller, Forbidden};
