@@ -316,6 +316,11 @@ async fn start(data_dir: &Path, sessions_dir: PathBuf, database_url: &str) -> an
         codebook: Codebook::built_in()?,
         database_url: database_url.to_owned(),
         label_policy: LabelPolicy::default(),
+        // The bench measures the label reads: no indexing beside them.
+        search: sessiongraph::search::SearchConfig {
+            enabled: false,
+            ..Default::default()
+        },
     })
     .await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -11,6 +11,7 @@ use crate::api::auth::ApiKeys;
 use crate::api::{ApiConfig, AppSettings};
 use crate::core::memory_bound::MemoryBound;
 use crate::labels::{Codebook, CodebookError, LabelPolicy, OpenError};
+use crate::search::SearchConfig;
 use crate::store::StoreConfig;
 
 /// How logs are written.
@@ -101,6 +102,14 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, env = "SESSIONGRAPH_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Keep no search index and serve no `GET /api/search`.
+    #[arg(long, env = "SESSIONGRAPH_NO_SEARCH")]
+    pub no_search: bool,
+    /// Seconds between two checks of every session against the search index, which find
+    /// files of a sessions directory changed while no request read them (0: at start only;
+    /// uploads, deletions and sessions reloaded by a request are indexed as they happen).
+    #[arg(long, env = "SESSIONGRAPH_SEARCH_RECHECK_SECS", default_value_t = 60)]
+    pub search_recheck_secs: u64,
 
     /// The labeling codebook (YAML of CommuGraph's annotation schema shape); default: the
     /// built-in CommuGraph schema v0.2.
@@ -235,7 +244,17 @@ impl ServeArgs {
             store: self.store_config(),
             database_url: self.database_url()?,
             label_policy: self.label_policy(),
+            search: self.search_config(),
         })
+    }
+
+    /// The search settings.
+    pub fn search_config(&self) -> SearchConfig {
+        SearchConfig {
+            enabled: !self.no_search,
+            recheck: (self.search_recheck_secs > 0).then(|| Duration::from_secs(self.search_recheck_secs)),
+            ..SearchConfig::default()
+        }
     }
 
     /// The HTTP layer's settings.

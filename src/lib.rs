@@ -12,6 +12,8 @@
 //!   durable uploads, the cache.
 //! - [`labels`]: labeling: the codebook, the label database, import, queue, agreement,
 //!   progress, export.
+//! - [`search`]: full-text search over every session's units, an index kept beside the
+//!   data directory and updated as sessions come and go.
 //! - [`api`]: the axum routes, error bodies and middleware.
 //! - [`web`]: the labeling page's files, embedded, and their routes.
 //! - [`http`]: what the API and the page answer with alike: ETags, the JSON error body.
@@ -23,6 +25,7 @@ pub mod config;
 pub use sessiongraph_core as core;
 pub mod http;
 pub mod labels;
+pub mod search;
 pub mod store;
 pub mod web;
 
@@ -57,7 +60,9 @@ fn send_without_delay(stream: &tokio::net::TcpStream) {
 
 /// Serves `app(state)` on `listener` until `shutdown` completes, then lets requests in
 /// flight finish. The store is restored in the background first (stored uploads, then the
-/// sessions directories); `/readyz` answers 503 until that is done.
+/// sessions directories); `/readyz` answers 503 until that is done. The search indexer
+/// starts with it (it indexes what is missing once the store is restored) and is stopped
+/// at the end.
 ///
 /// Connections are served by hyper directly, HTTP/1.1 only, rather than through
 /// `axum::serve`, which sets no timer: with one, a connection must deliver a request's
@@ -78,6 +83,10 @@ pub async fn run(
 
     store::cpu_pool::configure();
     let store: Arc<store::Store> = state.store.clone();
+    let search = state.search.clone();
+    if let Some(search) = &search {
+        search.start(store.clone());
+    }
     tokio::task::spawn_blocking(move || {
         if let Err(e) = store.restore() {
             tracing::error!(error = %e, "restoring the store failed");
@@ -129,6 +138,9 @@ pub async fn run(
         .is_err()
     {
         tracing::warn!("connections still open after the request timeout: closing them");
+    }
+    if let Some(search) = search {
+        search.stop().await;
     }
     Ok(())
 }

@@ -220,6 +220,7 @@ mod tests {
             codebook: Codebook::built_in().unwrap(),
             database_url: "sqlite::memory:".into(),
             label_policy: Default::default(),
+            search: Default::default(),
         })
         .await
         .unwrap();

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::ApiConfig;
 use crate::labels::{Codebook, LabelPolicy, LabelStore, OpenError};
+use crate::search::{Search, SearchConfig};
 use crate::store::{Store, StoreConfig, StoreError};
 
 /// What the application state is built from: the serve settings, read and checked.
@@ -20,6 +21,8 @@ pub struct AppSettings {
     pub database_url: String,
     /// Reviewers, blind mode, the queue's reservation time and overlap.
     pub label_policy: LabelPolicy,
+    /// Full-text search.
+    pub search: SearchConfig,
 }
 
 /// Why the application state could not be built.
@@ -42,10 +45,19 @@ pub struct AppState(Arc<SharedState>);
 
 impl AppState {
     /// The state `settings` describe: the store opened on its data directory (nothing is
-    /// restored yet: [`crate::run`] does that in the background) and the label database
-    /// opened, checking sets against the settings' codebook.
+    /// restored yet: [`crate::run`] does that in the background), the label database
+    /// opened, checking sets against the settings' codebook, and the search index opened
+    /// beside the data directory, told of every change of the store ([`crate::run`] starts
+    /// its indexer).
     pub async fn build(settings: AppSettings) -> Result<AppState, BuildError> {
+        let search = settings
+            .search
+            .enabled
+            .then(|| Arc::new(Search::open(settings.store.data_dir.as_deref(), &settings.search)));
         let store = Store::new(settings.store).map_err(BuildError::Store)?;
+        if let Some(search) = &search {
+            store.listen(search.clone());
+        }
         let codebook = Arc::new(settings.codebook);
         let labels =
             LabelStore::open(&settings.database_url, codebook.clone(), settings.label_policy).await?;
@@ -54,6 +66,7 @@ impl AppState {
             config: Arc::new(settings.api),
             codebook,
             labels: Arc::new(labels),
+            search,
         })))
     }
 }
@@ -77,4 +90,6 @@ pub struct SharedState {
     pub codebook: Arc<Codebook>,
     /// The label database (checks sets against the same codebook).
     pub labels: Arc<LabelStore>,
+    /// Full-text search over the sessions' units (`None` when turned off).
+    pub search: Option<Arc<Search>>,
 }

@@ -98,6 +98,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         codebook: sessiongraph::labels::Codebook::built_in().unwrap(),
         database_url: "sqlite::memory:".into(),
         label_policy: Default::default(),
+        search: Default::default(),
     })
     .await
     .unwrap();

@@ -46,6 +46,8 @@ pub struct Options {
     pub memory_bound: Option<sessiongraph::core::memory_bound::MemoryBound>,
     /// Host names answered besides loopback ones (the server listens on 127.0.0.1).
     pub allowed_hosts: Vec<String>,
+    /// Full-text search.
+    pub search: sessiongraph::search::SearchConfig,
 }
 
 impl Default for Options {
@@ -67,6 +69,7 @@ impl Default for Options {
             label_policy: Default::default(),
             memory_bound: Some(Default::default()),
             allowed_hosts: Vec::new(),
+            search: Default::default(),
         }
     }
 }
@@ -154,6 +157,7 @@ impl TestServer {
             },
             database_url,
             label_policy: options.label_policy,
+            search: options.search,
         })
         .await
         .expect("the store and the label database open");
