@@ -12,6 +12,7 @@ use crate::core::pipeline::session::NoConversation;
 use crate::core::SessionError;
 use crate::http::error_body::{error_response, named_error_response};
 use crate::labels::{Forbidden, Invalid, LabelError, Refusal};
+use crate::search::SearchError;
 use crate::store::disk::DiskError;
 use crate::store::StoreError;
 
@@ -240,6 +241,20 @@ impl From<Refusal> for ApiError {
         match r {
             Refusal::Invalid(i) => i.into(),
             Refusal::Forbidden(f) => f.into(),
+        }
+    }
+}
+
+impl From<SearchError> for ApiError {
+    /// A query that does not parse is 400 naming `q`; any other failure a 500 (the cause
+    /// is logged).
+    fn from(e: SearchError) -> ApiError {
+        match e {
+            SearchError::Query(why) => ApiError::Invalid {
+                message: format!("q: {why}"),
+                details: serde_json::json!({ "field": "q" }),
+            },
+            other => ApiError::Internal(other.to_string()),
         }
     }
 }

@@ -13,6 +13,9 @@
 //! with [`router`]'s, after the API key layer (they want no key, and set their own
 //! Content-Security-Policy), and wraps both in [`with_edge`].
 //!
+//! Search ([`search`], over [`crate::search`]): `GET /api/search`, served unless search is
+//! turned off.
+//!
 //! Labels (see [`labels`] and [`crate::labels`]): `PUT` and `DELETE
 //! /api/graph/{id}/labels/{event_id}` write one annotator's set on one unit (refused with
 //! 403 in read-only mode; `If-Match: "labels-<version>"` or `*` makes the write
@@ -32,6 +35,7 @@ pub mod labels;
 pub mod limits;
 pub mod origin;
 pub mod query;
+pub mod search;
 pub mod sessions;
 pub mod state;
 pub mod upload;
@@ -86,7 +90,11 @@ impl Default for ApiConfig {
 /// keys are configured; without the edge middleware, which wraps the whole application
 /// ([`with_edge`]).
 pub fn router(state: AppState) -> Router {
-    let routes = read_routes(&state.config)
+    let mut reads = read_routes(&state.config);
+    if state.search.is_some() {
+        reads = reads.route("/api/search", get(search::search));
+    }
+    let routes = reads
         .merge(write_routes(&state))
         .fallback(|| async { StatusCode::NOT_FOUND })
         .with_state(state.clone());

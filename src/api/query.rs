@@ -25,6 +25,14 @@ impl QueryPairs {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
+    /// Every value of `key` that is not empty, in order (`?tool=Bash&tool=Edit`).
+    pub fn all<'s>(&'s self, key: &'s str) -> impl Iterator<Item = &'s str> + 's {
+        self.0
+            .iter()
+            .filter(move |(k, v)| k == key && !v.is_empty())
+            .map(|(_, v)| v.as_str())
+    }
+
     /// `?step=N`: absent is `None`; a value made of ASCII digits only, at most
     /// [`MAX_STEP`], is accepted (`0`, `7`, `007`); anything else (`1e3`, `5abc`, `-0`,
     /// ` 7`, `3.9`, empty, 40 digits) is 400 `Invalid step parameter`, saying what is
@@ -87,6 +95,14 @@ fn parse_step(value: &str) -> Result<u64, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repeated_key_gives_every_value_but_empty_ones() {
+        let q = QueryPairs::parse(Some("tool=Bash&q=x&tool=&tool=Edit%20File"));
+        assert_eq!(q.all("tool").collect::<Vec<_>>(), ["Bash", "Edit File"]);
+        assert_eq!(q.all("none").count(), 0);
+        assert_eq!(q.first("tool"), Some("Bash"));
+    }
 
     #[test]
     fn steps_are_digits_only() {
