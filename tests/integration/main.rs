@@ -25,6 +25,7 @@ mod regressions;
 mod render;
 #[path = "../support/scaled.rs"]
 mod scaled;
+mod search;
 mod security;
 mod server;
 mod snapshots;
