@@ -138,6 +138,15 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         export.json
     );
     c.check("get", "/api/labels/export", &export);
+    // The same: a label filter of a search cannot be read.
+    let search = oneshot("/api/search?labeled=true").await;
+    assert_eq!(
+        search.status,
+        reqwest::StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        search.json
+    );
+    c.check("get", "/api/search", &search);
 
     // Two sessions whose main log goes wrong after the scan: one becomes a FIFO (refused,
     // 422), one is removed (it cannot be read, 500).
@@ -341,6 +350,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     parse_for_dialog(&mut c, &server).await;
     label_routes(&mut c, &server, &id).await;
     labeling_routes(&mut c, &server, &id).await;
+    search_routes(&mut c, &server).await;
     busy_label_store(&mut c, &server, &id).await;
 
     c.check(
@@ -733,6 +743,46 @@ async fn busy_label_store(c: &mut Checker, server: &TestServer, id: &str) {
         c.check(method, template, reply);
     }
     assert_eq!(import.json["details"]["next_line"], 1, "{}", import.json);
+}
+
+/// `GET /api/search`: results (with text, filters, labels), bad parameters, and a label
+/// filter naming another annotator's sets in blind mode.
+async fn search_routes(c: &mut Checker, server: &TestServer) {
+    for query in [
+        "q=migration&limit=3",
+        "q=plan%20OR%20tests&tool=Bash&failed=false&offset=1",
+        "unit_type=user_turn&from=2025-01-01T00:00:00Z",
+        "labeled=true&annotator=ann.a",
+        "label=EXEC_COGNITIVE&labeled=false&limit=1",
+        "q=zzzznothing",
+    ] {
+        let reply = server.get(&format!("/api/search?{query}")).await;
+        assert_eq!(reply.status, reqwest::StatusCode::OK, "{query}: {}", reply.json);
+        c.check("get", "/api/search", &reply);
+    }
+    for query in ["limit=0", "q=(", "framework=cobol", "label=NOPE"] {
+        let reply = server.get(&format!("/api/search?{query}")).await;
+        assert_eq!(reply.status, reqwest::StatusCode::BAD_REQUEST, "{query}");
+        c.check("get", "/api/search", &reply);
+    }
+    let blind = TestServer::start(Options {
+        api_keys: vec!["alice:k-alice".into()],
+        label_policy: sessiongraph::labels::LabelPolicy {
+            blind: true,
+            ..Default::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let refused = blind
+        .get_with(
+            "/api/search?annotator=bob",
+            &[("authorization", "Bearer k-alice")],
+        )
+        .await;
+    assert_eq!(refused.status, reqwest::StatusCode::FORBIDDEN);
+    c.check("get", "/api/search", &refused);
+    blind.stop().await;
 }
 
 /// The routes across sessions (import, queue, agreement, progress, export) and the
