@@ -58,7 +58,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, ValueEnum};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use sessiongraph::labels::{Codebook, LabelPolicy};
+use sessiongraph::labels::{Codebook, Codebooks, LabelPolicy};
 use sessiongraph::store::StoreConfig;
 use sessiongraph::{ApiConfig, AppSettings, AppState};
 use sqlx::{Connection, Executor};
@@ -313,7 +313,7 @@ async fn start(data_dir: &Path, sessions_dir: PathBuf, database_url: &str) -> an
             header_read_timeout: Duration::from_secs(30),
             ..ApiConfig::default()
         },
-        codebook: Codebook::built_in()?,
+        codebooks: Codebooks::built_in()?,
         database_url: database_url.to_owned(),
         label_policy: LabelPolicy::default(),
         // The bench measures the label reads: no indexing beside them.
@@ -874,7 +874,7 @@ async fn seed_store(
     args: &Args,
     out: &mut Figures,
 ) -> anyhow::Result<Vec<Unit>> {
-    let labels = simple_labels(&server.state.codebook);
+    let labels = simple_labels(server.state.codebooks.default());
     let started = Phase::start();
     let units = match args.seed {
         Seeding::Import => load_units(&server.state).await?,
@@ -952,7 +952,7 @@ async fn measure(server: &Server, database_url: &str, args: &Args, out: &mut Fig
         .timeout(Duration::from_secs(3600))
         .build()?;
     let units = Arc::new(seed_store(server, &client, database_url, args, out).await?);
-    let labels = Arc::new(simple_labels(&server.state.codebook));
+    let labels = Arc::new(simple_labels(server.state.codebooks.default()));
     for phase in &args.phases {
         match phase {
             PhaseName::Put => {

@@ -42,6 +42,7 @@ fn set(event_id: &str, annotator: &str, status: Status, labels: Vec<LabelRecord>
         lead_time: Some(8.25),
         version: 1,
         updated_at: "2026-11-23T17:00:00Z".into(),
+        codebook_version: None,
     }
 }
 
@@ -68,6 +69,7 @@ fn unit(
         .find(|s| s.status == Status::Adjudicated)
         .cloned();
     ExportedUnit {
+        codebook: None,
         session_id: "s1".into(),
         event_id: event_id.into(),
         unit_type: Some(unit_type.into()),

@@ -212,6 +212,9 @@ pub struct LabelsExportArgs {
     /// Every unit of the sessions, labeled or not (default: units with labels or suggestions).
     #[arg(long)]
     pub all_units: bool,
+    /// The id of the codebook whose labels are exported (default: the default codebook).
+    #[arg(long)]
+    pub codebook_id: Option<String>,
     /// The server's settings: where sessions and labels are.
     #[command(flatten)]
     pub serve: crate::config::ServeArgs,
@@ -226,6 +229,9 @@ pub enum LabelsExportError {
     /// The codebook could not be read.
     #[error(transparent)]
     Codebook(#[from] crate::labels::CodebookError),
+    /// `--codebook-id` names no codebook.
+    #[error(transparent)]
+    UnknownCodebook(#[from] crate::labels::UnknownCodebook),
     /// The label database could not be opened.
     #[error(transparent)]
     Open(#[from] crate::labels::OpenError),
@@ -240,7 +246,8 @@ pub enum LabelsExportError {
 /// Runs `labels export`: the same stream as `GET /api/labels/export`, written to `out`.
 pub async fn labels_export(args: &LabelsExportArgs, out: &mut impl Write) -> Result<(), LabelsExportError> {
     use crate::labels::export::{ExportScope, Format};
-    let codebook = std::sync::Arc::new(args.serve.codebook()?);
+    let codebooks = args.serve.codebooks()?;
+    let codebook = codebooks.get(args.codebook_id.as_deref())?.clone();
     if args.format == "label-studio-config" {
         out.write_all(crate::labels::labelstudio::label_config(&codebook).as_bytes())?;
         out.write_all(b"\n")?;
@@ -255,10 +262,11 @@ pub async fn labels_export(args: &LabelsExportArgs, out: &mut impl Write) -> Res
         .await
         .map_err(|e| std::io::Error::other(format!("restoring the store: {e}")))??;
     let labels =
-        crate::labels::LabelStore::open(&args.serve.database_url()?, codebook, args.serve.label_policy())
+        crate::labels::LabelStore::open(&args.serve.database_url()?, codebooks, args.serve.label_policy())
             .await?;
     // The operator's export: every set, blind mode or not.
     let scope = ExportScope {
+        codebook: codebook.id.clone(),
         session_id: args.session.clone(),
         all_units: args.all_units,
         ..ExportScope::default()

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use crate::api::auth::ApiKeys;
 use crate::api::{ApiConfig, AppSettings};
 use crate::core::memory_bound::MemoryBound;
-use crate::labels::{Codebook, CodebookError, LabelPolicy, OpenError};
+use crate::labels::{CodebookError, Codebooks, LabelPolicy, OpenError};
 use crate::search::SearchConfig;
 use crate::store::StoreConfig;
 
@@ -111,10 +111,13 @@ pub struct ServeArgs {
     #[arg(long, env = "SESSIONGRAPH_SEARCH_RECHECK_SECS", default_value_t = 60)]
     pub search_recheck_secs: u64,
 
-    /// The labeling codebook (YAML of CommuGraph's annotation schema shape); default: the
-    /// built-in CommuGraph schema v0.2.
-    #[arg(long, env = "SESSIONGRAPH_CODEBOOK")]
-    pub codebook: Option<PathBuf>,
+    /// A labeling codebook (YAML of CommuGraph's annotation schema shape), or a directory of
+    /// them (repeatable; comma-separated in the environment). The first is the default; the
+    /// built-in ones (`delegation`, CommuGraph's schema v0.2, and `speechact`) stay
+    /// available unless one given has their id. Default: the built-in ones, `delegation`
+    /// the default.
+    #[arg(long, env = "SESSIONGRAPH_CODEBOOK", value_delimiter = ',')]
+    pub codebook: Vec<PathBuf>,
     /// Where labels are stored: `postgres://user:password@host/db` for PostgreSQL (several
     /// replicas may share it); default: SQLite at `<data-dir>/labels.sqlite3`, created on
     /// first start. The environment fallback is SESSIONGRAPH_DATABASE_URL, then
@@ -196,12 +199,9 @@ impl ServeArgs {
         }
     }
 
-    /// The labeling codebook: the file given, else the built-in one.
-    pub fn codebook(&self) -> Result<Codebook, CodebookError> {
-        match &self.codebook {
-            Some(path) => Codebook::read(path),
-            None => Codebook::built_in(),
-        }
+    /// The labeling codebooks: those given (files or directories), then the built-in ones.
+    pub fn codebooks(&self) -> Result<Codebooks, CodebookError> {
+        Codebooks::load(&self.codebook)
     }
 
     /// The label database's URL: `--database-url` (or SESSIONGRAPH_DATABASE_URL), else
@@ -240,7 +240,7 @@ impl ServeArgs {
     pub fn app_settings(&self) -> Result<AppSettings, ConfigError> {
         Ok(AppSettings {
             api: self.api_config()?,
-            codebook: self.codebook()?,
+            codebooks: self.codebooks()?,
             store: self.store_config(),
             database_url: self.database_url()?,
             label_policy: self.label_policy(),

@@ -12,6 +12,8 @@
 //!   durable uploads, the cache.
 //! - [`labels`]: labeling: the codebook, the label database, import, queue, agreement,
 //!   progress, export.
+//! - [`rounds`]: coding rounds: units fixed by a search or a list and a seeded sample,
+//!   labeled under one codebook by assigned annotators through their own queue.
 //! - [`search`]: full-text search over every session's units, an index kept beside the
 //!   data directory and updated as sessions come and go.
 //! - [`api`]: the axum routes, error bodies and middleware.
@@ -25,6 +27,7 @@ pub mod config;
 pub use sessiongraph_core as core;
 pub mod http;
 pub mod labels;
+pub mod rounds;
 pub mod search;
 pub mod store;
 pub mod web;

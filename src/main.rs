@@ -157,16 +157,18 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     init_logging(args.log_format, "sessiongraph=info,tower_http=info");
     let settings = args.app_settings()?;
-    let codebook = &settings.codebook;
-    for key in &codebook.repeated_keys {
-        // The built-in codebook's repeated `schema_version` is known and documented
-        // (codebooks/README.md): said at debug level, not as a warning on every start.
-        if codebook.file == sessiongraph::labels::codebook::BUILT_IN_NAME {
-            tracing::debug!(file = %codebook.file, key, "the codebook repeats a top-level key; its last value is used");
-        } else {
-            tracing::warn!(file = %codebook.file, key, "the codebook repeats a top-level key; its last value is used");
+    for codebook in settings.codebooks.iter() {
+        for key in &codebook.repeated_keys {
+            // The built-in codebook's repeated `schema_version` is known and documented
+            // (codebooks/README.md): said at debug level, not as a warning on every start.
+            if codebook.file == sessiongraph::labels::codebook::BUILT_IN_NAME {
+                tracing::debug!(file = %codebook.file, key, "the codebook repeats a top-level key; its last value is used");
+            } else {
+                tracing::warn!(file = %codebook.file, key, "the codebook repeats a top-level key; its last value is used");
+            }
         }
     }
+    let codebook = settings.codebooks.default();
     let api = &settings.api;
     let policy = &settings.label_policy;
     tracing::info!(
@@ -175,7 +177,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         sessions_dirs = ?settings.store.sessions_dirs,
         api_keys = api.api_keys.len(),
         read_only = api.read_only,
-        codebook = %codebook.file,
+        codebook = %codebook.id,
+        codebooks = settings.codebooks.iter().count(),
         labels_database = %sessiongraph::labels::store::redact(&settings.database_url),
         reviewers = policy.reviewers.len(),
         blind_labels = policy.blind,

@@ -78,6 +78,16 @@ export async function units(sessionId) {
   return body.annotations;
 }
 
+/**
+ * The units of a session the codebook codes (its `unit_types`: a codebook of user and
+ * assistant turns leaves system notices out of the queue, the counts and the review).
+ */
+export async function codedUnits(sessionId) {
+  const [book, all] = await Promise.all([codebook(), units(sessionId)]);
+  const types = book.unit_types;
+  return types ? all.filter((u) => types.includes(u.unit_type)) : all;
+}
+
 /** The path of a unit's set. */
 export function setPath(sessionId, eventId) {
   return graph(sessionId, `/labels/${encodeURIComponent(eventId)}`);

@@ -44,7 +44,7 @@ async function fetchSets(sessionId, who) {
 /** Draws the label page on unit `eventId` of `sessionId` (the first unlabeled one if none). */
 export async function labelPage(sessionId, eventId) {
   const who = annotator();
-  const [codebook, units, sets] = await Promise.all([api.codebook(), api.units(sessionId), loadSets(sessionId, who)]);
+  const [codebook, units, sets] = await Promise.all([api.codebook(), api.codedUnits(sessionId), loadSets(sessionId, who)]);
   if (!units.length) {
     page(h('p', { text: 'This session has no units.' }));
     return;

@@ -10,7 +10,7 @@ import { onKeys, typing, unitUrl } from './nav.js';
 export async function reviewPage(sessionId) {
   const who = annotator();
   const [units, listing] = await Promise.all([
-    api.units(sessionId),
+    api.codedUnits(sessionId),
     api.get(api.graph(sessionId, '/labels')),
   ]);
   const byUnit = groupSets(listing);

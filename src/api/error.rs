@@ -11,7 +11,8 @@ use serde_json::Value;
 use crate::core::pipeline::session::NoConversation;
 use crate::core::SessionError;
 use crate::http::error_body::{error_response, named_error_response};
-use crate::labels::{Forbidden, Invalid, LabelError, Refusal};
+use crate::labels::{Forbidden, Invalid, LabelError, Refusal, UnknownCodebook};
+use crate::rounds::RoundError;
 use crate::search::SearchError;
 use crate::store::disk::DiskError;
 use crate::store::StoreError;
@@ -58,6 +59,10 @@ pub enum ApiError {
     /// 404 `Not Found`.
     #[error("{0}")]
     NotFound(String),
+    /// 409 `Conflict`: the resource is not in a state that allows the request (a closed
+    /// round's queue).
+    #[error("{0}")]
+    Conflict(String),
     /// 413 `Payload Too Large`.
     #[error("{0}")]
     TooLarge(String),
@@ -137,6 +142,7 @@ impl ApiError {
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -224,6 +230,28 @@ impl From<Invalid> for ApiError {
         ApiError::Invalid {
             message: i.to_string(),
             details: serde_json::json!({ "field": i.field }),
+        }
+    }
+}
+
+impl From<UnknownCodebook> for ApiError {
+    /// 400 naming `codebook` and listing the server's codebooks.
+    fn from(u: UnknownCodebook) -> ApiError {
+        ApiError::Invalid {
+            message: u.to_string(),
+            details: serde_json::json!({ "field": "codebook", "known": u.known }),
+        }
+    }
+}
+
+impl From<RoundError> for ApiError {
+    /// 404 for an unknown round, 409 for an imported one that differs from the stored one
+    /// of its id; the label store's answers otherwise.
+    fn from(e: RoundError) -> ApiError {
+        match e {
+            RoundError::NotFound(id) => ApiError::NotFound(format!("Round '{}' not found", echo(&id))),
+            e @ RoundError::Different(_) => ApiError::Conflict(e.to_string()),
+            RoundError::Labels(e) => e.into(),
         }
     }
 }

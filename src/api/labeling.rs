@@ -1,14 +1,15 @@
 //! The labeling routes across sessions, thin over [`crate::labels`]:
 //!
-//! - `POST /api/labels/import` (`?format=jsonl|label-studio`): sets and suggestions, one
-//!   answer per line (or task), the valid ones stored a batch per transaction.
+//! - `POST /api/labels/import` (`?format=jsonl|label-studio|commugraph-speechact`): sets
+//!   and suggestions, one answer per line (or task), the valid ones stored a batch per
+//!   transaction.
 //! - `POST /api/labels/queue/next`, `POST /api/labels/queue/release`: the next unit for an
 //!   annotator, reserved for them; and giving it back.
 //! - `GET /api/labels/agreement`: Krippendorff's alpha, Cohen's and Fleiss' kappa.
 //! - `GET /api/labels/progress`: units labeled per session and annotator.
 //! - `GET /api/labels/export` (`?format=jsonl|label-studio|label-studio-config`): streamed.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
@@ -20,23 +21,35 @@ use serde_json::{json, Value};
 
 use super::auth::Identity;
 use super::error::{echo, unavailable_response, ApiError, BUSY_RETRY_AFTER};
-use super::labels::{caller, json_body, json_response, known_session, viewer, visible_in};
+use super::labels::{
+    caller, json_body, json_response, known_session, requested_codebook, viewer, visible_in,
+};
 use super::query::QueryPairs;
+use super::rounds::{requested_round, round_unit_keys};
 use super::AppState;
 use crate::labels::agreement::PairPage;
+use crate::labels::codings::CodingTable;
 use crate::labels::export::{ExportScope, Format};
-use crate::labels::import::{validate_batch, LineOutcome, Prepared};
+use crate::labels::import::{validate_batch, LineOutcome, Prepared, PreparedUnit};
 use crate::labels::import_body::{ImportFormat, SplitBody};
 use crate::labels::progress::{session_progress, UnitKind};
-use crate::labels::queue::QueueAsk;
-use crate::labels::validate::{check_annotator, check_ids, Invalid};
-use crate::labels::{ImportItem, LabelError};
+use crate::labels::queue::{QueueAsk, Reservation};
+use crate::labels::speechact::{self, SpeechActImport};
+use crate::labels::validate::{check_annotator, check_ids, check_model, Invalid};
+use crate::labels::{Codebook, ImportItem, LabelError, SetKey};
+use crate::rounds::transfer::{round_header, RoundHeader};
+use crate::rounds::{Round, RoundStatus};
 
 /// Largest import body, in bytes.
 pub const MAX_IMPORT_BYTES: usize = 64 << 20;
 
-/// `POST /api/labels/import` (`?format=jsonl`, the default, or `label-studio`): imports
-/// human sets and model suggestions, a batch of lines per transaction (see
+/// The import formats, as an unknown one's refusal lists them.
+const IMPORT_FORMATS: &str = "jsonl, label-studio or commugraph-speechact";
+
+/// `POST /api/labels/import` (`?format=jsonl`, the default, `label-studio`, or
+/// `commugraph-speechact` with `model` and an optional `session`, under the speech-act
+/// codebook unless `?codebook=` says otherwise): imports human sets and model
+/// suggestions, a batch of lines per transaction (see
 /// [`crate::labels::import_body`]). 200 with one result per line (or Label Studio task);
 /// 400 when the body cannot be read at all or holds too many records (nothing is stored);
 /// 503 with `Retry-After` when the store is busy, saying what was stored before (see
@@ -48,35 +61,133 @@ pub async fn import(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
-    let format = match query.first("format").unwrap_or("jsonl") {
+    let format = import_format(&query)?;
+    // Up to 64 MiB to split: on the blocking pool, not on a worker serving requests.
+    let (header, body) = tokio::task::spawn_blocking(move || {
+        let header = match format {
+            ImportFormat::Jsonl => first_line(&body).and_then(round_header).transpose(),
+            _ => Ok(None),
+        };
+        (header, SplitBody::split(body, format))
+    })
+    .await?;
+    let header = header?;
+    let body = body.map_err(|e| ApiError::Invalid {
+        message: e.to_string(),
+        details: json!({ "field": "body" }),
+    })?;
+    let codebook = import_codebook(&state, &query, body.format(), header.as_ref())?;
+    let round = match &header {
+        Some(header) => Some(import_round(&state, &identity, &codebook, header).await?),
+        None => None,
+    };
+    import_batches(&state, &codebook, Arc::new(body), identity, round).await
+}
+
+/// The import format `?format=` names.
+fn import_format(query: &QueryPairs) -> Result<ImportFormat, ApiError> {
+    Ok(match query.first("format").unwrap_or("jsonl") {
         "jsonl" => ImportFormat::Jsonl,
         "label-studio" | "labelstudio" => ImportFormat::LabelStudio,
+        "commugraph-speechact" => ImportFormat::SpeechAct(speech_act_import(query)?),
         other => {
             return Err(ApiError::Invalid {
                 message: format!(
-                    "format: unknown import format '{}' (expected jsonl or label-studio)",
+                    "format: unknown import format '{}' (expected {IMPORT_FORMATS})",
                     echo(other)
                 ),
                 details: json!({ "field": "format" }),
             })
         }
+    })
+}
+
+/// The first line of a body, if it is UTF-8.
+fn first_line(body: &[u8]) -> Option<&str> {
+    let end = memchr::memchr(b'\n', body).unwrap_or(body.len());
+    std::str::from_utf8(&body[..end]).ok()
+}
+
+/// The codebook an import is of: `?codebook=`, else the round's of a round export, else
+/// the speech-act codebook for speech-act tags, else the default. A round export under
+/// another codebook than its round's is refused.
+fn import_codebook(
+    state: &AppState,
+    query: &QueryPairs,
+    format: &ImportFormat,
+    header: Option<&RoundHeader>,
+) -> Result<Arc<Codebook>, ApiError> {
+    let named = query.first("codebook");
+    let codebook = match (named, header, format) {
+        (None, Some(header), _) => state
+            .codebooks
+            .get(Some(&header.round.definition.codebook))?
+            .clone(),
+        (None, None, ImportFormat::SpeechAct(_)) => {
+            state.codebooks.get(Some(speechact::CODEBOOK_ID))?.clone()
+        }
+        _ => requested_codebook(state, query)?,
     };
-    // Up to 64 MiB to split: on the blocking pool, not on a worker serving requests.
-    let body = tokio::task::spawn_blocking(move || SplitBody::split(body, format))
-        .await?
-        .map_err(|e| ApiError::Invalid {
-            message: e.to_string(),
-            details: json!({ "field": "body" }),
-        })?;
-    import_batches(&state, Arc::new(body), identity).await
+    match header {
+        Some(header) if header.round.definition.codebook != codebook.id => Err(ApiError::Invalid {
+            message: format!(
+                "codebook: the round in this export is labeled under '{}', not '{}'",
+                echo(&header.round.definition.codebook),
+                codebook.id
+            ),
+            details: json!({ "field": "codebook" }),
+        }),
+        _ => Ok(codebook),
+    }
+}
+
+/// Stores the round a round export's first line carries (see
+/// [`crate::rounds::transfer`]): `{"id", "created"}`, created false when the store
+/// already had it. Rounds are managed by reviewers: 403 for other callers.
+async fn import_round(
+    state: &AppState,
+    identity: &Option<Extension<Identity>>,
+    codebook: &Codebook,
+    header: &RoundHeader,
+) -> Result<Value, ApiError> {
+    caller(state, identity).may_manage_rounds(&state.labels.policy().reviewers)?;
+    if header.round.definition.codebook != codebook.id {
+        return Err(ApiError::Invalid {
+            message: "codebook: the round's codebook is not the import's".into(),
+            details: json!({ "field": "codebook" }),
+        });
+    }
+    let created = state.labels.import_round(header).await?;
+    Ok(json!({ "id": header.round.id, "created": created }))
+}
+
+/// What a `commugraph-speechact` import gives every line (see [`crate::labels::speechact`]):
+/// `model`, the model the suggestions are stored under (required, a valid model name), and
+/// `session`, the session of the lines that name none (optional; the lines of a session
+/// that does not exist are refused one by one, as a JSONL import's are).
+fn speech_act_import(query: &QueryPairs) -> Result<SpeechActImport, ApiError> {
+    let model = query.first("model").ok_or_else(|| ApiError::Invalid {
+        message: "model: is required with format=commugraph-speechact".to_owned(),
+        details: json!({ "field": "model" }),
+    })?;
+    check_model(model)?;
+    Ok(SpeechActImport {
+        model: model.to_owned(),
+        session_id: query
+            .first("session")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+    })
 }
 
 /// Imports `body` a batch at a time: each parsed and validated on the blocking pool, then
 /// stored in its own transaction.
 async fn import_batches(
     state: &AppState,
+    codebook: &Arc<Codebook>,
     body: Arc<SplitBody>,
     identity: Option<Extension<Identity>>,
+    round: Option<Value>,
 ) -> Result<Response, ApiError> {
     let mut outcomes = Vec::with_capacity(body.len());
     let mut from = 0;
@@ -84,10 +195,10 @@ async fn import_batches(
         let split = body.clone();
         let batch = tokio::task::spawn_blocking(move || split.batch(from)).await?;
         let prepared = with_unit_texts(state, batch.records).await?;
-        let (state_for, identity_for) = (state.clone(), identity.clone());
+        let (state_for, identity_for, codebook) = (state.clone(), identity.clone(), codebook.clone());
         let validated = tokio::task::spawn_blocking(move || {
             let caller = caller(&state_for, &identity_for);
-            validate_batch(&state_for.labels.validator(), prepared, caller)
+            validate_batch(&state_for.labels.validator(&codebook), prepared, caller)
         })
         .await?;
         // A busy store cuts the import where it stands: the answer says what was stored.
@@ -99,7 +210,11 @@ async fn import_batches(
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(json_response(StatusCode::OK, &import_summary(outcomes)))
+    let mut summary = import_summary(outcomes);
+    if let Some(round) = round {
+        summary["round"] = round;
+    }
+    Ok(json_response(StatusCode::OK, &summary))
 }
 
 /// The answer to an import the store was too busy to finish: 503 with `Retry-After`; the
@@ -109,7 +224,7 @@ async fn import_batches(
 fn import_cut(body: &SplitBody, outcomes: Vec<LineOutcome>, cause: &str) -> Response {
     tracing::warn!(%cause, "the label database is busy or unreachable: an import stopped part way");
     let what = match body.format() {
-        ImportFormat::Jsonl => "line",
+        ImportFormat::Jsonl | ImportFormat::SpeechAct(_) => "line",
         ImportFormat::LabelStudio => "task",
     };
     let next_line = body.name_of(outcomes.len()).unwrap_or_default();
@@ -154,7 +269,14 @@ async fn with_unit_texts(
             let units = loaded.units();
             events
                 .into_iter()
-                .filter_map(|e| units.get(&e).map(|u| (e, Arc::from(u.text.as_str()))))
+                .filter_map(|e| {
+                    let unit = units.get(&e)?;
+                    let prepared = PreparedUnit {
+                        unit_type: unit.unit_type,
+                        text: Arc::from(unit.text.as_str()),
+                    };
+                    Some((e, prepared))
+                })
                 .collect::<Vec<_>>()
         })
         .await?;
@@ -163,8 +285,8 @@ async fn with_unit_texts(
     Ok(with_texts(records, &texts))
 }
 
-/// The texts of the units an import names, by (session, unit).
-type UnitTexts = HashMap<(String, String), Arc<str>>;
+/// The units an import names, by (session, unit).
+type UnitTexts = HashMap<(String, String), PreparedUnit>;
 
 /// The units each session is asked for by `records`, each once.
 fn units_named(records: &Records) -> BTreeMap<String, BTreeSet<String>> {
@@ -188,7 +310,7 @@ fn with_texts(records: Records, texts: &UnitTexts) -> Vec<(usize, Result<Vec<Pre
                 items
                     .into_iter()
                     .map(|item| Prepared {
-                        unit_text: texts
+                        unit: texts
                             .get(&(item.session_id.clone(), item.event_id.clone()))
                             .cloned(),
                         item,
@@ -208,10 +330,22 @@ fn with_texts(records: Records, texts: &UnitTexts) -> Vec<(usize, Result<Vec<Pre
 pub async fn queue_next(
     State(state): State<AppState>,
     identity: Option<Extension<Identity>>,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    let codebook = requested_codebook(&state, &QueryPairs::parse(query.as_deref()))?;
     let ask = json_body(&body)?;
     let annotator = queue_annotator(&state, &identity, &ask)?;
+    match ask.get("round") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(round)) => return round_queue_next(&state, round, &annotator, &ask).await,
+        Some(_) => {
+            return Err(ApiError::Invalid {
+                message: "round: must be a round id".into(),
+                details: json!({ "field": "round" }),
+            })
+        }
+    }
     let overlap = state.labels.policy().overlap;
     match ask.get("overlap") {
         None | Some(Value::Null) => {}
@@ -244,29 +378,81 @@ pub async fn queue_next(
         }
     };
     for session_id in sessions {
-        let Some(units) = session_unit_ids(&state, &session_id).await else {
+        let Some(units) = session_unit_ids(&state, &codebook, &session_id).await else {
             continue;
         };
         let unit_refs: Vec<&str> = units.iter().map(String::as_str).collect();
         let ask = QueueAsk {
+            codebook: &codebook.id,
             annotator: &annotator,
             overlap,
             reservation_ms: state.labels.policy().reservation.as_millis() as i64,
             now_ms: crate::store::registry::now_ms(),
         };
         if let Some(r) = state.labels.next_unit(&session_id, &unit_refs, ask).await? {
-            let expires_at = chrono::DateTime::from_timestamp_millis(r.expires_at_ms)
-                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
-            return Ok(json_response(
-                StatusCode::OK,
-                &json!({ "done": false, "reservation": r, "expires_at": expires_at }),
-            ));
+            return Ok(reservation_response(Some(&r)));
         }
     }
-    Ok(json_response(
+    Ok(reservation_response(None))
+}
+
+/// The queue's answer: the unit reserved, or `{"done": true}`.
+fn reservation_response(reservation: Option<&Reservation>) -> Response {
+    let Some(r) = reservation else {
+        return json_response(StatusCode::OK, &json!({ "done": true, "reservation": null }));
+    };
+    let expires_at = chrono::DateTime::from_timestamp_millis(r.expires_at_ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+    json_response(
         StatusCode::OK,
-        &json!({ "done": true, "reservation": null }),
-    ))
+        &json!({ "done": false, "reservation": r, "expires_at": expires_at }),
+    )
+}
+
+/// `queue/next` within round `id`: its units in its order, under its codebook, overlap and
+/// reservation time; 404 for an unknown round, 409 for a closed one, 403 for an annotator
+/// it does not assign. `overlap` and `session`, if sent, must agree with the round.
+async fn round_queue_next(
+    state: &AppState,
+    id: &str,
+    annotator: &str,
+    ask: &Value,
+) -> Result<Response, ApiError> {
+    let round = state.labels.round(id).await?;
+    if round.status == RoundStatus::Closed {
+        return Err(ApiError::Conflict(format!(
+            "Round '{}' is closed: its queue hands out no unit",
+            echo(id)
+        )));
+    }
+    if !round.definition.assigns(annotator) {
+        return Err(ApiError::Forbidden(format!(
+            "round '{}' is not assigned to {annotator}",
+            echo(id)
+        )));
+    }
+    match ask.get("overlap") {
+        None | Some(Value::Null) => {}
+        Some(v) if v.as_u64() == Some(round.definition.overlap as u64) => {}
+        Some(_) => {
+            return Err(ApiError::Invalid {
+                message: format!(
+                    "overlap: the round's overlap is {}; a request may not change it",
+                    round.definition.overlap
+                ),
+                details: json!({ "field": "overlap" }),
+            })
+        }
+    }
+    let queue = QueueAsk {
+        codebook: &round.definition.codebook,
+        annotator,
+        overlap: round.definition.overlap,
+        reservation_ms: (round.definition.reservation_secs * 1000) as i64,
+        now_ms: crate::store::registry::now_ms(),
+    };
+    let reservation = state.labels.next_round_unit(&round, queue).await?;
+    Ok(reservation_response(reservation.as_ref()))
 }
 
 /// `POST /api/labels/queue/release` with `{"annotator", "session_id", "event_id"}`: gives a
@@ -274,8 +460,10 @@ pub async fn queue_next(
 pub async fn queue_release(
     State(state): State<AppState>,
     identity: Option<Extension<Identity>>,
+    RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    let codebook = requested_codebook(&state, &QueryPairs::parse(query.as_deref()))?;
     let ask = json_body(&body)?;
     let annotator = queue_annotator(&state, &identity, &ask)?;
     let field = |name: &str| {
@@ -288,7 +476,13 @@ pub async fn queue_release(
     };
     let (session_id, event_id) = (field("session_id")?, field("event_id")?);
     check_ids(session_id, event_id)?;
-    if state.labels.release(session_id, event_id, &annotator).await? {
+    let key = SetKey {
+        codebook: &codebook.id,
+        session_id,
+        event_id,
+        annotator: &annotator,
+    };
+    if state.labels.release(key).await? {
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {
         Err(ApiError::NotFound(format!(
@@ -329,14 +523,17 @@ fn queue_annotator(
     Ok(annotator)
 }
 
-/// The `event_id`s of session `id`'s units in order (`None`: it cannot be loaded).
-async fn session_unit_ids(state: &AppState, id: &str) -> Option<Vec<String>> {
+/// The `event_id`s of session `id`'s units that `codebook` codes, in order (`None`: it
+/// cannot be loaded).
+async fn session_unit_ids(state: &AppState, codebook: &Arc<Codebook>, id: &str) -> Option<Vec<String>> {
     let (_, loaded) = state.store.get(id).await.ok()?;
+    let codebook = codebook.clone();
     tokio::task::spawn_blocking(move || {
         loaded
             .units()
             .units()
             .iter()
+            .filter(|u| codebook.covers(u.unit_type))
             .map(|u| u.event_id.clone())
             .collect()
     })
@@ -354,6 +551,7 @@ pub async fn progress(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
+    let codebook = requested_codebook(&state, &query)?;
     let sessions = match query.first("session") {
         Some(id) => {
             known_session(&state, id)?;
@@ -365,21 +563,23 @@ pub async fn progress(
             .into_iter()
             .map(|i| i.slot.id.clone())
             .collect(),
-        None => state.labels.labeled_sessions().await?,
+        None => state.labels.labeled_sessions(&codebook.id).await?,
     };
     let viewer = Arc::new(viewer(&state, &identity, &query));
     let mut out = Vec::with_capacity(sessions.len());
     for session_id in sessions {
-        let sets = state.labels.list(&session_id).await?;
+        let sets = state.labels.list(&codebook.id, &session_id).await?;
         let Ok((_, loaded)) = state.store.get(&session_id).await else {
             continue;
         };
         let (id, viewer, blind) = (session_id.clone(), viewer.clone(), state.labels.policy().blind);
+        let codebook = codebook.clone();
         let progress = tokio::task::spawn_blocking(move || {
             let units: Vec<UnitKind> = loaded
                 .units()
                 .units()
                 .iter()
+                .filter(|u| codebook.covers(u.unit_type))
                 .map(|u| UnitKind {
                     event_id: &u.event_id,
                     unit_type: u.unit_type,
@@ -405,9 +605,11 @@ pub async fn export(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
+    let round = requested_round(&state, &query).await?;
+    let codebook = round_codebook(&state, &query, round.as_ref())?;
     let name = query.first("format").unwrap_or("jsonl");
     if name == "label-studio-config" {
-        let xml = crate::labels::labelstudio::label_config(&state.codebook);
+        let xml = crate::labels::labelstudio::label_config(&codebook);
         return Ok((
             [(header::CONTENT_TYPE, HeaderValue::from_static("application/xml"))],
             xml,
@@ -421,8 +623,28 @@ pub async fn export(
         ),
         details: json!({ "field": "format" }),
     })?;
+    let (only, header) = match &round {
+        Some(round) => {
+            let units = state.labels.round_units(&round.id).await?;
+            let mut only: BTreeMap<String, HashSet<String>> = BTreeMap::new();
+            for unit in &units {
+                only.entry(unit.session_id.clone())
+                    .or_default()
+                    .insert(unit.event_id.clone());
+            }
+            let header = json!({ "round": round, "units": units });
+            (Some(only), Some(header))
+        }
+        None => (None, None),
+    };
     let scope = ExportScope {
-        session_id: query.first("session").map(str::to_owned),
+        codebook: codebook.id.clone(),
+        only,
+        header,
+        session_id: query
+            .first("session")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
         all_units: query.flag("all_units"),
         viewer: viewer(&state, &identity, &query),
         blind: state.labels.policy().blind,
@@ -479,6 +701,8 @@ pub async fn agreement(
 ) -> Result<Response, ApiError> {
     use crate::labels::agreement::report;
     let query = QueryPairs::parse(query.as_deref());
+    let round = requested_round(&state, &query).await?;
+    let codebook = round_codebook(&state, &query, round.as_ref())?;
     let session = query.first("session");
     if let Some(id) = session {
         known_session(&state, id)?;
@@ -490,9 +714,9 @@ pub async fn agreement(
             .filter(|n| !n.is_empty())
             .collect()
     });
-    let mut label_ids: Vec<String> = state.codebook.labels.iter().map(|l| l.id.clone()).collect();
+    let mut label_ids: Vec<String> = codebook.labels.iter().map(|l| l.id.clone()).collect();
     if let Some(label) = query.first("label") {
-        if state.codebook.label(label).is_none() {
+        if codebook.label(label).is_none() {
             return Err(ApiError::Invalid {
                 message: format!("label: '{}' is not a label of the codebook", echo(label)),
                 details: json!({ "field": "label" }),
@@ -506,14 +730,82 @@ pub async fn agreement(
     let codings = state
         .labels
         .submitted_codings(
+            &codebook.id,
             session,
             &keep_annotator,
             &keep_label,
             viewer.sight(state.labels.policy().blind),
         )
         .await?;
+    let mut codings = covered_codings(&state, &codebook, codings).await?;
+    if let Some(round) = &round {
+        let keys = round_unit_keys(&state, round).await?;
+        codings.retain_units(|key| keys.contains(key));
+    }
     let report = tokio::task::spawn_blocking(move || report(codings, &label_ids, &page)).await?;
     Ok(json_response(StatusCode::OK, &report))
+}
+
+/// The codebook a request is about: its round's when it names one (`?codebook=`, if
+/// given too, must be the round's), else the one it names, else the default.
+pub(super) fn round_codebook(
+    state: &AppState,
+    query: &QueryPairs,
+    round: Option<&Round>,
+) -> Result<Arc<Codebook>, ApiError> {
+    let Some(round) = round else {
+        return requested_codebook(state, query);
+    };
+    let codebook = state.codebooks.get(Some(&round.definition.codebook))?.clone();
+    match query.first("codebook") {
+        Some(asked) if asked != codebook.id => Err(ApiError::Invalid {
+            message: format!(
+                "codebook: round '{}' is labeled under '{}', not '{}'",
+                round.id,
+                codebook.id,
+                echo(asked)
+            ),
+            details: json!({ "field": "codebook" }),
+        }),
+        _ => Ok(codebook),
+    }
+}
+
+/// Of `codings`, those of units `codebook` codes: sets written before it restricted its
+/// unit types (or under another codebook's rules) are left out. Sessions that cannot be
+/// loaded keep theirs.
+async fn covered_codings(
+    state: &AppState,
+    codebook: &Arc<Codebook>,
+    mut codings: CodingTable,
+) -> Result<CodingTable, ApiError> {
+    if codebook.unit_types.is_none() || codings.is_empty() {
+        return Ok(codings);
+    }
+    let sessions: BTreeSet<String> = codings
+        .unit_keys()
+        .filter_map(|key| key.split_once('\0').map(|(s, _)| s.to_owned()))
+        .collect();
+    let mut uncovered: HashSet<String> = HashSet::new();
+    for session_id in sessions {
+        let Ok((_, loaded)) = state.store.get(&session_id).await else {
+            continue;
+        };
+        let codebook = codebook.clone();
+        let keys = tokio::task::spawn_blocking(move || {
+            loaded
+                .units()
+                .units()
+                .iter()
+                .filter(|u| !codebook.covers(u.unit_type))
+                .map(|u| format!("{session_id}\0{}", u.event_id))
+                .collect::<Vec<_>>()
+        })
+        .await?;
+        uncovered.extend(keys);
+    }
+    codings.retain_units(|key| !uncovered.contains(key));
+    Ok(codings)
 }
 
 /// The page of pairs an agreement request asks for: `?pairs_limit=` (1 to
@@ -554,6 +846,7 @@ mod tests {
 
     fn item(session: &str, event: &str) -> ImportItem {
         ImportItem {
+            codebook: None,
             session_id: session.to_owned(),
             event_id: event.to_owned(),
             kind: ImportKind::Set(json!({})),
@@ -574,9 +867,18 @@ mod tests {
         assert_eq!(named["t"].len(), 1);
 
         let mut texts = UnitTexts::new();
-        texts.insert(("s".into(), "e1".into()), Arc::from("a long text"));
+        let unit = PreparedUnit {
+            unit_type: "user_turn",
+            text: Arc::from("a long text"),
+        };
+        texts.insert(("s".into(), "e1".into()), unit);
         let prepared = with_texts(records, &texts);
-        let text = |line: usize, at: usize| prepared[line].1.as_ref().unwrap()[at].unit_text.clone();
+        let text = |line: usize, at: usize| {
+            prepared[line].1.as_ref().unwrap()[at]
+                .unit
+                .as_ref()
+                .map(|u| u.text.clone())
+        };
         let first = text(0, 0).unwrap();
         for other in [text(0, 1), text(1, 0)] {
             assert!(Arc::ptr_eq(&first, &other.unwrap()), "one text for the unit");

@@ -1,17 +1,23 @@
 //! The labeling routes, thin over [`crate::labels`]:
 //!
-//! - `GET /api/codebook`: the codebook, with an ETag.
+//! - `GET /api/codebooks`: the codebooks, by id, with their versions.
+//! - `GET /api/codebook` (`?codebook=ID`): one codebook, with an ETag.
 //! - `GET /api/me`: who the request is made as (the labeling page's sign-in).
 //! - `PUT /api/graph/{id}/labels/{event_id}`: one annotator's set on one unit (`If-Match`).
 //! - `DELETE /api/graph/{id}/labels/{event_id}?annotator=NAME`: removes it (`If-Match`).
 //! - `GET /api/graph/{id}/labels`: the session's sets (`annotator`, `status`, `label`).
 //! - `GET /api/graph/{id}/labels/{event_id}/history`: every change (`annotator`).
 //!
+//! Every route but `/api/me` takes `?codebook=ID` (default: the server's default codebook):
+//! sets, suggestions and history are kept per codebook.
+//!
 //! Who asks: the named API key's annotator ([`Identity`]), else `?annotator=` (reads) or
 //! the body's `annotator` (writes), within what [`Caller::may_act_for`] allows (a named key
 //! acts for itself unless it is a reviewer's; a plain key among named ones for no named
 //! key's annotator and no reviewer); 403 otherwise. In blind mode reads show what
 //! [`Viewer::visible`] allows.
+
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
@@ -27,19 +33,37 @@ use super::AppState;
 use crate::http::etag::none_match;
 use crate::labels::consensus::Viewer;
 use crate::labels::sets_cache::Sets;
-use crate::labels::validate::{check_annotator, check_ids, check_no_nul};
-use crate::labels::{Caller, LabelSet, Precondition, SetFilter, SetKey, Status};
+use crate::labels::validate::{check_annotator, check_ids, check_no_nul, UnitRef};
+use crate::labels::{Caller, Codebook, LabelSet, Precondition, SetFilter, SetKey, Status};
 
-/// `GET /api/codebook`: the labels with their families, definitions, rules, cues and output
-/// field types, with an ETag (`If-None-Match` gives 304).
-pub async fn codebook(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let codebook = &state.codebook;
+/// `GET /api/codebooks`: every codebook's id, version, unit types and label count, and
+/// which is the default.
+pub async fn codebooks(State(state): State<AppState>) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        state.codebooks.list_body(),
+    )
+        .into_response()
+}
+
+/// `GET /api/codebook` (`?codebook=ID`): the labels with their families, definitions,
+/// rules, cues and output field types, with an ETag (`If-None-Match` gives 304).
+pub async fn codebook(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let query = QueryPairs::parse(query.as_deref());
+    let codebook = requested_codebook(&state, &query)?;
     let etag =
         HeaderValue::from_str(codebook.etag()).unwrap_or_else(|_| HeaderValue::from_static("\"codebook\""));
     if none_match(&headers, codebook.etag()) {
-        return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response();
+        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
     }
-    (
+    Ok((
         [
             (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
             (header::ETAG, etag),
@@ -47,7 +71,13 @@ pub async fn codebook(State(state): State<AppState>, headers: HeaderMap) -> Resp
         ],
         codebook.body(),
     )
-        .into_response()
+        .into_response())
+}
+
+/// The codebook a request names (`?codebook=ID`), else the default; 400 for one the
+/// server does not have.
+pub(super) fn requested_codebook(state: &AppState, query: &QueryPairs) -> Result<Arc<Codebook>, ApiError> {
+    Ok(state.codebooks.get(query.first("codebook"))?.clone())
 }
 
 /// `GET /api/me` (`?annotator=`): the named key's annotator (`null` without one), whether
@@ -77,17 +107,23 @@ pub async fn put_set(
     State(state): State<AppState>,
     Path((id, event_id)): Path<(String, String)>,
     identity: Option<Extension<Identity>>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     check_ids(&id, &event_id)?;
-    let text = unit_text(&state, &id, &event_id).await?;
+    let codebook = requested_codebook(&state, &QueryPairs::parse(query.as_deref()))?;
+    let (unit_type, text) = unit_of(&state, &id, &event_id).await?;
     let body = json_body(&body)?;
     let caller = caller(&state, &identity);
+    let unit = UnitRef {
+        unit_type,
+        text: &text,
+    };
     let valid = state
         .labels
-        .validator()
-        .set(&id, &event_id, &body, &text, caller)?;
+        .validator(&codebook)
+        .set(&id, &event_id, &body, unit, caller)?;
     let (set, created) = state.labels.put(&valid, &precondition(&headers)).await?;
     let status = if created {
         StatusCode::CREATED
@@ -113,19 +149,25 @@ pub async fn delete_set(
         details: json!({ "field": "annotator" }),
     })?;
     check_annotator("annotator", annotator)?;
+    let codebook = requested_codebook(&state, &query)?;
     let key = SetKey {
+        codebook: &codebook.id,
         session_id: &id,
         event_id: &event_id,
         annotator,
     };
-    let removal = state.labels.validator().removal(key, caller(&state, &identity))?;
+    let removal = state
+        .labels
+        .validator(&codebook)
+        .removal(key, caller(&state, &identity))?;
     state.labels.delete(&removal, &precondition(&headers)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// `GET /api/graph/{id}/labels` (`?annotator=`, `?status=`, `?label=`): the session's sets,
 /// by unit then annotator (in blind mode, those the asker may see), the models' suggestions
-/// apart, and the units with labels that the session no longer has (`orphaned`).
+/// apart, the units with labels that the session no longer has (`orphaned`), and the sets
+/// naming labels the codebook no longer has (`unknown_labels`: it changed since).
 pub async fn list_sets(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -149,23 +191,57 @@ pub async fn list_sets(
         status,
         label: query.first("label").map(str::to_owned),
     };
+    let codebook = requested_codebook(&state, &query)?;
     let viewer = viewer(&state, &identity, &query);
-    let all = session_sets(&state, &id).await?;
+    let all = session_sets(&state, &codebook.id, &id).await?;
     let visible = visible_sets(&state, &viewer, &all);
     let sets: Vec<&LabelSet> = visible.iter().copied().filter(|s| filter.matches(s)).collect();
-    let suggestions = state.labels.suggestions(&id, None).await?;
+    let suggestions = state.labels.suggestions(&codebook.id, &id, None).await?;
     let orphaned = orphaned_units(&state, &id, &visible).await?;
+    let unknown_labels = unknown_labels(&codebook, &visible);
     Ok(json_response(
         StatusCode::OK,
-        &json!({ "total": sets.len(), "labels": sets, "suggestions": suggestions, "orphaned": orphaned }),
+        &json!({
+            "codebook": { "id": codebook.id, "version": codebook.version },
+            "total": sets.len(),
+            "labels": sets,
+            "suggestions": suggestions,
+            "orphaned": orphaned,
+            "unknown_labels": unknown_labels,
+        }),
     ))
 }
 
-/// Every set of session `id`, by unit then annotator (shared: see [`LabelStore::list`]).
+/// The sets of `sets` naming labels `codebook` does not have (it changed since they were
+/// written): each with its unit, annotator, the version it was written under and those
+/// labels. Never dropped: they are shown, exported and kept until rewritten.
+fn unknown_labels(codebook: &Codebook, sets: &[&LabelSet]) -> Vec<Value> {
+    sets.iter()
+        .filter_map(|set| {
+            let unknown: Vec<&str> = set
+                .labels
+                .iter()
+                .map(|l| l.id.as_str())
+                .filter(|id| codebook.label(id).is_none())
+                .collect();
+            (!unknown.is_empty()).then(|| {
+                json!({
+                    "event_id": set.event_id,
+                    "annotator": set.annotator,
+                    "codebook_version": set.codebook_version,
+                    "labels": unknown,
+                })
+            })
+        })
+        .collect()
+}
+
+/// Every set of session `id` under `codebook`, by unit then annotator (shared: see
+/// [`LabelStore::list`]).
 ///
 /// [`LabelStore::list`]: crate::labels::LabelStore::list
-pub(super) async fn session_sets(state: &AppState, id: &str) -> Result<Sets, ApiError> {
-    Ok(state.labels.list(id).await?)
+pub(super) async fn session_sets(state: &AppState, codebook: &str, id: &str) -> Result<Sets, ApiError> {
+    Ok(state.labels.list(codebook, id).await?)
 }
 
 /// The event ids of `sets` (sorted by unit: the sets the asker may see) that session `id`
@@ -252,14 +328,18 @@ pub async fn history(
     known_session(&state, &id)?;
     check_ids(&id, &event_id)?;
     let query = QueryPairs::parse(query.as_deref());
+    let codebook = requested_codebook(&state, &query)?;
     let annotator = query.first("annotator");
     if let Some(annotator) = annotator {
         check_no_nul("annotator", annotator)?;
     }
-    let mut entries = state.labels.history(&id, &event_id, annotator).await?;
+    let mut entries = state
+        .labels
+        .history(&codebook.id, &id, &event_id, annotator)
+        .await?;
     let viewer = viewer(&state, &identity, &query);
     if state.labels.policy().blind && !viewer.reviewer {
-        let sets = session_sets(&state, &id).await?;
+        let sets = session_sets(&state, &codebook.id, &id).await?;
         let unit = sets
             .chunk_by(|a, b| a.event_id == b.event_id)
             .find(|unit| unit[0].event_id == event_id)
@@ -284,13 +364,20 @@ pub(super) fn known_session(state: &AppState, id: &str) -> Result<(), ApiError> 
     Ok(())
 }
 
-/// The text of unit `event_id` of session `id` (sub-agent units included); 404 when the
-/// session or the unit is unknown.
-pub(super) async fn unit_text(state: &AppState, id: &str, event_id: &str) -> Result<String, ApiError> {
+/// The type and text of unit `event_id` of session `id` (sub-agent units included); 404
+/// when the session or the unit is unknown.
+pub(super) async fn unit_of(
+    state: &AppState,
+    id: &str,
+    event_id: &str,
+) -> Result<(&'static str, String), ApiError> {
     let (_, loaded) = state.store.get(id).await?;
     let wanted = event_id.to_owned();
-    let text = tokio::task::spawn_blocking(move || loaded.unit_text(&wanted).map(str::to_owned)).await?;
-    text.ok_or_else(|| {
+    let unit = tokio::task::spawn_blocking(move || {
+        loaded.units().get(&wanted).map(|u| (u.unit_type, u.text.clone()))
+    })
+    .await?;
+    unit.ok_or_else(|| {
         ApiError::NotFound(format!(
             "Unit '{}' not found in session '{}'",
             echo(event_id),

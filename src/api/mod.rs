@@ -35,6 +35,7 @@ pub mod labels;
 pub mod limits;
 pub mod origin;
 pub mod query;
+pub mod rounds;
 pub mod search;
 pub mod sessions;
 pub mod state;
@@ -118,6 +119,7 @@ fn read_routes(config: &ApiConfig) -> Router<AppState> {
     ));
     Router::new()
         .route("/api/frameworks", get(sessions::frameworks))
+        .route("/api/codebooks", get(labels::codebooks))
         .route("/api/codebook", get(labels::codebook))
         .route("/api/me", get(labels::me))
         .route("/api/sessions", get(sessions::list))
@@ -138,6 +140,10 @@ fn read_routes(config: &ApiConfig) -> Router<AppState> {
         .route("/api/labels/agreement", get(labeling::agreement))
         .route("/api/labels/progress", get(labeling::progress))
         .route("/api/labels/export", get(labeling::export))
+        .route("/api/rounds", get(rounds::list))
+        .route("/api/rounds/{id}", get(rounds::get))
+        .route("/api/rounds/{id}/units", get(rounds::units))
+        .route("/api/rounds/{id}/agreement", get(rounds::agreement))
         .route("/healthz", get(sessions::healthz))
         .route("/readyz", get(sessions::readyz))
 }
@@ -164,13 +170,19 @@ fn write_routes(state: &AppState) -> Router<AppState> {
         RequestBodyLimitLayer::new(labeling::MAX_IMPORT_BYTES),
     ));
     let queue_next = post(labeling::queue_next).layer((read_only.clone(), json.clone()));
-    let queue_release = post(labeling::queue_release).layer((read_only.clone(), json));
+    let queue_release = post(labeling::queue_release).layer((read_only.clone(), json.clone()));
+    let create_round = post(rounds::create).layer((read_only.clone(), json));
+    let close_round = post(rounds::close).layer(read_only.clone());
+    let reopen_round = post(rounds::reopen).layer(read_only.clone());
     Router::new()
         .route("/api/upload", upload)
         .route("/api/graph/{id}/labels/{event_id}", label_writes)
         .route("/api/labels/import", import)
         .route("/api/labels/queue/next", queue_next)
         .route("/api/labels/queue/release", queue_release)
+        .route("/api/rounds", create_round)
+        .route("/api/rounds/{id}/close", close_round)
+        .route("/api/rounds/{id}/reopen", reopen_round)
         .route("/api/session/{id}", delete(sessions::delete).layer(read_only))
 }
 
@@ -213,7 +225,7 @@ pub fn with_edge(app: Router, state: AppState) -> Router {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labels::Codebook;
+    use crate::labels::Codebooks;
     use axum::body::Body;
     use axum::http::Request;
     use http_body_util::BodyExt;
@@ -225,7 +237,7 @@ mod tests {
         let state = AppState::build(AppSettings {
             store: Default::default(),
             api: ApiConfig::default(),
-            codebook: Codebook::built_in().unwrap(),
+            codebooks: Codebooks::built_in().unwrap(),
             database_url: "sqlite::memory:".into(),
             label_policy: Default::default(),
             search: Default::default(),

@@ -20,6 +20,11 @@ impl QueryPairs {
         )
     }
 
+    /// Pairs given as they are (a JSON object's members, say).
+    pub fn of_pairs(pairs: Vec<(String, String)>) -> QueryPairs {
+        QueryPairs(pairs)
+    }
+
     /// The first value of `key`.
     pub fn first(&self, key: &str) -> Option<&str> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())

@@ -21,6 +21,8 @@ use super::query::QueryPairs;
 use super::AppState;
 use crate::core::json::time::parse_millis;
 use crate::labels::validate::check_annotator;
+use crate::labels::Codebook;
+use crate::rounds::Candidate;
 use crate::search::results::{MAX_LIMIT, MAX_OFFSET};
 use crate::search::{LabelFilter, SearchQuery};
 use crate::store::Framework;
@@ -51,7 +53,7 @@ pub async fn search(
         allowed_label_filter(&state, &identity, &pairs, &ask)?;
         let units = state
             .labels
-            .unit_keys(ask.annotator, ask.label, ask.codebook)
+            .unit_keys(ask.annotator, ask.label, &ask.codebook)
             .await?;
         asked.labels = Some(LabelFilter {
             units,
@@ -71,6 +73,99 @@ pub async fn search(
             "index": index,
         }),
     ))
+}
+
+/// The units a round's search selection finds that `codebook` codes (see
+/// [`crate::rounds::Selection::Search`]): `query` and `filters` read as the route reads
+/// its parameters (a filter's value a string, a number, a boolean or a list of them).
+/// 400 naming `selection.filters.<name>` for a bad filter, or when the server runs without
+/// search; 503 while the index is catching up (a round drawn then could miss units).
+pub(super) async fn selected_units(
+    state: &AppState,
+    query: &str,
+    filters: &serde_json::Map<String, serde_json::Value>,
+    codebook: &Codebook,
+) -> Result<Vec<Candidate>, ApiError> {
+    let Some(search) = state.search.clone() else {
+        return Err(invalid(
+            "selection.query",
+            "this server runs without search (--no-search): select units or sessions".into(),
+        ));
+    };
+    if search.state().pending {
+        return Err(ApiError::Unavailable {
+            message: "The search index is still catching up with the sessions: a round drawn now could miss units; retry shortly".into(),
+            retry_after: std::time::Duration::from_secs(2),
+        });
+    }
+    let pairs = QueryPairs::of_pairs(filter_pairs(query, filters)?);
+    let in_selection = |e: ApiError| match e {
+        ApiError::Invalid { message, details } => {
+            let field = details["field"].as_str().unwrap_or("filters").to_owned();
+            ApiError::Invalid {
+                message: format!("selection.filters.{message}"),
+                details: json!({ "field": format!("selection.filters.{field}") }),
+            }
+        }
+        other => other,
+    };
+    let mut asked = search_query(&pairs).map_err(in_selection)?;
+    if let Some(ask) = label_ask(state, &pairs).map_err(in_selection)? {
+        let units = state
+            .labels
+            .unit_keys(ask.annotator, ask.label, &ask.codebook)
+            .await?;
+        asked.labels = Some(LabelFilter {
+            units,
+            keep: ask.keep,
+        });
+    }
+    let keys = search.matching_units(asked).await?;
+    Ok(keys
+        .into_iter()
+        .filter(|k| codebook.covers(k.unit_type))
+        .map(|k| Candidate {
+            session_id: k.session_id.to_string(),
+            event_id: k.event_id,
+            unit_type: k.unit_type.to_owned(),
+        })
+        .collect())
+}
+
+/// A selection's query and filters as the route's parameters (`q` first).
+fn filter_pairs(
+    query: &str,
+    filters: &serde_json::Map<String, serde_json::Value>,
+) -> Result<Vec<(String, String)>, ApiError> {
+    use serde_json::Value;
+    let mut pairs = vec![("q".to_owned(), query.to_owned())];
+    for (name, value) in filters {
+        if name == "q" {
+            return Err(invalid(
+                "selection.filters.q",
+                "the query is the selection's `query`".into(),
+            ));
+        }
+        let values = match value {
+            Value::Array(list) => list.iter().collect(),
+            single => vec![single],
+        };
+        for value in values {
+            let text = match value {
+                Value::String(s) => s.clone(),
+                Value::Bool(b) => b.to_string(),
+                Value::Number(n) => n.to_string(),
+                _ => {
+                    return Err(invalid(
+                        &format!("selection.filters.{name}"),
+                        "must be a string, a number, a boolean or a list of them".into(),
+                    ))
+                }
+            };
+            pairs.push((name.clone(), text));
+        }
+    }
+    Ok(pairs)
 }
 
 /// The search the parameters ask for, label filters aside.
@@ -121,7 +216,7 @@ fn search_query(pairs: &QueryPairs) -> Result<SearchQuery, ApiError> {
 struct LabelAsk<'q> {
     annotator: Option<&'q str>,
     label: Option<&'q str>,
-    codebook: Option<&'q str>,
+    codebook: String,
     keep: bool,
 }
 
@@ -141,16 +236,17 @@ fn label_ask<'q>(state: &AppState, pairs: &'q QueryPairs) -> Result<Option<Label
     if let Some(annotator) = annotator {
         check_annotator("annotator", annotator)?;
     }
-    if let Some(label) = label.filter(|l| state.codebook.label(l).is_none()) {
+    let book = state.codebooks.get(codebook)?;
+    if let Some(label) = label.filter(|l| book.label(l).is_none()) {
         return Err(invalid(
             "label",
-            format!("'{}' is not a label of the codebook", echo(label)),
+            format!("'{}' is not a label of the codebook {}", echo(label), book.id),
         ));
     }
     Ok(Some(LabelAsk {
         annotator,
         label,
-        codebook,
+        codebook: book.id.clone(),
         keep: labeled.unwrap_or(true),
     }))
 }

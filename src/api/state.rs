@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::ApiConfig;
-use crate::labels::{Codebook, LabelPolicy, LabelStore, OpenError};
+use crate::labels::{Codebooks, LabelPolicy, LabelStore, OpenError};
 use crate::search::{Search, SearchConfig};
 use crate::store::{Store, StoreConfig, StoreError};
 
@@ -15,8 +15,8 @@ pub struct AppSettings {
     pub store: StoreConfig,
     /// The HTTP layer's settings.
     pub api: ApiConfig,
-    /// The labeling codebook.
-    pub codebook: Codebook,
+    /// The labeling codebooks.
+    pub codebooks: Codebooks,
     /// The label database's URL (SQLite or PostgreSQL).
     pub database_url: String,
     /// Reviewers, blind mode, the queue's reservation time and overlap.
@@ -46,7 +46,7 @@ pub struct AppState(Arc<SharedState>);
 impl AppState {
     /// The state `settings` describe: the store opened on its data directory (nothing is
     /// restored yet: [`crate::run`] does that in the background), the label database
-    /// opened, checking sets against the settings' codebook, and the search index opened
+    /// opened, checking sets against the settings' codebooks, and the search index opened
     /// beside the data directory, told of every change of the store ([`crate::run`] starts
     /// its indexer).
     pub async fn build(settings: AppSettings) -> Result<AppState, BuildError> {
@@ -58,13 +58,13 @@ impl AppState {
         if let Some(search) = &search {
             store.listen(search.clone());
         }
-        let codebook = Arc::new(settings.codebook);
+        let codebooks = settings.codebooks;
         let labels =
-            LabelStore::open(&settings.database_url, codebook.clone(), settings.label_policy).await?;
+            LabelStore::open(&settings.database_url, codebooks.clone(), settings.label_policy).await?;
         Ok(AppState(Arc::new(SharedState {
             store: Arc::new(store),
             config: Arc::new(settings.api),
-            codebook,
+            codebooks,
             labels: Arc::new(labels),
             search,
         })))
@@ -86,9 +86,9 @@ pub struct SharedState {
     pub store: Arc<Store>,
     /// HTTP settings.
     pub config: Arc<ApiConfig>,
-    /// The labeling codebook.
-    pub codebook: Arc<Codebook>,
-    /// The label database (checks sets against the same codebook).
+    /// The labeling codebooks.
+    pub codebooks: Codebooks,
+    /// The label database (checks sets against the same codebooks).
     pub labels: Arc<LabelStore>,
     /// Full-text search over the sessions' units (`None` when turned off).
     pub search: Option<Arc<Search>>,

@@ -281,6 +281,7 @@ async fn unit_labels(
     identity: &Option<Extension<Identity>>,
     query: &QueryPairs,
 ) -> Result<Option<(Arc<UnitLabels>, String)>, ApiError> {
+    let codebook = labels::requested_codebook(state, query)?;
     let viewer = labels::viewer(state, identity, query);
     let blind = state.labels.policy().blind;
     let asked = query.first("annotator").map(str::to_owned);
@@ -289,7 +290,7 @@ async fn unit_labels(
         let mut failed = None;
         state
             .labels
-            .for_each_unit_sets(id, None, |unit| {
+            .for_each_unit_sets(&codebook.id, id, None, |unit| {
                 if let Err(e) = shown.add(&viewer.visible(&unit, blind), asked.as_deref()) {
                     failed.get_or_insert(e);
                 }
@@ -297,7 +298,7 @@ async fn unit_labels(
             .await?;
         return failed.map_or_else(|| Ok(shown.finish()), Err);
     }
-    let sets = labels::session_sets(state, id).await?;
+    let sets = labels::session_sets(state, &codebook.id, id).await?;
     tokio::task::spawn_blocking(move || {
         let mut shown = ShownByUnit::default();
         for unit in labels::visible_in(&viewer, &sets, blind).chunk_by(|a, b| a.event_id == b.event_id) {
@@ -353,7 +354,8 @@ async fn orphaned_labels(
     identity: &Option<Extension<Identity>>,
     query: &QueryPairs,
 ) -> Result<Option<serde_json::Value>, ApiError> {
-    let all = labels::session_sets(state, id).await?;
+    let codebook = labels::requested_codebook(state, query)?;
+    let all = labels::session_sets(state, &codebook.id, id).await?;
     let sets = labels::visible_sets(state, &labels::viewer(state, identity, query), &all);
     let orphaned = labels::orphaned_units(state, id, &sets).await?;
     if orphaned.is_empty() {

@@ -65,6 +65,19 @@ impl<'a> Caller<'a> {
         }
     }
 
+    /// Whether this caller may create, close and reopen rounds: a request on a server
+    /// without named keys, a plain key (the operator's), a reviewer's named key, or any
+    /// named key when no reviewer is configured.
+    pub fn may_manage_rounds(&self, reviewers: &[String]) -> Result<(), Forbidden> {
+        match *self {
+            Caller::Anyone | Caller::Unnamed { .. } => Ok(()),
+            Caller::Named(me) if reviewers.is_empty() || reviewers.iter().any(|r| r == me) => Ok(()),
+            Caller::Named(me) => Err(Forbidden(format!(
+                "rounds are managed by reviewers; {me} is not one"
+            ))),
+        }
+    }
+
     /// Who history records as the author of a change to `annotator`'s set: the named key's
     /// annotator, else the annotator the request acts for.
     pub fn actor<'s>(&'s self, annotator: &'s str) -> &'s str {
@@ -89,6 +102,21 @@ mod tests {
 
     fn reviewers() -> Vec<String> {
         vec!["lead".to_owned()]
+    }
+
+    #[test]
+    fn rounds_are_managed_by_reviewers_and_the_operator() {
+        assert!(Caller::Anyone.may_manage_rounds(&reviewers()).is_ok());
+        assert!(Caller::Named("lead").may_manage_rounds(&reviewers()).is_ok());
+        assert!(Caller::Named("alice").may_manage_rounds(&reviewers()).is_err());
+        assert!(
+            Caller::Named("alice").may_manage_rounds(&[]).is_ok(),
+            "no reviewer: any key"
+        );
+        let named = ["alice".to_owned()];
+        assert!(Caller::Unnamed { named: &named }
+            .may_manage_rounds(&reviewers())
+            .is_ok());
     }
 
     #[test]

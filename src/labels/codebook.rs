@@ -21,6 +21,12 @@ pub const BUILT_IN: &str = include_str!("../../codebooks/annotation_schema_v02.y
 /// The name the built-in codebook is shown under.
 pub const BUILT_IN_NAME: &str = "annotation_schema_v02.yaml (built in)";
 
+/// The built-in codebook's id.
+pub const BUILT_IN_ID: &str = "delegation";
+
+/// The longest codebook id.
+pub const MAX_ID_LEN: usize = 64;
+
 /// Why a codebook was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum CodebookError {
@@ -57,6 +63,31 @@ pub enum CodebookError {
         first: usize,
         /// The second position.
         second: usize,
+    },
+    /// The codebook's id (its `id:` key, else its file name without the extension) is not
+    /// 1 to 64 ASCII letters, digits, `_`, `-` or `.`.
+    #[error("the codebook {file} has the id {id:?}; an id is 1 to 64 ASCII letters, digits, '_', '-' or '.' (set `id:` in the file)")]
+    BadId {
+        /// The file.
+        file: String,
+        /// The id.
+        id: String,
+    },
+    /// Two configured codebooks have one id.
+    #[error("two codebooks have the id {id} ({first} and {second})")]
+    RepeatedId {
+        /// The id.
+        id: String,
+        /// The first file.
+        first: String,
+        /// The second.
+        second: String,
+    },
+    /// A directory given as codebooks holds no `.yaml` or `.yml` file.
+    #[error("the codebook directory {dir} holds no .yaml or .yml file")]
+    EmptyDirectory {
+        /// The directory.
+        dir: String,
     },
     /// A label is malformed.
     #[error("the codebook {file}, label {label}: {problem}")]
@@ -211,6 +242,11 @@ pub struct Family {
 /// A loaded codebook, with its JSON body and ETag ready to serve.
 #[derive(Debug, Clone)]
 pub struct Codebook {
+    /// Its id: what `?codebook=` names and labels are stored under.
+    pub id: String,
+    /// Its version: `sha256:` and the first 16 hex digits of the SHA-256 of its text. A set
+    /// records the version it was written under.
+    pub version: String,
     /// The file it was read from.
     pub file: String,
     /// `schema_name`.
@@ -219,6 +255,8 @@ pub struct Codebook {
     pub schema_version: Option<String>,
     /// The labels, in order.
     pub labels: Vec<Label>,
+    /// The unit types it codes (`annotation_unit.unit_types`); `None`: every type.
+    pub unit_types: Option<Vec<String>>,
     /// Top-level keys the file repeats (the last value was kept).
     pub repeated_keys: Vec<String>,
     body: Bytes,
@@ -228,9 +266,12 @@ pub struct Codebook {
 /// The JSON body of `GET /api/codebook`.
 #[derive(Serialize)]
 struct CodebookBody<'a> {
+    id: &'a str,
+    version: &'a str,
     file: &'a str,
     schema_name: Option<&'a str>,
     schema_version: Option<&'a str>,
+    unit_types: Option<&'a [String]>,
     families: Vec<Family>,
     labels: &'a [Label],
 }
@@ -238,7 +279,15 @@ struct CodebookBody<'a> {
 impl Codebook {
     /// The built-in codebook.
     pub fn built_in() -> Result<Codebook, CodebookError> {
-        Codebook::parse(BUILT_IN_NAME, BUILT_IN)
+        let mut codebook = Codebook::parse(BUILT_IN_NAME, BUILT_IN)?;
+        codebook.set_id(BUILT_IN_ID);
+        Ok(codebook)
+    }
+
+    /// Gives the codebook the id `id` (a built-in one's, whatever its file is called).
+    pub fn set_id(&mut self, id: &str) {
+        self.id = id.to_owned();
+        self.render();
     }
 
     /// Reads the codebook at `path`.
@@ -251,7 +300,8 @@ impl Codebook {
         Codebook::parse(&file, &text)
     }
 
-    /// Reads a codebook from `text`, shown as `file` in errors.
+    /// Reads a codebook from `text`, shown as `file` in errors. Its id is its `id:` key,
+    /// else `file`'s name without the extension.
     pub fn parse(file: &str, text: &str) -> Result<Codebook, CodebookError> {
         let document: Document = yaml_serde::from_str(text).map_err(|e| CodebookError::Parse {
             file: file.to_owned(),
@@ -282,17 +332,35 @@ impl Codebook {
             }
             labels.push(label);
         }
+        let id = document.id.unwrap_or_else(|| id_of_file(file));
+        if !is_valid_id(&id) {
+            return Err(CodebookError::BadId {
+                file: file.to_owned(),
+                id,
+            });
+        }
         let mut codebook = Codebook {
+            id,
+            version: version_of(text),
             file: file.to_owned(),
             schema_name: document.schema_name,
             schema_version: document.schema_version,
             labels,
+            unit_types: document.unit_types,
             repeated_keys: document.repeated,
             body: Bytes::new(),
             etag: String::new(),
         };
         codebook.render();
         Ok(codebook)
+    }
+
+    /// True when the codebook codes units of `unit_type` (`user_turn`, ...): the queue hands
+    /// out, progress counts and writes accept only those.
+    pub fn covers(&self, unit_type: &str) -> bool {
+        self.unit_types
+            .as_ref()
+            .is_none_or(|types| types.iter().any(|t| t == unit_type))
     }
 
     /// The label with this id.
@@ -327,9 +395,12 @@ impl Codebook {
 
     fn render(&mut self) {
         let body = CodebookBody {
+            id: &self.id,
+            version: &self.version,
             file: &self.file,
             schema_name: self.schema_name.as_deref(),
             schema_version: self.schema_version.as_deref(),
+            unit_types: self.unit_types.as_deref(),
             families: self.families(),
             labels: &self.labels,
         };
@@ -342,10 +413,37 @@ impl Codebook {
     }
 }
 
+/// True when `id` can name a codebook: 1 to [`MAX_ID_LEN`] ASCII letters, digits, `_`, `-`
+/// or `.` (it appears in URLs and file names unescaped).
+pub fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// A codebook file's id when it sets none: its name without the directories and the
+/// extension.
+fn id_of_file(file: &str) -> String {
+    std::path::Path::new(file)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The version of a codebook's text: `sha256:` and the first 16 hex digits of its digest.
+fn version_of(text: &str) -> String {
+    let digest = Sha256::digest(text.as_bytes());
+    format!("sha256:{}", hex::encode(&digest[..8]))
+}
+
 /// The parts of the YAML document a codebook is made of. A repeated top-level key keeps
 /// its last value (as PyYAML and js-yaml's JSON mode read it) and is remembered.
 #[derive(Default)]
 struct Document {
+    id: Option<String>,
+    unit_types: Option<Vec<String>>,
     schema_name: Option<String>,
     schema_version: Option<String>,
     labels: Option<Vec<WireLabel>>,
@@ -373,6 +471,14 @@ impl<'de> Deserialize<'de> for Document {
                         seen.push(key.clone());
                     }
                     match key.as_str() {
+                        "id" => doc.id = scalar_text(map.next_value()?),
+                        "annotation_unit" => {
+                            // An empty list restricts nothing.
+                            doc.unit_types = map
+                                .next_value::<AnnotationUnit>()?
+                                .unit_types
+                                .filter(|types| !types.is_empty())
+                        }
                         "schema_name" => doc.schema_name = scalar_text(map.next_value()?),
                         "schema_version" => doc.schema_version = scalar_text(map.next_value()?),
                         "labels" => doc.labels = Some(map.next_value()?),
@@ -397,6 +503,13 @@ fn scalar_text(value: yaml_serde::Value) -> Option<String> {
         yaml_serde::Value::Bool(b) => Some(b.to_string()),
         _ => None,
     }
+}
+
+/// `annotation_unit`: of it, only the unit types are read.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct AnnotationUnit {
+    unit_types: Option<Vec<String>>,
 }
 
 /// A label as written.

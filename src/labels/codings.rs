@@ -118,6 +118,11 @@ impl CodingTable {
         self.rows.is_empty()
     }
 
+    /// The unit keys held (`session \0 event` as the store reads them), in no order.
+    pub fn unit_keys(&self) -> impl Iterator<Item = &str> {
+        self.units.ids.keys().map(|k| &**k)
+    }
+
     /// Keeps only the codings of the units whose key `keep` accepts.
     pub fn retain_units(&mut self, keep: impl Fn(&str) -> bool) {
         let mut kept = vec![false; self.units.ids.len()];

@@ -153,6 +153,7 @@ mod tests {
                 })
                 .collect(),
             note: None,
+            codebook_version: None,
             lead_time: None,
             version: 1,
             updated_at: at.into(),

@@ -11,7 +11,7 @@
 //! unit's labels are read in one query; a write made while an export runs shows in the
 //! lines read after it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 
 use bytes::Bytes;
@@ -79,6 +79,14 @@ impl Format {
 /// What to export, and for whom.
 #[derive(Debug, Clone, Default)]
 pub struct ExportScope {
+    /// The codebook whose sets and suggestions are exported.
+    pub codebook: String,
+    /// Only these units, by session (a round's): each gets a line, labeled or not (unless
+    /// its session no longer has it and it has no labels).
+    pub only: Option<BTreeMap<String, HashSet<String>>>,
+    /// A JSONL line written before the units (a round's definition); a Label Studio
+    /// export leaves it out.
+    pub header: Option<serde_json::Value>,
     /// Only this session.
     pub session_id: Option<String>,
     /// Every unit of the sessions, labeled or not (default: units with labels or
@@ -111,6 +119,11 @@ impl LabelStore {
         out: mpsc::Sender<Result<Bytes, std::io::Error>>,
     ) -> Result<(), LabelError> {
         let mut writer = LineWriter::new(format, out);
+        if let (Some(header), Format::Jsonl) = (&scope.header, format) {
+            if !writer.write_json(header).await? {
+                return Ok(());
+            }
+        }
         for session_id in self.export_sessions(source, scope).await? {
             if !self
                 .export_session(source, &session_id, scope, &mut writer)
@@ -130,9 +143,13 @@ impl LabelStore {
         scope: &ExportScope,
     ) -> Result<Vec<String>, LabelError> {
         if let Some(id) = &scope.session_id {
-            return Ok(vec![id.clone()]);
+            let in_scope = scope.only.as_ref().is_none_or(|only| only.contains_key(id));
+            return Ok(if in_scope { vec![id.clone()] } else { Vec::new() });
         }
-        let mut ids = self.labeled_sessions().await?;
+        if let Some(only) = &scope.only {
+            return Ok(only.keys().cloned().collect());
+        }
+        let mut ids = self.labeled_sessions(&scope.codebook).await?;
         if scope.all_units {
             ids.extend(source.session_ids());
             ids.sort();
@@ -150,22 +167,30 @@ impl LabelStore {
         scope: &ExportScope,
         writer: &mut LineWriter,
     ) -> Result<bool, LabelError> {
-        let labeled = self.labeled_units(session_id).await?;
-        if !scope.all_units && labeled.is_empty() {
+        let codebook = scope.codebook.as_str();
+        let mut labeled = self.labeled_units(codebook, session_id).await?;
+        let mut units = source.unit_rows(session_id).await.unwrap_or_default();
+        let only = scope.only.as_ref().and_then(|only| only.get(session_id));
+        if let Some(only) = only {
+            labeled.retain(|event_id, _| only.contains(event_id));
+            units.retain(|u| only.contains(&u.event_id));
+        }
+        let all_units = scope.all_units || only.is_some();
+        if !all_units && labeled.is_empty() {
             return Ok(true);
         }
-        let units = source.unit_rows(session_id).await.unwrap_or_default();
-        for batch in batches(units, labeled, scope.all_units) {
-            let mut labels = self.batch_labels(session_id, &batch).await?;
+        for batch in batches(units, labeled, all_units) {
+            let mut labels = self.batch_labels(codebook, session_id, &batch).await?;
             for entry in batch {
                 let (mut sets, suggestions) = labels.remove(&entry.event_id).unwrap_or_default();
                 scope.viewer.retain_visible(&mut sets, scope.blind);
                 let shown = !sets.is_empty() || !suggestions.is_empty();
-                let kept_empty = scope.all_units && entry.unit.is_some();
+                let kept_empty = all_units && entry.unit.is_some();
                 if !(shown || kept_empty) {
                     continue;
                 }
-                if !writer.write(&line(session_id, entry, sets, suggestions)).await? {
+                let line = line(codebook, session_id, entry, sets, suggestions);
+                if !writer.write(&line).await? {
                     return Ok(false);
                 }
             }
@@ -175,13 +200,22 @@ impl LabelStore {
 
     /// The units of session `session_id` with stored sets or suggestions, by id, with how
     /// many each has (counted by the database, nothing read).
-    async fn labeled_units(&self, session_id: &str) -> Result<BTreeMap<String, usize>, LabelError> {
+    async fn labeled_units(
+        &self,
+        codebook: &str,
+        session_id: &str,
+    ) -> Result<BTreeMap<String, usize>, LabelError> {
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for table in ["label_sets", "label_suggestions"] {
             let sql = format!(
-                "SELECT event_id, COUNT(*) AS n FROM {table} WHERE session_id = $1 GROUP BY event_id"
+                "SELECT event_id, COUNT(*) AS n FROM {table} WHERE codebook = $1 AND session_id = $2 \
+                 GROUP BY event_id"
             );
-            let rows = sqlx::query(&sql).bind(session_id).fetch_all(&self.pool).await?;
+            let rows = sqlx::query(&sql)
+                .bind(codebook)
+                .bind(session_id)
+                .fetch_all(&self.pool)
+                .await?;
             for row in rows {
                 let n: i64 = row.try_get("n")?;
                 *counts.entry(row.try_get("event_id")?).or_default() += usize::try_from(n).unwrap_or(0);
@@ -192,7 +226,12 @@ impl LabelStore {
 
     /// The sets and suggestions of the units of `batch` that have any, by unit (sets by
     /// annotator, suggestions by model; the sets read as [`LabelStore::list`] reads them).
-    async fn batch_labels(&self, session_id: &str, batch: &[Entry]) -> Result<UnitLabels, LabelError> {
+    async fn batch_labels(
+        &self,
+        codebook: &str,
+        session_id: &str,
+        batch: &[Entry],
+    ) -> Result<UnitLabels, LabelError> {
         use tokio_stream::StreamExt;
         let ids: Vec<&str> = batch
             .iter()
@@ -203,23 +242,25 @@ impl LabelStore {
         if ids.is_empty() {
             return Ok(labels);
         }
-        self.for_each_unit_sets(session_id, Some(&ids), |unit| {
+        self.for_each_unit_sets(codebook, session_id, Some(&ids), |unit| {
             if let Some(event_id) = unit.first().map(|s| s.event_id.clone()) {
                 labels.entry(event_id).or_default().0 = unit;
             }
         })
         .await?;
-        let within = (2..ids.len() + 2)
+        let within = (3..ids.len() + 3)
             .map(|i| format!("${i}"))
             .collect::<Vec<_>>()
             .join(", ");
         let sql = format!(
             "SELECT event_id, model, score, labels, updated_at FROM label_suggestions \
-             WHERE session_id = $1 AND event_id IN ({within}) ORDER BY event_id, model"
+             WHERE codebook = $1 AND session_id = $2 AND event_id IN ({within}) ORDER BY event_id, model"
         );
         let query = ids
             .iter()
-            .fold(sqlx::query(&sql).bind(session_id), |q, id| q.bind(*id));
+            .fold(sqlx::query(&sql).bind(codebook).bind(session_id), |q, id| {
+                q.bind(*id)
+            });
         let mut rows = query.fetch(&self.pool);
         while let Some(row) = rows.next().await {
             let suggestion = suggestion_of_row(&row?)?;
@@ -289,7 +330,13 @@ fn batches(units: Vec<UnitRow>, mut labeled: BTreeMap<String, usize>, all_units:
 }
 
 /// The line of `entry` with its (visible) sets and suggestions.
-fn line(session_id: &str, entry: Entry, sets: Vec<LabelSet>, suggestions: Vec<Suggestion>) -> ExportedUnit {
+fn line(
+    codebook: &str,
+    session_id: &str,
+    entry: Entry,
+    sets: Vec<LabelSet>,
+    suggestions: Vec<Suggestion>,
+) -> ExportedUnit {
     let adjudicated = sets
         .iter()
         .filter(|s| s.status == Status::Adjudicated)
@@ -300,6 +347,7 @@ fn line(session_id: &str, entry: Entry, sets: Vec<LabelSet>, suggestions: Vec<Su
         None => (None, String::new(), None),
     };
     ExportedUnit {
+        codebook: Some(codebook.to_owned()),
         session_id: session_id.to_owned(),
         event_id: entry.event_id,
         unit_type,
@@ -344,6 +392,17 @@ impl LineWriter {
             Format::LabelStudio => serde_json::to_vec(&super::labelstudio::task(line)),
         }
         .map_err(|e| LabelError::Corrupt(format!("export: {e}")))?;
+        self.push(encoded).await
+    }
+
+    /// Adds `value` as a line of its own; false when the receiver is gone.
+    async fn write_json(&mut self, value: &serde_json::Value) -> Result<bool, LabelError> {
+        let encoded = serde_json::to_vec(value).map_err(|e| LabelError::Corrupt(format!("export: {e}")))?;
+        self.push(encoded).await
+    }
+
+    /// Adds an encoded line; false when the receiver is gone.
+    async fn push(&mut self, encoded: Vec<u8>) -> Result<bool, LabelError> {
         if self.format == Format::LabelStudio && self.lines > 0 {
             self.buffer.push(b',');
         }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use super::access::Caller;
 use super::model::{ImportItem, ImportKind, Precondition, Status};
 use super::store::{now, write_set, LabelError, LabelStore, SetWrite, Unchanged};
-use super::validate::{check_ids, invalid, Invalid, Refusal, ValidSet, ValidSuggestion, Validator};
+use super::validate::{check_ids, invalid, Invalid, Refusal, UnitRef, ValidSet, ValidSuggestion, Validator};
 
 /// Most lines (or Label Studio tasks) in one import request.
 pub const MAX_IMPORT_LINES: usize = 100_000;
@@ -44,15 +44,50 @@ pub const MAX_LINE_VALUES: usize = 200_000;
 /// holds at most [`MAX_RECORDS_PER_LINE`] records).
 pub const MAX_TRANSACTION: Duration = Duration::from_millis(100);
 
+/// True when a line is a round's header (an object with `round` and `units` and no unit of
+/// its own), the first line of a round's export: it holds no labels (the import route
+/// stores the round it describes, see `crate::rounds::transfer`).
+pub fn is_round_header(object: &Map<String, Value>) -> bool {
+    object.contains_key("round") && object.contains_key("units") && !object.contains_key("session_id")
+}
+
+/// The members of a line that say whether it is a round header, read without building
+/// anything else of it (a line may hold a million values).
+#[derive(serde::Deserialize)]
+struct HeaderProbe {
+    #[serde(default)]
+    round: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    units: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    session_id: Option<serde::de::IgnoredAny>,
+}
+
+/// [`is_round_header`] of a line's text, probed without building the line.
+pub fn is_round_header_line(text: &str) -> bool {
+    serde_json::from_str::<HeaderProbe>(text)
+        .is_ok_and(|p| p.round.is_some() && p.units.is_some() && p.session_id.is_none())
+}
+
 /// Reads one JSONL line into the records it asks to import.
 pub fn parse_jsonl_line(text: &str) -> Result<Vec<ImportItem>, Invalid> {
     let value: Value = serde_json::from_str(text).map_err(|e| invalid("line", format!("not JSON: {e}")))?;
     let object = value
         .as_object()
         .ok_or_else(|| invalid("line", "must be a JSON object"))?;
+    if is_round_header(object) {
+        // The first line of a file is read apart (see `is_round_header_line`).
+        return Err(invalid("round", "a round's line must be the first of the file"));
+    }
     let session_id = required_string(object, "session_id")?;
     let event_id = required_string(object, "event_id")?;
+    let codebook = match object.get("codebook") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(c)) => Some(c.clone()),
+        Some(_) => return Err(invalid("codebook", "must be a string")),
+    };
     let item = |kind| ImportItem {
+        codebook: codebook.clone(),
         session_id: session_id.clone(),
         event_id: event_id.clone(),
         kind,
@@ -145,15 +180,24 @@ fn required_string(object: &Map<String, Value>, key: &str) -> Result<String, Inv
     }
 }
 
-/// A record ready for validation: the unit's text (`None`: the session or the unit is
+/// A record ready for validation, with its unit (`None`: the session or the unit is
 /// unknown).
 #[derive(Debug, Clone)]
 pub struct Prepared {
     /// The record.
     pub item: ImportItem,
+    /// The unit it is on.
+    pub unit: Option<PreparedUnit>,
+}
+
+/// The unit a record is on, as validation needs it.
+#[derive(Debug, Clone)]
+pub struct PreparedUnit {
+    /// Its type (the codebook must code it).
+    pub unit_type: &'static str,
     /// The text its evidence quotes must occur in, shared by every record of the unit: a
     /// copy each made an import of a thousand lines naming a 4 MB unit hold 4 GB.
-    pub unit_text: Option<Arc<str>>,
+    pub text: Arc<str>,
 }
 
 /// What happened to one line (or Label Studio task).
@@ -237,7 +281,8 @@ fn validate_line(
         .enumerate()
         .map(|(i, p)| {
             check_ids(&p.item.session_id, &p.item.event_id).map_err(|e| at_record(e, i))?;
-            let text = p.unit_text.as_deref().ok_or_else(|| {
+            check_codebook(validator, &p.item).map_err(|e| at_record(e, i))?;
+            let unit = p.unit.as_ref().ok_or_else(|| {
                 invalid(
                     "event_id",
                     format!(
@@ -247,9 +292,29 @@ fn validate_line(
                     ),
                 )
             })?;
-            validate_record(validator, &p.item, text, caller).map_err(|e| at_record(e, i))
+            let unit = UnitRef {
+                unit_type: unit.unit_type,
+                text: &unit.text,
+            };
+            validate_record(validator, &p.item, unit, caller).map_err(|e| at_record(e, i))
         })
         .collect()
+}
+
+/// Refuses a record that names a codebook other than the import's.
+fn check_codebook(validator: &Validator<'_>, item: &ImportItem) -> Result<(), Invalid> {
+    let importing = &validator.codebook().id;
+    match &item.codebook {
+        Some(named) if named != importing => Err(invalid(
+            "codebook",
+            format!(
+                "the record is of the codebook '{}'; this import is of '{importing}' (import it with ?codebook={})",
+                crate::core::json::utf16::echo(named),
+                crate::core::json::utf16::echo(named)
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// One record, validated against the text of its unit. A set `caller` may not write is
@@ -257,18 +322,18 @@ fn validate_line(
 fn validate_record(
     validator: &Validator<'_>,
     item: &ImportItem,
-    text: &str,
+    unit: UnitRef<'_>,
     caller: Caller<'_>,
 ) -> Result<ValidRecord, Invalid> {
     let (session_id, event_id) = (item.session_id.as_str(), item.event_id.as_str());
     match &item.kind {
-        ImportKind::Set(body) => match validator.set(session_id, event_id, body, text, caller) {
+        ImportKind::Set(body) => match validator.set(session_id, event_id, body, unit, caller) {
             Ok(set) => Ok(ValidRecord::Set(set)),
             Err(Refusal::Invalid(why)) => Err(why),
             Err(Refusal::Forbidden(why)) => Err(invalid("annotator", why.to_string())),
         },
         ImportKind::Suggestion { model, score, labels } => validator
-            .suggestion(session_id, event_id, model, score.as_ref(), labels, text)
+            .suggestion(session_id, event_id, model, score.as_ref(), labels, unit)
             .map(ValidRecord::Suggestion),
     }
 }
@@ -358,12 +423,15 @@ async fn store_suggestion(
     suggestion: &ValidSuggestion,
 ) -> Result<bool, LabelError> {
     let (session_id, event_id, model) = (suggestion.session_id(), suggestion.event_id(), suggestion.model());
+    let codebook = suggestion.codebook();
     let score = suggestion.score();
     let labels =
         serde_json::to_string(suggestion.labels()).map_err(|e| LabelError::Corrupt(e.to_string()))?;
     let current = sqlx::query(
-        "SELECT score, labels FROM label_suggestions WHERE session_id = $1 AND event_id = $2 AND model = $3",
+        "SELECT score, labels FROM label_suggestions \
+         WHERE codebook = $1 AND session_id = $2 AND event_id = $3 AND model = $4",
     )
+    .bind(codebook)
     .bind(session_id)
     .bind(event_id)
     .bind(model)
@@ -378,10 +446,11 @@ async fn store_suggestion(
         }
     }
     sqlx::query(
-        "INSERT INTO label_suggestions (session_id, event_id, model, score, labels, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (session_id, event_id, model) DO UPDATE SET \
-         score = excluded.score, labels = excluded.labels, updated_at = excluded.updated_at",
+        "INSERT INTO label_suggestions (codebook, session_id, event_id, model, score, labels, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (codebook, session_id, event_id, model) \
+         DO UPDATE SET score = excluded.score, labels = excluded.labels, updated_at = excluded.updated_at",
     )
+    .bind(codebook)
     .bind(session_id)
     .bind(event_id)
     .bind(model)

@@ -1,8 +1,9 @@
 //! An import body, split into its records before any is parsed, then read a batch at a
 //! time, so that what an import holds is bounded by its body, not by what its JSON builds.
 //!
-//! - JSONL: the lines are found with memchr and counted (blank lines skipped); a body of
-//!   more than [`MAX_IMPORT_LINES`] is refused before a line is parsed.
+//! - JSONL (our records, or CommuGraph's speech-act tags): the lines are found with memchr
+//!   and counted (blank lines skipped); a body of more than [`MAX_IMPORT_LINES`] is refused
+//!   before a line is parsed.
 //! - Label Studio: the top-level array is walked a task at a time (serde's `SeqAccess`),
 //!   each task kept as its place in the body, never as a `Value`; the task past the limit
 //!   ends the walk and refuses the body.
@@ -20,9 +21,12 @@ use serde::de::{self, DeserializeSeed, Deserializer as _, IgnoredAny, MapAccess,
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::import::{check_records, parse_jsonl_line, MAX_IMPORT_LINES, MAX_LINE_VALUES};
+use super::import::{
+    check_records, is_round_header_line, parse_jsonl_line, MAX_IMPORT_LINES, MAX_LINE_VALUES,
+};
 use super::labelstudio::parse_task_at;
 use super::model::ImportItem;
+use super::speechact::{parse_tagged_line, SpeechActImport};
 use super::validate::{invalid, Invalid};
 
 /// A batch ends once it holds this many records (sets and suggestions): what the import
@@ -37,12 +41,15 @@ pub const BATCH_BYTES: usize = 1 << 20;
 pub const BATCH_LINES: usize = 1_000;
 
 /// How an import body is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ImportFormat {
     /// One record per line.
     Jsonl,
     /// Label Studio's JSON export: an array of tasks.
     LabelStudio,
+    /// CommuGraph's speech-act tags, one unit per line: the suggestions of the model the
+    /// import names (see [`super::speechact`]).
+    SpeechAct(SpeechActImport),
 }
 
 /// Why an import body cannot be imported at all (nothing of it is stored).
@@ -104,7 +111,7 @@ impl SplitBody {
     /// [`MAX_IMPORT_LINES`] records. Parses no record.
     pub fn split(bytes: Bytes, format: ImportFormat) -> Result<SplitBody, BodyError> {
         let records = match format {
-            ImportFormat::Jsonl => jsonl_lines(&bytes)?,
+            ImportFormat::Jsonl | ImportFormat::SpeechAct(_) => jsonl_lines(&bytes)?,
             ImportFormat::LabelStudio => label_studio_tasks(&bytes)?,
         };
         Ok(SplitBody {
@@ -125,8 +132,8 @@ impl SplitBody {
     }
 
     /// The format.
-    pub fn format(&self) -> ImportFormat {
-        self.format
+    pub fn format(&self) -> &ImportFormat {
+        &self.format
     }
 
     /// The line number (or task index) of record `index`.
@@ -160,18 +167,23 @@ impl SplitBody {
         let text = std::str::from_utf8(&self.bytes[record.start..record.end])
             .map_err(|e| invalid(self.field(), format!("not UTF-8 ({e})")))?;
         let what = match self.format {
-            ImportFormat::Jsonl => "the line".to_owned(),
+            ImportFormat::Jsonl | ImportFormat::SpeechAct(_) => "the line".to_owned(),
             ImportFormat::LabelStudio => format!("task {}", record.name),
         };
+        if self.format == ImportFormat::Jsonl && record.name == 1 && is_round_header_line(text) {
+            // A round export's first line: the route stores the round; no labels here.
+            return Ok(Vec::new());
+        }
         if matches!(within_values(text, MAX_LINE_VALUES), Ok(false)) {
             return Err(invalid(
                 self.field(),
                 format!("{what} holds more than {MAX_LINE_VALUES} JSON values; it was not read"),
             ));
         }
-        let items = match self.format {
+        let items = match &self.format {
             ImportFormat::Jsonl => parse_jsonl_line(text)?,
             ImportFormat::LabelStudio => label_studio_task(record.name, text)?,
+            ImportFormat::SpeechAct(import) => vec![parse_tagged_line(text, import)?],
         };
         check_records(self.field(), &what, items.len())?;
         Ok(items)
@@ -180,7 +192,7 @@ impl SplitBody {
     /// The field a refused record's answer names.
     fn field(&self) -> &'static str {
         match self.format {
-            ImportFormat::Jsonl => "line",
+            ImportFormat::Jsonl | ImportFormat::SpeechAct(_) => "line",
             ImportFormat::LabelStudio => "task",
         }
     }
@@ -284,7 +296,7 @@ impl<'de> Visitor<'de> for TaskPlaces<'_> {
 /// Whether `text` holds at most `cap` JSON values (scalars, arrays and objects, nested
 /// ones included), counted without building any; `Err` when it is not JSON (the parse that
 /// follows says why).
-fn within_values(text: &str, cap: usize) -> Result<bool, serde_json::Error> {
+pub(crate) fn within_values(text: &str, cap: usize) -> Result<bool, serde_json::Error> {
     let left = Cell::new(cap);
     let mut reader = serde_json::Deserializer::from_str(text);
     match (ValueCounter { left: &left }).deserialize(&mut reader) {
@@ -370,6 +382,7 @@ impl<'de> Visitor<'de> for ValueCounter<'_> {
 mod tests {
     use super::*;
     use crate::labels::import::MAX_RECORDS_PER_LINE;
+    use crate::labels::model::ImportKind;
 
     fn names(body: &SplitBody) -> Vec<usize> {
         body.records.iter().map(|r| r.name).collect()
@@ -386,6 +399,29 @@ mod tests {
             SplitBody::split(Bytes::from_static(b"\xff\n"), ImportFormat::Jsonl),
             Err(BodyError::NotUtf8(_))
         ));
+    }
+
+    #[test]
+    fn speech_act_tags_are_lines_each_one_suggestion_of_the_imports_model() {
+        let import = SpeechActImport {
+            model: "tagger".to_owned(),
+            session_id: Some("s".to_owned()),
+        };
+        let body = Bytes::from_static(
+            b"{\"event_id\":\"U:1\",\"speech_act\":{\"primary_type\":\"DIRECTIVE\"}}\n\n{\"event_id\":\"U:2\",\"speech_act\":{\"primary_type\":\"chat\"}}\n",
+        );
+        let split = SplitBody::split(body, ImportFormat::SpeechAct(import)).unwrap();
+        assert_eq!(names(&split), [1, 3]);
+        let batch = split.batch(0);
+        let (line, first) = &batch.records[0];
+        let first = first.as_ref().unwrap();
+        assert_eq!((*line, first.len(), first[0].event_id.as_str()), (1, 1, "U:1"));
+        assert!(matches!(&first[0].kind, ImportKind::Suggestion { model, .. } if model == "tagger"));
+        let (line, second) = &batch.records[1];
+        assert_eq!(
+            (*line, second.as_ref().unwrap_err().field.as_str()),
+            (3, "speech_act.primary_type")
+        );
     }
 
     #[test]

@@ -374,6 +374,7 @@ fn parse_task(task: &Value) -> Result<Vec<ImportItem>, String> {
     Ok(kinds
         .into_iter()
         .map(|kind| ImportItem {
+            codebook: None,
             session_id: session_id.clone(),
             event_id: event_id.clone(),
             kind,
@@ -683,6 +684,7 @@ mod tests {
             lead_time: Some(12.5),
             version: 3,
             updated_at: "2026-01-01T00:00:00Z".into(),
+            codebook_version: None,
         }
     }
 
@@ -722,6 +724,7 @@ mod tests {
         let skipped = set("carol", Status::Discarded, vec![]);
         let draft = set("dave", Status::Draft, vec![record("EXEC_COGNITIVE", None, None)]);
         ExportedUnit {
+            codebook: None,
             session_id: "s1".into(),
             event_id: "U:0001".into(),
             unit_type: Some("user_turn".into()),

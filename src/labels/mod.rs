@@ -4,7 +4,8 @@
 //! - [`agreement`]: inter-annotator agreement (Krippendorff's alpha, Cohen's and Fleiss'
 //!   kappa) and the label-set agreement report, its pairs a page at a time (pure).
 //! - [`codings`]: the submitted sets agreement is computed from, held compactly (pure).
-//! - [`codebook`]: the labels, their definitions, rules, cues and typed output fields.
+//! - [`codebook`]: the labels, their definitions, rules, cues and typed output fields;
+//!   [`codebooks`]: the codebooks a server has, by id, and the default.
 //! - [`model`]: label records, sets, history entries, `If-Match` preconditions.
 //! - [`validate`]: every write checked before the store takes it, against the codebook,
 //!   the unit's text and who writes: [`ValidSet`], [`ValidRemoval`], [`ValidSuggestion`],
@@ -22,10 +23,15 @@
 //! - [`consensus`]: which labels a unit shows, and to whom (blind mode) (pure).
 //! - [`progress`]: units labeled per session and annotator (pure).
 //! - [`export`]: every unit with its labels, streamed as JSONL or Label Studio tasks.
+//! - [`speechact`]: the speech-act codebook (Searle's five acts), and CommuGraph's
+//!   speech-act tags read as a model's suggestions (pure).
+//! - [`model_agreement`]: a model's suggestions as one more annotator: its agreement with
+//!   the humans and the adjudicated sets, precision and recall per label (pure).
 //! - [`unit_keys`]: the units a label filter names (labeled, by whom, with which label).
 pub mod access;
 pub mod agreement;
 pub mod codebook;
+pub mod codebooks;
 pub mod codings;
 pub mod consensus;
 pub mod export;
@@ -33,17 +39,20 @@ pub mod import;
 pub mod import_body;
 pub mod labelstudio;
 pub mod model;
+pub mod model_agreement;
 pub mod progress;
 pub mod queue;
 pub mod reads;
 pub mod set_reads;
 pub mod sets_cache;
+pub mod speechact;
 pub mod store;
 pub mod unit_keys;
 pub mod validate;
 
 pub use access::{Caller, Forbidden};
 pub use codebook::{Codebook, CodebookError};
+pub use codebooks::{Codebooks, UnknownCodebook};
 pub use model::{
     ExportedUnit, HistoryEntry, ImportItem, ImportKind, LabelSet, Precondition, SetFilter, SetKey, Status,
     Suggestion,

@@ -72,6 +72,8 @@ pub struct LabelRecord {
 /// The key of a set: one annotator's set on one unit of a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SetKey<'a> {
+    /// The codebook it is written under.
+    pub codebook: &'a str,
     /// The session.
     pub session_id: &'a str,
     /// The unit.
@@ -99,6 +101,10 @@ pub struct LabelSet {
     pub version: i64,
     /// When it last changed (RFC 3339, UTC).
     pub updated_at: String,
+    /// The version of the codebook it was last written under (see
+    /// [`super::Codebook::version`]); `None` for sets written before versions were kept.
+    #[serde(default)]
+    pub codebook_version: Option<String>,
 }
 
 impl LabelSet {
@@ -248,6 +254,10 @@ pub struct Suggestion {
 /// annotator's set, the suggestions and the adjudicated set.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExportedUnit {
+    /// The codebook the labels are of (`None` in lines exported before codebooks had
+    /// ids: the importing request's codebook).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub codebook: Option<String>,
     /// The session.
     pub session_id: String,
     /// The unit.
@@ -295,6 +305,8 @@ pub enum ImportKind {
 /// One record to import, from a JSONL line or a Label Studio task.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImportItem {
+    /// The codebook the record names, if it names one: it must be the import's.
+    pub codebook: Option<String>,
     /// The session.
     pub session_id: String,
     /// The unit.

@@ -243,6 +243,7 @@ mod tests {
             event_id: event.into(),
             annotator: who.into(),
             status,
+            codebook_version: None,
             labels: ids
                 .iter()
                 .map(|id| LabelRecord {

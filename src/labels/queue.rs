@@ -14,10 +14,11 @@
 //! two annotators asking at once are answered one after the other, each seeing the other's
 //! reservation.
 
-use foldhash::{HashMap, HashMapExt, HashSet};
+use foldhash::{HashMap, HashSet};
 use serde::Serialize;
 use sqlx::Row;
 
+use super::model::SetKey;
 use super::store::{LabelError, LabelStore};
 
 /// Largest overlap the queue takes (`--queue-overlap`).
@@ -41,6 +42,9 @@ pub struct Reservation {
 /// What the queue is asked.
 #[derive(Debug, Clone, Copy)]
 pub struct QueueAsk<'a> {
+    /// The codebook the unit is to be labeled under: a unit done under one is still open
+    /// under another.
+    pub codebook: &'a str,
     /// Who asks.
     pub annotator: &'a str,
     /// How many annotators each unit should get.
@@ -83,17 +87,18 @@ impl LabelStore {
             .bind(ask.now_ms)
             .execute(&mut *tx)
             .await?;
-        let holds = Holds::read(&mut tx, session_id, ask.annotator).await?;
+        let holds = Holds::read(&mut tx, ask.codebook, session_id, ask.annotator).await?;
         let Some((event_id, remaining)) = holds.pick(units, ask) else {
             tx.commit().await?;
             return Ok(None);
         };
         let expires_at_ms = ask.now_ms + ask.reservation_ms;
         sqlx::query(
-            "INSERT INTO label_reservations (session_id, event_id, annotator, expires_at) \
-             VALUES ($1, $2, $3, $4) ON CONFLICT (session_id, event_id, annotator) \
+            "INSERT INTO label_reservations (codebook, session_id, event_id, annotator, expires_at) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (codebook, session_id, event_id, annotator) \
              DO UPDATE SET expires_at = excluded.expires_at",
         )
+        .bind(ask.codebook)
         .bind(session_id)
         .bind(&event_id)
         .bind(ask.annotator)
@@ -110,29 +115,29 @@ impl LabelStore {
         }))
     }
 
-    /// Ends `annotator`'s reservation of the unit; false when they held none. The key is
-    /// taken as given (see [`super::validate::check_key`]).
-    pub async fn release(
-        &self,
-        session_id: &str,
-        event_id: &str,
-        annotator: &str,
-    ) -> Result<bool, LabelError> {
+    /// Ends the reservation of the set `key` names (its annotator's, of its unit, under its
+    /// codebook); false when there was none. The key is taken as given (see
+    /// [`super::validate::check_key`]).
+    pub async fn release(&self, key: SetKey<'_>) -> Result<bool, LabelError> {
         let _counted = self.write_in_progress();
         let done = sqlx::query(
-            "DELETE FROM label_reservations WHERE session_id = $1 AND event_id = $2 AND annotator = $3",
+            "DELETE FROM label_reservations \
+             WHERE codebook = $1 AND session_id = $2 AND event_id = $3 AND annotator = $4",
         )
-        .bind(session_id)
-        .bind(event_id)
-        .bind(annotator)
+        .bind(key.codebook)
+        .bind(key.session_id)
+        .bind(key.event_id)
+        .bind(key.annotator)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() > 0)
     }
 }
 
-/// Who holds which unit of a session, as the queue sees it.
-struct Holds {
+/// Who holds which unit, as the queue sees it: of a session's units (keyed by event id), or
+/// of a round's (keyed by any unit key its caller chooses).
+#[derive(Debug, Default)]
+pub(crate) struct Holds {
     /// Per unit, the annotators holding it (submitted or live reservation).
     holders: HashMap<String, HashSet<String>>,
     /// Units the asking annotator has completed (submitted, discarded, adjudicated).
@@ -142,55 +147,68 @@ struct Holds {
 }
 
 impl Holds {
-    async fn read(
-        conn: &mut sqlx::AnyConnection,
-        session_id: &str,
+    /// The holds of `rows` (unit key, annotator, status: a set's status other than draft,
+    /// or `reserved` for a live reservation) as `annotator` sees them.
+    pub(crate) fn of_rows(
+        rows: impl IntoIterator<Item = (String, String, String)>,
         annotator: &str,
-    ) -> Result<Holds, LabelError> {
-        let mut holds = Holds {
-            holders: HashMap::new(),
-            done: HashSet::default(),
-            reserved: None,
-        };
-        // One statement, so one snapshot: a submit commits its set and ends its
-        // reservation together, and a read in two statements (PostgreSQL's read committed
-        // takes a snapshot per statement) could see neither and hand the unit out again.
-        let rows = sqlx::query(
-            "SELECT event_id, annotator, status FROM label_sets WHERE session_id = $1 AND status <> 'draft' \
-             UNION ALL SELECT event_id, annotator, 'reserved' FROM label_reservations WHERE session_id = $1",
-        )
-        .bind(session_id)
-        .fetch_all(&mut *conn)
-        .await?;
+    ) -> Holds {
+        let mut holds = Holds::default();
         let mut reserved = Vec::new();
-        for row in &rows {
-            let (event_id, who, status): (String, String, String) =
-                (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+        for (unit, who, status) in rows {
             match status.as_str() {
-                "reserved" => reserved.push((event_id, who)),
+                "reserved" => reserved.push((unit, who)),
                 "submitted" => {
                     if who == annotator {
-                        holds.done.insert(event_id.clone());
+                        holds.done.insert(unit.clone());
                     }
-                    holds.holders.entry(event_id).or_default().insert(who);
+                    holds.holders.entry(unit).or_default().insert(who);
                 }
                 _ if who == annotator => {
-                    holds.done.insert(event_id);
+                    holds.done.insert(unit);
                 }
                 _ => {}
             }
         }
-        for (event_id, who) in reserved {
-            if who == annotator && !holds.done.contains(&event_id) {
-                holds.reserved = Some(event_id.clone());
+        for (unit, who) in reserved {
+            if who == annotator && !holds.done.contains(&unit) {
+                holds.reserved = Some(unit.clone());
             }
-            holds.holders.entry(event_id).or_default().insert(who);
+            holds.holders.entry(unit).or_default().insert(who);
         }
-        Ok(holds)
+        holds
     }
 
-    /// The unit to hand out and how many more could follow it.
-    fn pick(&self, units: &[&str], ask: QueueAsk<'_>) -> Option<(String, usize)> {
+    async fn read(
+        conn: &mut sqlx::AnyConnection,
+        codebook: &str,
+        session_id: &str,
+        annotator: &str,
+    ) -> Result<Holds, LabelError> {
+        // One statement, so one snapshot: a submit commits its set and ends its
+        // reservation together, and a read in two statements (PostgreSQL's read committed
+        // takes a snapshot per statement) could see neither and hand the unit out again.
+        let rows = sqlx::query(
+            "SELECT event_id, annotator, status FROM label_sets \
+             WHERE codebook = $1 AND session_id = $2 AND status <> 'draft' \
+             UNION ALL SELECT event_id, annotator, 'reserved' FROM label_reservations \
+             WHERE codebook = $1 AND session_id = $2",
+        )
+        .bind(codebook)
+        .bind(session_id)
+        .fetch_all(&mut *conn)
+        .await?;
+        let rows = rows
+            .iter()
+            .map(|row| Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?)))
+            .collect::<Result<Vec<(String, String, String)>, sqlx::Error>>()?;
+        Ok(Holds::of_rows(rows, annotator))
+    }
+
+    /// Of `units` (keys, in queue order), the one to hand out and how many more could
+    /// follow it: the live reservation of the asker if it is among them, else the first
+    /// that the asker has not completed or holds and fewer than the overlap hold.
+    pub(crate) fn pick(&self, units: &[&str], ask: QueueAsk<'_>) -> Option<(String, usize)> {
         let open = |unit: &str| {
             let held = self.holders.get(unit);
             !self.done.contains(unit)
@@ -221,6 +239,7 @@ mod tests {
     }
 
     const ASK: QueueAsk = QueueAsk {
+        codebook: "c",
         annotator: "me",
         overlap: 2,
         reservation_ms: 1000,

@@ -12,20 +12,22 @@ use super::model::{Status, Suggestion};
 use super::store::{Backend, LabelError, LabelStore};
 
 impl LabelStore {
-    /// The suggestions on session `session_id` (on one unit, or all), by unit then model.
+    /// The suggestions under `codebook` on session `session_id` (on one unit, or all), by
+    /// unit then model.
     pub async fn suggestions(
         &self,
+        codebook: &str,
         session_id: &str,
         event_id: Option<&str>,
     ) -> Result<Vec<Suggestion>, LabelError> {
-        let mut sql =
-            "SELECT event_id, model, score, labels, updated_at FROM label_suggestions WHERE session_id = $1"
-                .to_owned();
+        let mut sql = "SELECT event_id, model, score, labels, updated_at FROM label_suggestions \
+                       WHERE codebook = $1 AND session_id = $2"
+            .to_owned();
         if event_id.is_some() {
-            sql.push_str(" AND event_id = $2");
+            sql.push_str(" AND event_id = $3");
         }
         sql.push_str(" ORDER BY event_id, model");
-        let mut query = sqlx::query(&sql).bind(session_id);
+        let mut query = sqlx::query(&sql).bind(codebook).bind(session_id);
         if let Some(e) = event_id {
             query = query.bind(e);
         }
@@ -33,11 +35,13 @@ impl LabelStore {
         rows.iter().map(suggestion_of_row).collect()
     }
 
-    /// Every session that has a set or a suggestion, sorted.
-    pub async fn labeled_sessions(&self) -> Result<Vec<String>, LabelError> {
+    /// Every session that has a set or a suggestion under `codebook`, sorted.
+    pub async fn labeled_sessions(&self, codebook: &str) -> Result<Vec<String>, LabelError> {
         let rows = sqlx::query(
-            "SELECT session_id FROM label_sets UNION SELECT session_id FROM label_suggestions ORDER BY session_id",
+            "SELECT session_id FROM label_sets WHERE codebook = $1 UNION \
+             SELECT session_id FROM label_suggestions WHERE codebook = $1 ORDER BY session_id",
         )
+        .bind(codebook)
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
@@ -45,7 +49,7 @@ impl LabelStore {
 }
 
 /// The suggestion a row of `label_suggestions` holds.
-pub(super) fn suggestion_of_row(row: &AnyRow) -> Result<Suggestion, LabelError> {
+pub(crate) fn suggestion_of_row(row: &AnyRow) -> Result<Suggestion, LabelError> {
     let labels: String = row.try_get("labels")?;
     Ok(Suggestion {
         event_id: row.try_get("event_id")?,
@@ -83,28 +87,29 @@ const PACKED_SET: &str =
     "json_group_array(json_array(session_id, event_id, annotator, json(labels), status))";
 
 /// The sets agreement reads, as an SQL condition on `status` (the column as the query
-/// names it): the submitted ones, and a blind viewer's own sets that open a unit (a
-/// reviewer's adjudicated set is no coding, but it opens the unit). Parameters: `$1`
-/// submitted, and for a blind viewer `$2` their name and `$3` adjudicated.
+/// names it): those of the codebook, submitted, and a blind viewer's own sets that open a
+/// unit (a reviewer's adjudicated set is no coding, but it opens the unit). Parameters:
+/// `$1` the codebook, `$2` submitted, and for a blind viewer `$3` their name and `$4`
+/// adjudicated.
 fn codings_condition(me: Option<&str>, status: &str) -> String {
     match me {
-        None => format!("{status} = $1"),
-        Some(_) => format!("({status} = $1 OR (annotator = $2 AND {status} = $3))"),
+        None => format!("codebook = $1 AND {status} = $2"),
+        Some(_) => format!("codebook = $1 AND ({status} = $2 OR (annotator = $3 AND {status} = $4))"),
     }
 }
 
 /// The parameters after [`codings_condition`]'s.
 fn first_free_parameter(me: Option<&str>) -> usize {
     if me.is_some() {
-        4
+        5
     } else {
-        2
+        3
     }
 }
 
 /// Binds [`codings_condition`]'s parameters.
-fn bind_condition<'q>(query: AnyQuery<'q>, me: Option<&'q str>) -> AnyQuery<'q> {
-    let query = query.bind(Status::Submitted.as_str());
+fn bind_condition<'q>(query: AnyQuery<'q>, codebook: &'q str, me: Option<&'q str>) -> AnyQuery<'q> {
+    let query = query.bind(codebook).bind(Status::Submitted.as_str());
     match me {
         None => query,
         Some(me) => query.bind(me).bind(Status::Adjudicated.as_str()),
@@ -116,6 +121,7 @@ type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q
 /// Codings gathered from the rows read: the filters, the blind viewer if any, and the
 /// units on which the viewer's own sets open the others'.
 struct Gather<'f> {
+    codebook: &'f str,
     me: Option<&'f str>,
     keep_annotator: &'f (dyn Fn(&str) -> bool + Sync),
     keep_label: &'f (dyn Fn(&str) -> bool + Sync),
@@ -180,6 +186,7 @@ impl LabelStore {
     /// rows are streamed.
     pub async fn submitted_codings(
         &self,
+        codebook: &str,
         session_id: Option<&str>,
         keep_annotator: &(dyn Fn(&str) -> bool + Sync),
         keep_label: &(dyn Fn(&str) -> bool + Sync),
@@ -191,6 +198,7 @@ impl LabelStore {
             Sight::OwnUntilSubmitted(me) => Some(me),
         };
         let mut gather = Gather {
+            codebook,
             me,
             keep_annotator,
             keep_label,
@@ -230,7 +238,7 @@ impl LabelStore {
         );
         let mut start = first;
         while start <= last {
-            let query = bind_condition(sqlx::query(&sql), gather.me)
+            let query = bind_condition(sqlx::query(&sql), gather.codebook, gather.me)
                 .bind(start)
                 .bind(start + ROWIDS_PER_READ);
             let packed: String = query.fetch_one(&mut *tx).await?.try_get(0)?;
@@ -253,7 +261,7 @@ impl LabelStore {
             first_free_parameter(gather.me),
             codings_condition(gather.me, "+status")
         );
-        let mut rows = bind_condition(sqlx::query(&sql), gather.me)
+        let mut rows = bind_condition(sqlx::query(&sql), gather.codebook, gather.me)
             .bind(session_id)
             .fetch(&self.pool);
         while let Some(row) = rows.next().await {
@@ -276,7 +284,7 @@ impl LabelStore {
         if session_id.is_some() {
             sql.push_str(&format!(" AND session_id = ${}", first_free_parameter(gather.me)));
         }
-        let mut query = bind_condition(sqlx::query(&sql), gather.me);
+        let mut query = bind_condition(sqlx::query(&sql), gather.codebook, gather.me);
         if let Some(s) = session_id {
             query = query.bind(s);
         }

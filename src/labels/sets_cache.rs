@@ -47,6 +47,7 @@ pub struct SetsCache {
 struct Inner {
     /// Bumped when a lookup sees a commit: a fill that started before it is not kept.
     generation: u64,
+    /// By [`cache_key`].
     sessions: HashMap<String, Sets>,
     /// The WAL index header as the last lookup read it.
     header: Option<[u8; WAL_INDEX_HEADER]>,
@@ -70,16 +71,16 @@ impl SetsCache {
         }
     }
 
-    /// The session's sets, if kept and no process committed since they were read;
-    /// otherwise a [`Fill`] to hand back with what the database answers.
-    pub fn get(&self, session_id: &str) -> Result<Sets, Fill> {
+    /// The session's sets under `codebook`, if kept and no process committed since they
+    /// were read; otherwise a [`Fill`] to hand back with what the database answers.
+    pub fn get(&self, codebook: &str, session_id: &str) -> Result<Sets, Fill> {
         let header = self.read_wal_index_header();
         let mut inner = self.lock();
         if header.is_none() || header != inner.header {
             inner.drop_all();
             inner.header = header;
         }
-        match inner.sessions.get(session_id) {
+        match inner.sessions.get(&cache_key(codebook, session_id)) {
             Some(sets) => Ok(Arc::clone(sets)),
             None => Err(Fill {
                 generation: inner.generation,
@@ -87,9 +88,9 @@ impl SetsCache {
         }
     }
 
-    /// Keeps `sets`, read from the database for `session_id` after `fill` was taken,
-    /// unless a lookup saw a commit since.
-    pub fn fill(&self, session_id: &str, fill: Fill, sets: &Sets) {
+    /// Keeps `sets`, read from the database for `session_id` under `codebook` after `fill`
+    /// was taken, unless a lookup saw a commit since.
+    pub fn fill(&self, codebook: &str, session_id: &str, fill: Fill, sets: &Sets) {
         let mut inner = self.lock();
         if inner.generation != fill.generation {
             return;
@@ -97,7 +98,9 @@ impl SetsCache {
         if inner.sessions.len() >= MAX_SESSIONS {
             inner.sessions.clear();
         }
-        inner.sessions.insert(session_id.to_owned(), Arc::clone(sets));
+        inner
+            .sessions
+            .insert(cache_key(codebook, session_id), Arc::clone(sets));
     }
 
     /// The WAL index header's bytes, or `None` when they cannot be read (no such file:
@@ -115,6 +118,11 @@ impl SetsCache {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// The key of a session's sets under a codebook (a codebook's id holds no newline).
+fn cache_key(codebook: &str, session_id: &str) -> String {
+    format!("{codebook}\n{session_id}")
 }
 
 impl Inner {
@@ -147,8 +155,8 @@ mod tests {
     }
 
     fn filled(cache: &SetsCache, id: &str) {
-        let fill = cache.get(id).unwrap_err();
-        cache.fill(id, fill, &no_sets());
+        let fill = cache.get("c", id).unwrap_err();
+        cache.fill("c", id, fill, &no_sets());
     }
 
     #[test]
@@ -157,25 +165,28 @@ mod tests {
         let cache = cache_in(dir.path(), 1);
         filled(&cache, "s");
         filled(&cache, "t");
-        assert!(cache.get("s").is_ok());
+        assert!(cache.get("c", "s").is_ok());
         commit_elsewhere(&dir.path().join("labels.sqlite3"), 2);
-        assert!(cache.get("s").is_err());
-        assert!(cache.get("t").is_err(), "a commit drops every session's sets");
+        assert!(cache.get("c", "s").is_err());
+        assert!(
+            cache.get("c", "t").is_err(),
+            "a commit drops every session's sets"
+        );
         filled(&cache, "s");
-        assert!(cache.get("s").is_ok());
+        assert!(cache.get("c", "s").is_ok());
     }
 
     #[test]
     fn a_fill_read_before_a_commit_was_seen_is_not_kept() {
         let dir = tempfile::tempdir().unwrap();
         let cache = cache_in(dir.path(), 1);
-        let fill = cache.get("s").unwrap_err();
+        let fill = cache.get("c", "s").unwrap_err();
         // While the read is under way, a commit ends and another lookup sees it: what
         // the read saw may be from before it.
         commit_elsewhere(&dir.path().join("labels.sqlite3"), 2);
-        assert!(cache.get("t").is_err());
-        cache.fill("s", fill, &no_sets());
-        assert!(cache.get("s").is_err());
+        assert!(cache.get("c", "t").is_err());
+        cache.fill("c", "s", fill, &no_sets());
+        assert!(cache.get("c", "s").is_err());
     }
 
     #[test]
@@ -183,14 +194,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cache = SetsCache::of_database(&dir.path().join("labels.sqlite3"));
         filled(&cache, "s");
-        assert!(cache.get("s").is_err());
+        assert!(cache.get("c", "s").is_err());
         // A WAL index shorter than its header (SQLite truncates it when the last
         // connection closes) is not readable either.
         let database = dir.path().join("short.sqlite3");
         std::fs::write(dir.path().join("short.sqlite3-shm"), [1; 10]).unwrap();
         let cache = SetsCache::of_database(&database);
         filled(&cache, "s");
-        assert!(cache.get("s").is_err());
+        assert!(cache.get("c", "s").is_err());
     }
 
     #[test]

@@ -28,9 +28,10 @@ use std::time::{Duration, Instant};
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::{AnyConnection, AnyPool, Executor, Row};
+use sqlx::{AnyConnection, AnyPool, Connection, Executor, Row};
 
 use super::codebook::Codebook;
+use super::codebooks::Codebooks;
 use super::model::{Action, HistoryEntry, LabelSet, Precondition, SetKey, Status};
 use super::sets_cache::{Sets, SetsCache};
 use super::validate::{ValidRemoval, ValidSet, Validator};
@@ -65,13 +66,18 @@ impl Backend {
     }
 
     fn migrator(self) -> Migrator {
-        let files: [(&str, &str); 2] = match self {
+        let files: [(&str, &str); 4] = match self {
             Backend::Sqlite => [
                 ("labels", include_str!("../../migrations/sqlite/0001_labels.sql")),
                 (
                     "suggestions queue",
                     include_str!("../../migrations/common/0002_suggestions_queue.sql"),
                 ),
+                (
+                    "codebooks",
+                    include_str!("../../migrations/common/0003_codebooks.sql"),
+                ),
+                ("rounds", include_str!("../../migrations/common/0004_rounds.sql")),
             ],
             Backend::Postgres => [
                 (
@@ -82,6 +88,11 @@ impl Backend {
                     "suggestions queue",
                     include_str!("../../migrations/common/0002_suggestions_queue.sql"),
                 ),
+                (
+                    "codebooks",
+                    include_str!("../../migrations/common/0003_codebooks.sql"),
+                ),
+                ("rounds", include_str!("../../migrations/common/0004_rounds.sql")),
             ],
         };
         let migrations = files
@@ -153,6 +164,14 @@ pub enum OpenError {
         url: String,
         /// The cause.
         source: sqlx::migrate::MigrateError,
+    },
+    /// The labels written before codebooks had ids could not be given the default one.
+    #[error("cannot give the label database {url}'s earlier labels the default codebook: {source}")]
+    Adopt {
+        /// The URL, password redacted.
+        url: String,
+        /// The cause.
+        source: LabelError,
     },
 }
 
@@ -294,7 +313,7 @@ pub struct LabelStore {
     /// The sets of recently read sessions (SQLite only).
     sets: Option<Arc<SetsCache>>,
     backend: Backend,
-    codebook: Arc<Codebook>,
+    codebooks: Codebooks,
     policy: LabelPolicy,
 }
 
@@ -304,7 +323,7 @@ pub struct LabelStore {
 pub const YIELD_TO_WRITES: Duration = Duration::from_millis(250);
 
 /// A write in progress, counted while this lives (see [`LabelStore::write_in_progress`]).
-pub(super) struct WriteInProgress<'s>(&'s AtomicUsize);
+pub(crate) struct WriteInProgress<'s>(&'s AtomicUsize);
 
 impl Drop for WriteInProgress<'_> {
     fn drop(&mut self) {
@@ -323,17 +342,26 @@ fn sets_cache_of(url: &str, backend: Backend) -> Option<Arc<SetsCache>> {
 }
 
 /// The columns [`set_of_row`] reads.
-pub(super) const SET_COLUMNS: &str =
-    "event_id, annotator, status, labels, note, lead_time_ms, version, updated_at";
-const KEY_WHERE: &str = "session_id = $1 AND event_id = $2 AND annotator = $3";
+pub(crate) const SET_COLUMNS: &str =
+    "event_id, annotator, status, labels, note, lead_time_ms, version, updated_at, codebook_version";
+/// The condition on a set's key, its four parameters bound by [`bind_key`].
+const KEY_WHERE: &str = "codebook = $1 AND session_id = $2 AND event_id = $3 AND annotator = $4";
+
+/// Binds `key` to the first four parameters, as [`KEY_WHERE`] names them.
+pub(super) fn bind_key<'q>(
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    key: SetKey<'q>,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    query
+        .bind(key.codebook)
+        .bind(key.session_id)
+        .bind(key.event_id)
+        .bind(key.annotator)
+}
 
 impl LabelStore {
     /// Opens (creating if needed) the database at `url` and runs the migrations.
-    pub async fn open(
-        url: &str,
-        codebook: Arc<Codebook>,
-        policy: LabelPolicy,
-    ) -> Result<LabelStore, OpenError> {
+    pub async fn open(url: &str, codebooks: Codebooks, policy: LabelPolicy) -> Result<LabelStore, OpenError> {
         sqlx::any::install_default_drivers();
         let backend = Backend::of_url(url).ok_or_else(|| {
             OpenError::Url(format!(
@@ -366,20 +394,30 @@ impl LabelStore {
             .connect(url)
             .await
             .map_err(connect)?;
+        // One connection for both steps: each connection to `sqlite::memory:` is a
+        // database of its own.
+        let mut conn = pool.acquire().await.map_err(connect)?;
         backend
             .migrator()
-            .run(&pool)
+            .run(&mut *conn)
             .await
             .map_err(|source| OpenError::Migrate {
                 url: redact(url),
                 source,
             })?;
+        adopt_unassigned(&mut conn, &codebooks.default().id)
+            .await
+            .map_err(|source| OpenError::Adopt {
+                url: redact(url),
+                source,
+            })?;
+        drop(conn);
         Ok(LabelStore {
             pool,
             writes_in_progress: AtomicUsize::new(0),
             sets: sets_cache_of(url, backend),
             backend,
-            codebook,
+            codebooks,
             policy,
         })
     }
@@ -396,14 +434,14 @@ impl LabelStore {
         self.sets.is_some()
     }
 
-    /// The codebook sets are checked against.
-    pub fn codebook(&self) -> &Arc<Codebook> {
-        &self.codebook
+    /// The codebooks sets are written under.
+    pub fn codebooks(&self) -> &Codebooks {
+        &self.codebooks
     }
 
-    /// What writes to this store are checked against: its codebook and reviewers.
-    pub fn validator(&self) -> Validator<'_> {
-        Validator::new(&self.codebook, &self.policy.reviewers)
+    /// What writes under `codebook` are checked against: it and the reviewers.
+    pub fn validator<'a>(&'a self, codebook: &'a Codebook) -> Validator<'a> {
+        Validator::new(codebook, &self.policy.reviewers)
     }
 
     /// True when `annotator` is a configured reviewer.
@@ -416,9 +454,14 @@ impl LabelStore {
         &self.policy
     }
 
+    /// The connection pool, for the other stores of the label database (rounds).
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
     /// Marks a write in progress (waiting for a connection or for SQLite's write lock, or
     /// holding it) until the mark is dropped. Every write but an import's batches is marked.
-    pub(super) fn write_in_progress(&self) -> WriteInProgress<'_> {
+    pub(crate) fn write_in_progress(&self) -> WriteInProgress<'_> {
         self.writes_in_progress.fetch_add(1, Ordering::Relaxed);
         WriteInProgress(&self.writes_in_progress)
     }
@@ -502,15 +545,11 @@ impl LabelStore {
                     current: Some(Box::new(current)),
                 });
             }
-            let removed = sqlx::query(&format!(
-                "DELETE FROM label_sets WHERE {KEY_WHERE} AND version = $4"
-            ))
-            .bind(key.session_id)
-            .bind(key.event_id)
-            .bind(key.annotator)
-            .bind(current.version)
-            .execute(&mut *tx)
-            .await?;
+            let delete = format!("DELETE FROM label_sets WHERE {KEY_WHERE} AND version = $5");
+            let removed = bind_key(sqlx::query(&delete), key)
+                .bind(current.version)
+                .execute(&mut *tx)
+                .await?;
             if removed.rows_affected() == 0 {
                 continue;
             }
@@ -539,24 +578,24 @@ impl LabelStore {
     /// [`super::model::SetFilter::matches`] after deciding what the asker may see). Shared,
     /// not copied: on SQLite the same sets answer every read until a commit (see
     /// [`SetsCache`]); a copy per read cost seconds for a session of millions of sets.
-    pub async fn list(&self, session_id: &str) -> Result<Sets, LabelError> {
+    pub async fn list(&self, codebook: &str, session_id: &str) -> Result<Sets, LabelError> {
         let Some(cache) = &self.sets else {
-            return Ok(Arc::new(self.read_sets(session_id).await?));
+            return Ok(Arc::new(self.read_sets(codebook, session_id).await?));
         };
-        let fill = match cache.get(session_id) {
+        let fill = match cache.get(codebook, session_id) {
             Ok(sets) => return Ok(sets),
             Err(fill) => fill,
         };
-        let sets = Arc::new(self.read_sets(session_id).await?);
-        cache.fill(session_id, fill, &sets);
+        let sets = Arc::new(self.read_sets(codebook, session_id).await?);
+        cache.fill(codebook, session_id, fill, &sets);
         Ok(sets)
     }
 
-    /// Every set of the session, read from the database a unit at a time (see
-    /// [`super::set_reads`]) into a list sized by the database's count.
-    async fn read_sets(&self, session_id: &str) -> Result<Vec<LabelSet>, LabelError> {
-        let mut sets = Vec::with_capacity(self.count_sets(session_id).await?);
-        self.for_each_unit_sets(session_id, None, |unit| sets.extend(unit))
+    /// Every set of the session under `codebook`, read from the database a unit at a time
+    /// (see [`super::set_reads`]) into a list sized by the database's count.
+    async fn read_sets(&self, codebook: &str, session_id: &str) -> Result<Vec<LabelSet>, LabelError> {
+        let mut sets = Vec::with_capacity(self.count_sets(codebook, session_id).await?);
+        self.for_each_unit_sets(codebook, session_id, None, |unit| sets.extend(unit))
             .await?;
         Ok(sets)
     }
@@ -565,24 +604,54 @@ impl LabelStore {
     /// taken as given (see [`super::validate::check_key`]).
     pub async fn history(
         &self,
+        codebook: &str,
         session_id: &str,
         event_id: &str,
         annotator: Option<&str>,
     ) -> Result<Vec<HistoryEntry>, LabelError> {
         let mut sql = "SELECT event_id, annotator, version, action, actor, at, before_set, after_set \
-                       FROM label_history WHERE session_id = $1 AND event_id = $2"
+                       FROM label_history WHERE codebook = $1 AND session_id = $2 AND event_id = $3"
             .to_owned();
         if annotator.is_some() {
-            sql.push_str(" AND annotator = $3");
+            sql.push_str(" AND annotator = $4");
         }
         sql.push_str(" ORDER BY id");
-        let mut query = sqlx::query(&sql).bind(session_id).bind(event_id);
+        let mut query = sqlx::query(&sql).bind(codebook).bind(session_id).bind(event_id);
         if let Some(a) = annotator {
             query = query.bind(a);
         }
         let rows = query.fetch_all(&self.pool).await?;
         rows.iter().map(history_of_row).collect()
     }
+}
+
+/// Gives the codebook `default` the rows written before labels belonged to a codebook (the
+/// migration gave them the codebook `''`). Cheap when there are none: each table's key or
+/// index starts with the codebook.
+async fn adopt_unassigned(conn: &mut AnyConnection, default: &str) -> Result<(), LabelError> {
+    let mut tx = conn.begin().await?;
+    let mut adopted = 0;
+    for table in [
+        "label_sets",
+        "label_history",
+        "label_suggestions",
+        "label_reservations",
+    ] {
+        let done = sqlx::query(&format!("UPDATE {table} SET codebook = $1 WHERE codebook = ''"))
+            .bind(default)
+            .execute(&mut *tx)
+            .await?;
+        adopted += done.rows_affected();
+    }
+    tx.commit().await?;
+    if adopted > 0 {
+        tracing::info!(
+            codebook = default,
+            rows = adopted,
+            "labels written before codebooks had ids now belong to the default codebook"
+        );
+    }
+    Ok(())
 }
 
 /// How many times a write starts again, in its transaction, when the set moved between
@@ -595,20 +664,14 @@ fn moved_too_often() -> LabelError {
 }
 
 /// Now, as the store writes times: RFC 3339, UTC, milliseconds.
-pub(super) fn now() -> String {
+pub(crate) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// Takes the write lock of the set (see the module's documentation), then reads it.
 async fn lock_and_read(conn: &mut AnyConnection, key: SetKey<'_>) -> Result<Option<LabelSet>, LabelError> {
-    sqlx::query(&format!(
-        "UPDATE label_sets SET version = version WHERE {KEY_WHERE}"
-    ))
-    .bind(key.session_id)
-    .bind(key.event_id)
-    .bind(key.annotator)
-    .execute(&mut *conn)
-    .await?;
+    let lock = format!("UPDATE label_sets SET version = version WHERE {KEY_WHERE}");
+    bind_key(sqlx::query(&lock), key).execute(&mut *conn).await?;
     read_set(conn, key).await
 }
 
@@ -677,6 +740,7 @@ pub(super) async fn write_set(
             lead_time,
             version: next_version(conn, key, current.as_ref()).await?,
             updated_at: now(),
+            codebook_version: Some(write.set.codebook_version().to_owned()),
         };
         if !store_set(
             conn,
@@ -715,12 +779,8 @@ async fn end_reservation(
     status: Status,
 ) -> Result<(), LabelError> {
     if matches!(status, Status::Submitted | Status::Discarded) {
-        sqlx::query(&format!("DELETE FROM label_reservations WHERE {KEY_WHERE}"))
-            .bind(key.session_id)
-            .bind(key.event_id)
-            .bind(key.annotator)
-            .execute(&mut *conn)
-            .await?;
+        let end = format!("DELETE FROM label_reservations WHERE {KEY_WHERE}");
+        bind_key(sqlx::query(&end), key).execute(&mut *conn).await?;
     }
     Ok(())
 }
@@ -738,23 +798,23 @@ async fn store_set(
 ) -> Result<bool, LabelError> {
     let labels = serde_json::to_string(&after.labels).map_err(|e| LabelError::Corrupt(e.to_string()))?;
     let sql = if read.is_some() {
-        "UPDATE label_sets SET status = $4, labels = $5, note = $6, lead_time_ms = $7, version = $8, \
-         updated_at = $9 WHERE session_id = $1 AND event_id = $2 AND annotator = $3 AND version = $10"
+        "UPDATE label_sets SET status = $5, labels = $6, note = $7, lead_time_ms = $8, version = $9, \
+         updated_at = $10, codebook_version = $11 \
+         WHERE codebook = $1 AND session_id = $2 AND event_id = $3 AND annotator = $4 AND version = $12"
     } else {
-        "INSERT INTO label_sets (session_id, event_id, annotator, status, labels, note, lead_time_ms, \
-         version, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-         ON CONFLICT (session_id, event_id, annotator) DO NOTHING"
+        "INSERT INTO label_sets (codebook, session_id, event_id, annotator, status, labels, note, \
+         lead_time_ms, version, updated_at, codebook_version) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+         ON CONFLICT (codebook, session_id, event_id, annotator) DO NOTHING"
     };
-    let query = sqlx::query(sql)
-        .bind(key.session_id)
-        .bind(key.event_id)
-        .bind(key.annotator)
+    let query = bind_key(sqlx::query(sql), key)
         .bind(after.status.as_str())
         .bind(labels)
         .bind(after.note.clone())
         .bind(lead_time_ms)
         .bind(after.version)
-        .bind(after.updated_at.clone());
+        .bind(after.updated_at.clone())
+        .bind(after.codebook_version.clone());
     let query = match read {
         Some(version) => query.bind(version),
         None => query,
@@ -764,10 +824,8 @@ async fn store_set(
 }
 
 async fn read_set(conn: &mut AnyConnection, key: SetKey<'_>) -> Result<Option<LabelSet>, LabelError> {
-    let row = sqlx::query(&format!("SELECT {SET_COLUMNS} FROM label_sets WHERE {KEY_WHERE}"))
-        .bind(key.session_id)
-        .bind(key.event_id)
-        .bind(key.annotator)
+    let select = format!("SELECT {SET_COLUMNS} FROM label_sets WHERE {KEY_WHERE}");
+    let row = bind_key(sqlx::query(&select), key)
         .fetch_optional(&mut *conn)
         .await?;
     row.as_ref().map(set_of_row).transpose()
@@ -780,14 +838,8 @@ async fn next_version(
     key: SetKey<'_>,
     current: Option<&LabelSet>,
 ) -> Result<i64, LabelError> {
-    let row = sqlx::query(&format!(
-        "SELECT MAX(version) AS v FROM label_history WHERE {KEY_WHERE}"
-    ))
-    .bind(key.session_id)
-    .bind(key.event_id)
-    .bind(key.annotator)
-    .fetch_one(&mut *conn)
-    .await?;
+    let select = format!("SELECT MAX(version) AS v FROM label_history WHERE {KEY_WHERE}");
+    let row = bind_key(sqlx::query(&select), key).fetch_one(&mut *conn).await?;
     let seen: Option<i64> = row.try_get("v")?;
     Ok(seen.max(current.map(|c| c.version)).unwrap_or(0) + 1)
 }
@@ -806,26 +858,22 @@ async fn append_history(
             .map_err(|e| LabelError::Corrupt(e.to_string()))
     };
     let version = after.or(before).map_or(0, |s| s.version);
-    sqlx::query(
-        "INSERT INTO label_history (session_id, event_id, annotator, version, action, actor, at, \
-         before_set, after_set) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-    )
-    .bind(key.session_id)
-    .bind(key.event_id)
-    .bind(key.annotator)
-    .bind(version)
-    .bind(action.as_str())
-    .bind(actor)
-    .bind(now())
-    .bind(json(before)?)
-    .bind(json(after)?)
-    .execute(&mut *conn)
-    .await?;
+    let insert = "INSERT INTO label_history (codebook, session_id, event_id, annotator, version, action, \
+                  actor, at, before_set, after_set) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+    bind_key(sqlx::query(insert), key)
+        .bind(version)
+        .bind(action.as_str())
+        .bind(actor)
+        .bind(now())
+        .bind(json(before)?)
+        .bind(json(after)?)
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 
 /// The set a row of [`SET_COLUMNS`] holds.
-pub(super) fn set_of_row(row: &AnyRow) -> Result<LabelSet, LabelError> {
+pub(crate) fn set_of_row(row: &AnyRow) -> Result<LabelSet, LabelError> {
     let status: String = row.try_get("status")?;
     let labels: String = row.try_get("labels")?;
     let lead_time_ms: Option<i64> = row.try_get("lead_time_ms")?;
@@ -838,6 +886,7 @@ pub(super) fn set_of_row(row: &AnyRow) -> Result<LabelSet, LabelError> {
         lead_time: lead_time_ms.map(|ms| ms as f64 / 1000.0),
         version: row.try_get("version")?,
         updated_at: row.try_get("updated_at")?,
+        codebook_version: row.try_get("codebook_version")?,
     })
 }
 

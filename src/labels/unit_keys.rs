@@ -13,23 +13,19 @@ struct LabelId {
 }
 
 impl LabelStore {
-    /// The units with a submitted or adjudicated set (drafts and skips are no labels): of
-    /// `annotator` when given, and holding the label `label` when given. Each unit once,
-    /// as `(session_id, event_id)`, sorted.
-    ///
-    /// `codebook` names the codebook whose sets count. Sets do not record their codebook
-    /// yet, so it is accepted and not applied: every set counts, whichever codebook is
-    /// named, until the sets carry one.
+    /// The units with a submitted or adjudicated set under `codebook` (drafts and skips
+    /// are no labels): of `annotator` when given, and holding the label `label` when given.
+    /// Each unit once, as `(session_id, event_id)`, sorted.
     pub async fn unit_keys(
         &self,
         annotator: Option<&str>,
         label: Option<&str>,
-        codebook: Option<&str>,
+        codebook: &str,
     ) -> Result<Vec<(String, String)>, LabelError> {
-        let _ = codebook;
-        let mut sql =
-            "SELECT session_id, event_id, labels FROM label_sets WHERE status IN ($1, $2)".to_owned();
-        let mut next = 3;
+        let mut sql = "SELECT session_id, event_id, labels FROM label_sets \
+                       WHERE codebook = $1 AND status IN ($2, $3)"
+            .to_owned();
+        let mut next = 4;
         if annotator.is_some() {
             sql.push_str(&format!(" AND annotator = ${next}"));
             next += 1;
@@ -41,6 +37,7 @@ impl LabelStore {
             sql.push_str(&format!(" AND labels LIKE ${next} ESCAPE '\\'"));
         }
         let mut query = sqlx::query(&sql)
+            .bind(codebook)
             .bind(Status::Submitted.as_str())
             .bind(Status::Adjudicated.as_str());
         if let Some(annotator) = annotator {

@@ -40,7 +40,8 @@ pub struct Invalid {
     pub message: String,
 }
 
-pub(super) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Invalid {
+/// The refusal of `field`, saying what is wrong with it.
+pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Invalid {
     Invalid {
         field: field.into(),
         message: message.into(),
@@ -395,7 +396,7 @@ fn check_field_size(path: &str, field_type: FieldType, value: &Value) -> Result<
 }
 
 /// Checks a model name: 1 to [`MAX_MODEL_CHARS`] of the annotator alphabet plus `:` and `/`.
-fn check_model(model: &str) -> Result<(), Invalid> {
+pub fn check_model(model: &str) -> Result<(), Invalid> {
     if model.is_empty() || model.len() > MAX_MODEL_CHARS {
         return Err(invalid(
             "model",
@@ -425,11 +426,22 @@ fn check_score(score: Option<&Value>) -> Result<Option<f64>, Invalid> {
         .transpose()
 }
 
+/// The unit a write is on, as the session has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnitRef<'a> {
+    /// `user_turn`, `assistant_turn` or `system_turn`: the codebook must code it.
+    pub unit_type: &'a str,
+    /// Its text: evidence quotes must occur in it.
+    pub text: &'a str,
+}
+
 /// A write of one annotator's set on one unit, ready to store: the ids free of NUL, the
-/// body checked against the codebook and the unit's text, the writer allowed to write it.
-/// Made only by [`Validator::set`].
+/// body checked against the codebook and the unit's type and text, the writer allowed to
+/// write it. Made only by [`Validator::set`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidSet {
+    codebook: String,
+    codebook_version: String,
     session_id: String,
     event_id: String,
     set: NewSet,
@@ -440,10 +452,16 @@ impl ValidSet {
     /// The set written.
     pub fn key(&self) -> SetKey<'_> {
         SetKey {
+            codebook: &self.codebook,
             session_id: &self.session_id,
             event_id: &self.event_id,
             annotator: &self.set.annotator,
         }
+    }
+
+    /// The version of the codebook it was checked against.
+    pub fn codebook_version(&self) -> &str {
+        &self.codebook_version
     }
 
     /// What the set becomes.
@@ -461,6 +479,7 @@ impl ValidSet {
 /// caller allowed to act for the annotator. Made only by [`Validator::removal`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidRemoval {
+    codebook: String,
     session_id: String,
     event_id: String,
     annotator: String,
@@ -471,6 +490,7 @@ impl ValidRemoval {
     /// The set removed.
     pub fn key(&self) -> SetKey<'_> {
         SetKey {
+            codebook: &self.codebook,
             session_id: &self.session_id,
             event_id: &self.event_id,
             annotator: &self.annotator,
@@ -488,6 +508,7 @@ impl ValidRemoval {
 /// [`Validator::suggestion`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidSuggestion {
+    codebook: String,
     session_id: String,
     event_id: String,
     model: String,
@@ -496,6 +517,11 @@ pub struct ValidSuggestion {
 }
 
 impl ValidSuggestion {
+    /// The codebook its labels are of.
+    pub fn codebook(&self) -> &str {
+        &self.codebook
+    }
+
     /// The session.
     pub fn session_id(&self) -> &str {
         &self.session_id
@@ -536,21 +562,30 @@ impl<'a> Validator<'a> {
         Validator { codebook, reviewers }
     }
 
+    /// The codebook writes are checked against.
+    pub fn codebook(&self) -> &'a Codebook {
+        self.codebook
+    }
+
     /// Checks a set `body` (a `PUT` body) written by `caller` on unit `event_id` of session
-    /// `session_id`, whose text is `unit_text`: the ids, then the body against the codebook
-    /// and the text, then whether `caller` may write it (see [`Validator::may_write`]).
+    /// `session_id`: the ids, that the codebook codes the unit's type, then the body against
+    /// the codebook and the unit's text, then whether `caller` may write it (see
+    /// [`Validator::may_write`]).
     pub fn set(
         &self,
         session_id: &str,
         event_id: &str,
         body: &Value,
-        unit_text: &str,
+        unit: UnitRef<'_>,
         caller: Caller<'_>,
     ) -> Result<ValidSet, Refusal> {
         check_ids(session_id, event_id)?;
-        let set = validate_set(body, self.codebook, unit_text)?;
+        self.check_covered(event_id, unit)?;
+        let set = validate_set(body, self.codebook, unit.text)?;
         self.may_write(caller, &set)?;
         Ok(ValidSet {
+            codebook: self.codebook.id.clone(),
+            codebook_version: self.codebook.version.clone(),
             session_id: session_id.to_owned(),
             event_id: event_id.to_owned(),
             actor: caller.actor(&set.annotator).to_owned(),
@@ -564,6 +599,7 @@ impl<'a> Validator<'a> {
         check_key(key)?;
         caller.may_act_for(key.annotator, self.reviewers)?;
         Ok(ValidRemoval {
+            codebook: self.codebook.id.clone(),
             session_id: key.session_id.to_owned(),
             event_id: key.event_id.to_owned(),
             annotator: key.annotator.to_owned(),
@@ -572,8 +608,8 @@ impl<'a> Validator<'a> {
     }
 
     /// Checks `model`'s suggestion of `labels` (with its `score`, if given) on unit
-    /// `event_id` of session `session_id`, whose text is `unit_text`: the ids, the model's
-    /// name, the score, then the labels like a set's.
+    /// `event_id` of session `session_id`: the ids, that the codebook codes the unit's
+    /// type, the model's name, the score, then the labels like a set's.
     pub fn suggestion(
         &self,
         session_id: &str,
@@ -581,18 +617,38 @@ impl<'a> Validator<'a> {
         model: &str,
         score: Option<&Value>,
         labels: &Value,
-        unit_text: &str,
+        unit: UnitRef<'_>,
     ) -> Result<ValidSuggestion, Invalid> {
         check_ids(session_id, event_id)?;
+        self.check_covered(event_id, unit)?;
         check_model(model)?;
         let score = check_score(score)?;
-        let labels = validate_labels(Some(labels), self.codebook, unit_text)?;
+        let labels = validate_labels(Some(labels), self.codebook, unit.text)?;
         Ok(ValidSuggestion {
+            codebook: self.codebook.id.clone(),
             session_id: session_id.to_owned(),
             event_id: event_id.to_owned(),
             model: model.to_owned(),
             score,
             labels,
+        })
+    }
+
+    /// Refuses a write on a unit of a type the codebook does not code (a system turn, under
+    /// a codebook of user and assistant turns).
+    pub fn check_covered(&self, event_id: &str, unit: UnitRef<'_>) -> Result<(), Invalid> {
+        if self.codebook.covers(unit.unit_type) {
+            return Ok(());
+        }
+        let coded = self.codebook.unit_types.as_deref().unwrap_or_default().join(", ");
+        Err(Invalid {
+            field: "event_id".to_owned(),
+            message: format!(
+                "unit '{}' is a {}; the codebook {} codes only {coded}",
+                crate::core::json::utf16::echo(event_id),
+                unit.unit_type,
+                self.codebook.id
+            ),
         })
     }
 
@@ -734,12 +790,17 @@ labels:
         let validator = Validator::new(&codebook, &reviewers);
         let body =
             |annotator: &str, status: &str| json!({"annotator": annotator, "status": status, "labels": []});
-        let put = |caller, body: &Value| validator.set("s", "U:1", body, "text", caller);
+        let unit = UnitRef {
+            unit_type: "user_turn",
+            text: "text",
+        };
+        let put = |caller, body: &Value| validator.set("s", "U:1", body, unit, caller);
 
         let own = put(Caller::Named("alice"), &body("alice", "submitted")).unwrap();
         assert_eq!(
             own.key(),
             SetKey {
+                codebook: "test",
                 session_id: "s",
                 event_id: "U:1",
                 annotator: "alice"
@@ -755,7 +816,7 @@ labels:
             assert!(matches!(refused, Refusal::Forbidden(_)), "{refused}");
         }
         let refused = validator
-            .set("s", "U:\0", &body("alice", "draft"), "text", Caller::Anyone)
+            .set("s", "U:\0", &body("alice", "draft"), unit, Caller::Anyone)
             .unwrap_err();
         assert!(matches!(refused, Refusal::Invalid(Invalid { ref field, .. }) if field == "event_id"));
     }
@@ -765,6 +826,7 @@ labels:
         let codebook = Codebook::parse("test.yaml", CODEBOOK).unwrap();
         let validator = Validator::new(&codebook, &[]);
         let key = |annotator| SetKey {
+            codebook: "test",
             session_id: "s",
             event_id: "U:1",
             annotator,
@@ -777,8 +839,13 @@ labels:
         assert!(matches!(refused, Refusal::Invalid(Invalid { ref field, .. }) if field == "annotator"));
 
         let labels = json!([{"id": "ACT"}]);
-        let suggest =
-            |model: &str, score: Option<&Value>| validator.suggestion("s", "U:1", model, score, &labels, "");
+        let unit = UnitRef {
+            unit_type: "assistant_turn",
+            text: "",
+        };
+        let suggest = |model: &str, score: Option<&Value>| {
+            validator.suggestion("s", "U:1", model, score, &labels, unit)
+        };
         let suggestion = suggest("m:1", Some(&json!(0.5))).unwrap();
         assert_eq!((suggestion.model(), suggestion.score()), ("m:1", Some(0.5)));
         assert_eq!(suggestion.labels()[0].id, "ACT");

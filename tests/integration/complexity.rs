@@ -1470,6 +1470,7 @@ fn f7_progress_grows_with_the_units_and_sets_not_their_product() {
                 lead_time: Some(a as f64),
                 version: 1,
                 updated_at: "2026-01-01T00:00:00.000Z".into(),
+                codebook_version: None,
             })
             .collect();
         measure(|| session_progress("s", &kinds, &sets).annotators.len())
@@ -1503,7 +1504,7 @@ fn label_store_with(
         .unwrap();
     let url = sessiongraph::labels::store::default_url(dir).unwrap();
     let store = runtime.block_on(async {
-        let codebook = std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap());
+        let codebook = sessiongraph::labels::Codebooks::built_in().unwrap();
         let store = sessiongraph::labels::LabelStore::open(&url, codebook, Default::default())
             .await
             .unwrap();
@@ -1512,13 +1513,13 @@ fn label_store_with(
         let note = "n".repeat(200);
         for u in 0..units {
             let mut sql = String::from(
-                "INSERT INTO label_sets (session_id, event_id, annotator, status, labels, note, \
+                "INSERT INTO label_sets (codebook, session_id, event_id, annotator, status, labels, note, \
                  lead_time_ms, version, updated_at) VALUES ",
             );
             let rows: Vec<String> = (0..per_unit)
                 .map(|a| {
                     format!(
-                        "('s', 'U:{u:06}', 'ann-{a:06}', 'submitted', '[{{\"id\":\"EXEC_COGNITIVE\"}}]', \
+                        "('delegation', 's', 'U:{u:06}', 'ann-{a:06}', 'submitted', '[{{\"id\":\"EXEC_COGNITIVE\"}}]', \
                          '{note}', 1000, 1, '2026-01-01T00:00:00.000Z')"
                     )
                 })
@@ -1540,9 +1541,9 @@ fn label_store_with(
 fn f13_a_sessions_sets_are_shared_not_copied_per_read() {
     let dir = tempfile::tempdir().unwrap();
     let (runtime, store) = label_store_with(dir.path(), 100, 100);
-    let first = runtime.block_on(store.list("s")).unwrap();
+    let first = runtime.block_on(store.list("delegation", "s")).unwrap();
     assert_eq!(first.len(), 10_000);
-    let (second, listed) = measure(|| runtime.block_on(store.list("s")).unwrap().len());
+    let (second, listed) = measure(|| runtime.block_on(store.list("delegation", "s")).unwrap().len());
     eprintln!("a second read of 10,000 sets: {second:?}");
     assert_eq!(listed, 10_000);
     assert!(
@@ -1580,6 +1581,7 @@ fn export_until_blocked(units: usize, per_unit: usize) -> Work {
     let dir = tempfile::tempdir().unwrap();
     let (runtime, store) = label_store_with(dir.path(), units, per_unit);
     let scope = ExportScope {
+        codebook: "delegation".into(),
         session_id: Some("s".into()),
         ..Default::default()
     };

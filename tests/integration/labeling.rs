@@ -850,6 +850,7 @@ async fn team_server() -> (TestServer, String, String) {
         .as_array()
         .unwrap()
         .iter()
+        .filter(|u| u["unit_type"] != "system_turn")
         .map(|u| {
             let text = u["text_or_artifact_ref"]["text"].as_str().unwrap_or("");
             (u["event_id"].as_str().unwrap().to_owned(), text.to_owned(), false)
@@ -1302,6 +1303,7 @@ async fn blind_team(db: &TestDb) -> (TestServer, tempfile::TempDir, String, Vec<
         .as_array()
         .unwrap()
         .iter()
+        .filter(|u| u["unit_type"] != "system_turn")
         .map(|u| {
             let text = u["text_or_artifact_ref"]["text"].as_str().unwrap_or("");
             (u["event_id"].as_str().unwrap().to_owned(), text.to_owned(), false)

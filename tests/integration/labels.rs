@@ -27,7 +27,7 @@ impl TestDb {
             .url
             .clone()
             .unwrap_or_else(|| sessiongraph::labels::store::default_url(data).unwrap());
-        let codebook = std::sync::Arc::new(sessiongraph::labels::Codebook::built_in().unwrap());
+        let codebook = sessiongraph::labels::Codebooks::built_in().unwrap();
         let store = sessiongraph::labels::LabelStore::open(&url, codebook, Default::default())
             .await
             .unwrap();
@@ -135,7 +135,8 @@ pub async fn labels_shown(server: &TestServer, id: &str, event: &str) -> Value {
         .clone()
 }
 
-/// (event_id, text, is_sidechain) of every unit.
+/// (event_id, text, is_sidechain) of every unit the built-in codebooks code (user and
+/// assistant turns: system turns take no labels).
 pub async fn units(server: &TestServer, id: &str) -> Vec<(String, String, bool)> {
     let body = server
         .get(&format!("/api/graph/{id}/annotations?include_sidechains=true"))
@@ -144,6 +145,7 @@ pub async fn units(server: &TestServer, id: &str) -> Vec<(String, String, bool)>
         .as_array()
         .unwrap()
         .iter()
+        .filter(|u| u["unit_type"] != "system_turn")
         .map(|u| {
             (
                 u["event_id"].as_str().unwrap().to_owned(),
@@ -1162,7 +1164,7 @@ async fn codings_read_whole(db: &TestDb) {
             .map(|&i| {
                 let (session, unit, annotator) = (i % 3, (i / 3) % 2_000, i / 6_000);
                 format!(
-                    "('s{session}', 'U:{unit:05}', 'ann-{annotator}', '{}', '{}', NULL, NULL, 1, '2026-01-01T00:00:00.000Z')",
+                    "('delegation', 's{session}', 'U:{unit:05}', 'ann-{annotator}', '{}', '{}', NULL, NULL, 1, '2026-01-01T00:00:00.000Z')",
                     statuses[(i / 7) % statuses.len()],
                     labels[i % labels.len()]
                 )
@@ -1170,8 +1172,8 @@ async fn codings_read_whole(db: &TestDb) {
             .collect();
         conn.execute(
             format!(
-                "INSERT INTO label_sets (session_id, event_id, annotator, status, labels, note, lead_time_ms, \
-                 version, updated_at) VALUES {}",
+                "INSERT INTO label_sets (codebook, session_id, event_id, annotator, status, labels, note, \
+                 lead_time_ms, version, updated_at) VALUES {}",
                 rows.join(",")
             )
             .as_str(),
@@ -1224,7 +1226,7 @@ async fn codings_read_whole(db: &TestDb) {
     ] {
         let sight = viewer.map_or(Sight::Everything, Sight::OwnUntilSubmitted);
         let read = store
-            .submitted_codings(session, &everything, &everything, sight)
+            .submitted_codings("delegation", session, &everything, &everything, sight)
             .await
             .unwrap();
         let want = expected(session, viewer);
@@ -1281,8 +1283,9 @@ async fn bulk_read_is_exact(db: &TestDb) {
     .enumerate()
     {
         sqlx::query(
-            "INSERT INTO label_sets (session_id, event_id, annotator, status, labels, note, lead_time_ms, \
-             version, updated_at) VALUES ('s', $1, $2, $3, $4, $5, $6, $7, '2026-01-01T00:00:00.000Z')",
+            "INSERT INTO label_sets (codebook, session_id, event_id, annotator, status, labels, note, \
+             lead_time_ms, version, updated_at) \
+             VALUES ('delegation', 's', $1, $2, $3, $4, $5, $6, $7, '2026-01-01T00:00:00.000Z')",
         )
         .bind(event)
         .bind(annotator)
@@ -1314,11 +1317,12 @@ async fn bulk_read_is_exact(db: &TestDb) {
                 lead_time: lead_time_ms.map(|ms| ms as f64 / 1000.0),
                 version,
                 updated_at,
+                codebook_version: None,
             },
         )
         .collect();
     expected.sort_by(|a, b| (&a.event_id, &a.annotator).cmp(&(&b.event_id, &b.annotator)));
-    let listed = store.list("s").await.unwrap();
+    let listed = store.list("delegation", "s").await.unwrap();
     assert_eq!(listed.as_slice(), expected.as_slice());
     let fields =
         serde_json::to_string(&listed.iter().find(|s| s.labels.len() == 2).unwrap().labels[0].fields)

@@ -95,7 +95,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     let starting = sessiongraph::AppState::build(sessiongraph::AppSettings {
         store: Default::default(),
         api: Default::default(),
-        codebook: sessiongraph::labels::Codebook::built_in().unwrap(),
+        codebooks: sessiongraph::labels::Codebooks::built_in().unwrap(),
         database_url: "sqlite::memory:".into(),
         label_policy: Default::default(),
         search: Default::default(),
@@ -180,6 +180,10 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     let not_modified = server.get_if_none_match("/api/codebook", etag).await;
     assert_eq!(not_modified.status, reqwest::StatusCode::NOT_MODIFIED);
     c.check("get", "/api/codebook", &not_modified);
+    c.check("get", "/api/codebooks", &server.get("/api/codebooks").await);
+    let unknown = server.get("/api/codebook?codebook=nope").await;
+    assert_eq!(unknown.status, reqwest::StatusCode::BAD_REQUEST);
+    c.check("get", "/api/codebook", &unknown);
     c.check("get", "/api/me", &server.get("/api/me?annotator=ann.a").await);
 
     // Uploads: the sample (sub-agents loaded), a main log alone (sub-agents missing).
@@ -351,6 +355,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     label_routes(&mut c, &server, &id).await;
     labeling_routes(&mut c, &server, &id).await;
     search_routes(&mut c, &server).await;
+    round_routes(&mut c, &server, &id).await;
     busy_label_store(&mut c, &server, &id).await;
 
     c.check(
@@ -447,6 +452,12 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         let reply = read_only.post_json(path, &json!({"annotator": "a"}), &[]).await;
         assert_eq!(reply.status, reqwest::StatusCode::FORBIDDEN, "{path}");
         c.check("post", path, &reply);
+    }
+    for template in ["/api/rounds", "/api/rounds/{id}/close", "/api/rounds/{id}/reopen"] {
+        let path = template.replace("{id}", "r0000000000000000");
+        let reply = read_only.post_json(&path, &json!({}), &[]).await;
+        assert_eq!(reply.status, reqwest::StatusCode::FORBIDDEN, "{path}");
+        c.check("post", template, &reply);
     }
     read_only.stop().await;
 
@@ -580,6 +591,75 @@ async fn parse_for_dialog(c: &mut Checker, server: &TestServer) {
     c.check("post", template, &too_big);
 }
 
+/// The round routes, and the queue, agreement and export within a round: every
+/// documented status of each.
+async fn round_routes(c: &mut Checker, server: &TestServer, id: &str) {
+    let body = json!({ "name": "r", "selection": { "sessions": [id] }, "sample": { "size": 3, "seed": 1 }, "overlap": 1 });
+    let preview = server.post_json("/api/rounds?dry_run=true", &body, &[]).await;
+    assert_eq!(preview.status.as_u16(), 200, "{}", preview.json);
+    c.check("post", "/api/rounds", &preview);
+    let created = server.post_json("/api/rounds", &body, &[]).await;
+    assert_eq!(created.status.as_u16(), 201, "{}", created.json);
+    c.check("post", "/api/rounds", &created);
+    let round = created.json["round"]["id"].as_str().unwrap().to_owned();
+    let mut bad = body.clone();
+    bad["sample"]["size"] = json!(0);
+    let refused = server.post_json("/api/rounds", &bad, &[]).await;
+    assert_eq!(refused.status.as_u16(), 400);
+    c.check("post", "/api/rounds", &refused);
+    let text = server
+        .post_bytes(
+            "/api/rounds",
+            b"name=r".to_vec(),
+            &[("content-type", "text/plain")],
+        )
+        .await;
+    assert_eq!(text.status.as_u16(), 415);
+    c.check("post", "/api/rounds", &text);
+    c.check("get", "/api/rounds", &server.get("/api/rounds").await);
+    for (template, good) in [
+        ("/api/rounds/{id}", format!("/api/rounds/{round}")),
+        ("/api/rounds/{id}/units", format!("/api/rounds/{round}/units")),
+        (
+            "/api/rounds/{id}/agreement",
+            format!("/api/rounds/{round}/agreement"),
+        ),
+    ] {
+        let reply = server.get(&good).await;
+        assert_eq!(reply.status.as_u16(), 200, "{good}: {}", reply.json);
+        c.check("get", template, &reply);
+        let missing = server.get(&template.replace("{id}", "r0000000000000000")).await;
+        assert_eq!(missing.status.as_u16(), 404, "{template}");
+        c.check("get", template, &missing);
+    }
+    let closed = server
+        .post_json(&format!("/api/rounds/{round}/close"), &json!({}), &[])
+        .await;
+    assert_eq!(closed.status.as_u16(), 200);
+    c.check("post", "/api/rounds/{id}/close", &closed);
+    let ask = json!({ "annotator": "ann.r", "round": round });
+    let refused = server.post_json("/api/labels/queue/next", &ask, &[]).await;
+    assert_eq!(refused.status.as_u16(), 409, "{}", refused.json);
+    c.check("post", "/api/labels/queue/next", &refused);
+    let reopened = server
+        .post_json(&format!("/api/rounds/{round}/reopen"), &json!({}), &[])
+        .await;
+    assert_eq!(reopened.status.as_u16(), 200);
+    c.check("post", "/api/rounds/{id}/reopen", &reopened);
+    for template in ["/api/rounds/{id}/close", "/api/rounds/{id}/reopen"] {
+        let path = template.replace("{id}", "r0000000000000000");
+        let missing = server.post_json(&path, &json!({}), &[]).await;
+        assert_eq!(missing.status.as_u16(), 404);
+        c.check("post", template, &missing);
+    }
+    let next = server.post_json("/api/labels/queue/next", &ask, &[]).await;
+    assert_eq!(next.status.as_u16(), 200, "{}", next.json);
+    c.check("post", "/api/labels/queue/next", &next);
+    let agreement = server.get(&format!("/api/labels/agreement?round={round}")).await;
+    assert_eq!(agreement.status.as_u16(), 200);
+    c.check("get", "/api/labels/agreement", &agreement);
+}
+
 /// The label routes: every documented status of each.
 async fn label_routes(c: &mut Checker, server: &TestServer, id: &str) {
     use crate::labels::{delete, put, quote_of, texty, units};
@@ -681,6 +761,7 @@ async fn label_routes(c: &mut Checker, server: &TestServer, id: &str) {
         (format!("{path}/history"), 200),
         (format!("{path}/history?annotator=ann.a"), 200),
         ("/api/graph/nope/labels/x/history".to_owned(), 404),
+        (format!("{path}/history?codebook=nope"), 400),
     ] {
         let reply = server.get(&path).await;
         assert_eq!(reply.status.as_u16(), status, "{path}: {}", reply.json);

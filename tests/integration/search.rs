@@ -204,8 +204,10 @@ async fn label_filters_name_the_units_labeled_by_whom_and_with_what() {
     TestDb::each(async |db: &TestDb| {
         let server = TestServer::start(db.options()).await;
         let id = server.upload_fixture("claudecode", "commugraph-sample").await;
-        let units = annotation_units(&server, &id).await;
-        let every = units.len() as u64;
+        let all = annotation_units(&server, &id).await;
+        let every = all.len() as u64;
+        // The units the default codebook codes: system notices take no labels.
+        let units: Vec<&Value> = all.iter().filter(|u| u["unit_type"] != "system_turn").collect();
         let event = |i: usize| units[i]["event_id"].as_str().unwrap().to_owned();
         let set = |who: &str, status: &str, label: &str| {
             json!({"annotator": who, "status": status, "labels": [{"id": label}]})
@@ -252,10 +254,18 @@ async fn label_filters_name_the_units_labeled_by_whom_and_with_what() {
             every - 1
         );
         assert_eq!(
-            total(&server, "codebook=commugraph&labeled=true").await,
+            total(&server, "codebook=delegation&labeled=true").await,
             2,
-            "the codebook is accepted; sets do not record one yet"
+            "the default codebook named"
         );
+        assert_eq!(
+            total(&server, "codebook=speechact&labeled=true").await,
+            0,
+            "no set under the other codebook"
+        );
+        let unknown = server.get("/api/search?codebook=nope").await;
+        assert_eq!(unknown.status, StatusCode::BAD_REQUEST);
+        assert_eq!(unknown.json["details"]["field"], "codebook");
         server.stop().await;
     })
     .await;

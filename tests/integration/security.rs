@@ -590,7 +590,12 @@ async fn f3_cross_site_writes_and_rebinding_hosts_are_refused() {
     })
     .await;
     let units = server.get(&format!("/api/graph/{SAMPLE}/annotations")).await;
-    let event = units.json["annotations"][0]["event_id"]
+    let event = units.json["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["unit_type"] != "system_turn")
+        .expect("a unit the codebook codes")["event_id"]
         .as_str()
         .unwrap()
         .to_owned();

@@ -151,10 +151,8 @@ impl TestServer {
                 read_only: options.read_only,
                 allowed_hosts: sessiongraph::api::origin::AllowedHosts::new(true, &options.allowed_hosts),
             },
-            codebook: match options.codebook {
-                Some(codebook) => codebook,
-                None => sessiongraph::labels::Codebook::built_in().expect("the built-in codebook loads"),
-            },
+            codebooks: sessiongraph::labels::Codebooks::with(options.codebook.into_iter().collect())
+                .expect("the codebooks load"),
             database_url,
             label_policy: options.label_policy,
             search: options.search,

@@ -803,7 +803,13 @@ async fn web_a_page_of_another_origin_cannot_write_through_the_browser() {
     let sessions_before = server.get("/api/sessions").await.json["sessions"].clone();
     let id = sessions_before[0]["id"].as_str().unwrap().to_owned();
     let units = server.get(&format!("/api/graph/{id}/annotations")).await;
-    let event = units.json["annotations"][0]["event_id"].clone();
+    let event = units.json["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["unit_type"] != "system_turn")
+        .expect("a unit the codebook codes")["event_id"]
+        .clone();
     let hostile = axum::Router::new().route(
         "/",
         axum::routing::get(|| async { axum::response::Html("<!doctype html><title>a page</title>") }),
@@ -927,7 +933,12 @@ async fn web_a_large_teams_pairs_are_listed_a_page_at_a_time() {
     .await;
     let id = server.first_session(&[]).await;
     let units = server.get(&format!("/api/graph/{id}/annotations")).await;
-    let event = units.json["annotations"][0]["event_id"]
+    let event = units.json["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["unit_type"] != "system_turn")
+        .expect("a unit the codebook codes")["event_id"]
         .as_str()
         .unwrap()
         .to_owned();

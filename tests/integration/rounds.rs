@@ -1,0 +1,346 @@
+//! Rounds over HTTP: a round's units are drawn once, reproducibly, and fixed; its queue
+//! hands each to the round's overlap of assigned annotators and no one else; closing stops
+//! it; progress, agreement and export see only the round. On SQLite and, with
+//! `DATABASE_URL`, PostgreSQL.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::labels::{put, TestDb};
+use crate::server::{Options, TestServer};
+
+/// Sessions of several shapes: the sample (sub-agents), pi, and synthetic Claude Code logs.
+const SESSIONS: [(&str, &str); 5] = [
+    ("claudecode", "commugraph-sample"),
+    ("pi", "pi/before-compaction.jsonl"),
+    ("claudecode", "synthetic/multi_block"),
+    ("claudecode", "synthetic/tool_failures"),
+    ("claudecode", "synthetic/subagents"),
+];
+
+/// A server with [`SESSIONS`] uploaded, and their ids.
+pub async fn study_server(options: Options) -> (TestServer, Vec<String>) {
+    let server = TestServer::start(options).await;
+    let mut ids = Vec::new();
+    for (framework, rel) in SESSIONS {
+        ids.push(server.upload_fixture(framework, rel).await);
+    }
+    (server, ids)
+}
+
+/// The (session, event) pairs a round lists, in queue order.
+async fn round_units(server: &TestServer, round: &str) -> Vec<(String, String, String)> {
+    let units = server.get(&format!("/api/rounds/{round}/units")).await;
+    assert_eq!(units.status, StatusCode::OK, "{}", units.json);
+    units.json["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["session_id"].as_str().unwrap().to_owned(),
+                u["event_id"].as_str().unwrap().to_owned(),
+                u["unit_type"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn definition(sessions: &[String]) -> Value {
+    json!({
+        "name": "pilot",
+        "guidelines": "# Pilot\nCode the **primary** act.",
+        "selection": { "sessions": sessions },
+        "sample": { "size": 12, "seed": 7, "stratify": { "session": true }, "max_per_session": 4 },
+        "overlap": 2,
+        "annotators": ["ann.a", "ann.b", "ann.c"],
+        "reservation_secs": 300,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_is_drawn_reproducibly_and_labeled_through_its_own_queue() {
+    TestDb::each(round_scenario).await;
+}
+
+async fn round_scenario(db: &TestDb) {
+    let (server, ids) = study_server(db.options()).await;
+    let body = definition(&ids);
+    let preview = server.post_json("/api/rounds?dry_run=true", &body, &[]).await;
+    assert_eq!(preview.status, StatusCode::OK, "{}", preview.json);
+    assert_eq!(preview.json["units"], 12);
+    assert!(preview.json["candidates"].as_u64().unwrap() > 12);
+    let per_session: BTreeMap<String, u64> =
+        serde_json::from_value(preview.json["by_session"].clone()).unwrap();
+    assert!(per_session.values().all(|n| *n <= 4), "{per_session:?}");
+    assert!(
+        server.get("/api/rounds").await.json["rounds"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "a dry run stores nothing"
+    );
+
+    let created = server.post_json("/api/rounds", &body, &[]).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json);
+    let round = created.json["round"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(created.json["round"]["codebook"], "delegation");
+    assert_eq!(created.json["round"]["status"], "open");
+    let units = round_units(&server, &round).await;
+    assert_eq!(units.len(), 12);
+    assert!(
+        units.iter().all(|(_, _, t)| t != "system_turn"),
+        "only units the codebook codes"
+    );
+    let previewed: Vec<(String, String)> = preview.json["preview"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["session_id"].as_str().unwrap().to_owned(),
+                u["event_id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let stored: Vec<(String, String)> = units.iter().map(|(s, e, _)| (s.clone(), e.clone())).collect();
+    assert_eq!(
+        previewed, stored,
+        "the preview is the round's sample, in its order"
+    );
+    let again = server.post_json("/api/rounds", &body, &[]).await;
+    let second = again.json["round"]["id"].as_str().unwrap().to_owned();
+    assert_ne!(second, round);
+    assert_eq!(
+        round_units(&server, &second).await,
+        units,
+        "the same definition draws the same sample"
+    );
+
+    label_through_the_queue(&server, &round, &units).await;
+    closing_stops_the_queue(&server, &round).await;
+    round_scoped_reads(&server, &round, &units).await;
+    server.stop().await;
+}
+
+/// Three annotators take units until the queue is done: each unit goes to exactly the
+/// overlap, no annotator twice; someone not assigned is refused.
+async fn label_through_the_queue(server: &TestServer, round: &str, units: &[(String, String, String)]) {
+    let outsider = server
+        .post_json(
+            "/api/labels/queue/next",
+            &json!({ "annotator": "ann.d", "round": round }),
+            &[],
+        )
+        .await;
+    assert_eq!(outsider.status, StatusCode::FORBIDDEN, "{}", outsider.json);
+    let mut holders: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    let mut open: BTreeSet<&str> = ["ann.a", "ann.b", "ann.c"].into();
+    let mut turn = 0;
+    while !open.is_empty() {
+        let who = *open.iter().nth(turn % open.len()).unwrap();
+        turn += 1;
+        let next = server
+            .post_json(
+                "/api/labels/queue/next",
+                &json!({ "annotator": who, "round": round }),
+                &[],
+            )
+            .await;
+        assert_eq!(next.status, StatusCode::OK, "{}", next.json);
+        if next.json["done"] == true {
+            open.remove(who);
+            continue;
+        }
+        let (session, event) = (
+            next.json["reservation"]["session_id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+            next.json["reservation"]["event_id"].as_str().unwrap().to_owned(),
+        );
+        let label = if turn % 2 == 0 {
+            "EXEC_COGNITIVE"
+        } else {
+            "EXEC_DIGITAL"
+        };
+        let set = json!({ "annotator": who, "status": "submitted", "labels": [{ "id": label }] });
+        let written = put(
+            server,
+            &format!("/api/graph/{session}/labels/{event}"),
+            &set,
+            None,
+        )
+        .await;
+        assert!(written.status.is_success(), "{}", written.json);
+        assert!(
+            holders
+                .entry((session, event))
+                .or_default()
+                .insert(who.to_owned()),
+            "{who} got a unit twice"
+        );
+        assert!(turn < 200, "the queue keeps handing out units");
+    }
+    assert_eq!(holders.len(), units.len(), "every unit of the round, none else");
+    assert!(
+        holders.values().all(|h| h.len() == 2),
+        "each unit to exactly the overlap: {holders:?}"
+    );
+    let progress = server.get(&format!("/api/rounds/{round}")).await;
+    assert_eq!(progress.json["progress"]["complete"], 12, "{}", progress.json);
+    let submitted: u64 = ["ann.a", "ann.b", "ann.c"]
+        .iter()
+        .map(|a| {
+            progress.json["progress"]["annotators"][a]["submitted"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .sum();
+    assert_eq!(submitted, 24);
+}
+
+async fn closing_stops_the_queue(server: &TestServer, round: &str) {
+    let closed = server
+        .post_json(&format!("/api/rounds/{round}/close"), &json!({}), &[])
+        .await;
+    assert_eq!(closed.status, StatusCode::OK, "{}", closed.json);
+    assert_eq!(closed.json["status"], "closed");
+    let refused = server
+        .post_json(
+            "/api/labels/queue/next",
+            &json!({ "annotator": "ann.a", "round": round }),
+            &[],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.json);
+    let reopened = server
+        .post_json(&format!("/api/rounds/{round}/reopen"), &json!({}), &[])
+        .await;
+    assert_eq!(reopened.json["status"], "open");
+    let done = server
+        .post_json(
+            "/api/labels/queue/next",
+            &json!({ "annotator": "ann.a", "round": round }),
+            &[],
+        )
+        .await;
+    assert_eq!(done.json["done"], true, "{}", done.json);
+    let unknown = server.get("/api/rounds/r0000000000000000").await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+}
+
+/// Agreement and export with `?round=` see the round's units only; the export starts with
+/// the round's definition.
+async fn round_scoped_reads(server: &TestServer, round: &str, units: &[(String, String, String)]) {
+    let outside = &units[0];
+    let other_unit = crate::labels::units(server, &outside.0)
+        .await
+        .into_iter()
+        .map(|(e, _, _)| e)
+        .find(|e| !units.iter().any(|(s, u, _)| s == &outside.0 && u == e))
+        .expect("a unit outside the round");
+    let set = json!({ "annotator": "ann.a", "status": "submitted", "labels": [{ "id": "EXEC_COGNITIVE" }] });
+    let written = put(
+        server,
+        &format!("/api/graph/{}/labels/{other_unit}", outside.0),
+        &set,
+        None,
+    )
+    .await;
+    assert!(written.status.is_success());
+
+    let agreement = server.get(&format!("/api/labels/agreement?round={round}")).await;
+    assert_eq!(agreement.status, StatusCode::OK, "{}", agreement.json);
+    assert_eq!(agreement.json["units"], 12, "{}", agreement.json);
+    assert_eq!(agreement.json["codings"], 24);
+    let everything = server.get("/api/labels/agreement").await;
+    assert_eq!(everything.json["codings"], 25);
+
+    let export = server
+        .client
+        .get(format!("{}/api/labels/export?round={round}", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let lines: Vec<Value> = export.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines[0]["round"]["id"], round);
+    assert_eq!(lines[0]["units"].as_array().unwrap().len(), 12);
+    assert_eq!(
+        lines.len(),
+        13,
+        "the definition, then one line per unit of the round"
+    );
+    assert!(lines[1..]
+        .iter()
+        .all(|l| l["annotations"].as_array().unwrap().len() == 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_definition_is_checked_and_managed_by_reviewers() {
+    let db = TestDb::fresh(None).await;
+    let server = TestServer::start(Options {
+        api_keys: vec!["lead:k-lead".into(), "ann.a:k-a".into()],
+        label_policy: sessiongraph::labels::LabelPolicy {
+            reviewers: vec!["lead".into()],
+            ..Default::default()
+        },
+        ..db.options()
+    })
+    .await;
+    let log = std::fs::read(crate::helpers::fixture(
+        "synthetic/multi_block/11111111-2222-4333-8444-555555555555.jsonl",
+    ))
+    .unwrap();
+    let uploaded = server
+        .post_bytes(
+            "/api/upload?framework=claudecode&filename=11111111-2222-4333-8444-555555555555.jsonl",
+            log,
+            &[
+                ("x-api-key", "k-lead"),
+                ("content-type", "application/octet-stream"),
+            ],
+        )
+        .await;
+    let ids = vec![crate::server::graph_id(&uploaded)];
+    let mut body = definition(&ids);
+    body["sample"]["size"] = json!(2);
+    let by_annotator = server
+        .post_json("/api/rounds", &body, &[("x-api-key", "k-a")])
+        .await;
+    assert_eq!(
+        by_annotator.status,
+        StatusCode::FORBIDDEN,
+        "{}",
+        by_annotator.json
+    );
+    let mut bad = body.clone();
+    bad["sample"]["size"] = json!(0);
+    let refused = server
+        .post_json("/api/rounds", &bad, &[("x-api-key", "k-lead")])
+        .await;
+    assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+    assert_eq!(refused.json["details"]["field"], "sample.size");
+    let mut unknown = body.clone();
+    unknown["selection"] = json!({ "units": [{ "session_id": ids[0], "event_id": "nope" }] });
+    let refused = server
+        .post_json("/api/rounds", &unknown, &[("x-api-key", "k-lead")])
+        .await;
+    assert_eq!(
+        refused.json["details"]["field"], "selection.units[0]",
+        "{}",
+        refused.json
+    );
+    let created = server
+        .post_json("/api/rounds", &body, &[("x-api-key", "k-lead")])
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json);
+    assert_eq!(created.json["round"]["created_by"], "lead");
+    server.stop().await;
+    db.cleanup().await;
+}
