@@ -67,9 +67,43 @@ export function graph(id, rest = '') {
   return `/api/graph/${encodeURIComponent(id)}${rest}`;
 }
 
-/** The codebook. */
+/**
+ * The round this tab labels in (`{id, name, codebook, guidelines}`, kept for the tab), or
+ * null: the label page then uses the round's codebook and takes units from its queue.
+ */
+export function activeRound() {
+  try {
+    return JSON.parse(sessionStorage.getItem('sg.round'));
+  } catch {
+    return null;
+  }
+}
+
+/** Enters `round` (a round as `GET /api/rounds/{id}` gives it), or leaves it (null). */
+export function setActiveRound(round) {
+  if (!round) {
+    sessionStorage.removeItem('sg.round');
+    return;
+  }
+  const { id, name, codebook: book, guidelines } = round;
+  sessionStorage.setItem('sg.round', JSON.stringify({ id, name, codebook: book, guidelines }));
+}
+
+/** `?codebook=` (or `&codebook=` after `sep`) of the active round; empty outside one. */
+export function codebookQuery(sep = '?') {
+  const round = activeRound();
+  return round ? `${sep}codebook=${encodeURIComponent(round.codebook)}` : '';
+}
+
+/** The codebook the tab labels under: the active round's, else the server's default. */
 export function codebook() {
-  return cached('/api/codebook');
+  return cached(`/api/codebook${codebookQuery()}`);
+}
+
+/** The path of a session's sets under the tab's codebook, `annotator`'s only if given. */
+export function labelsPath(sessionId, annotator = null) {
+  const who = annotator ? `?annotator=${encodeURIComponent(annotator)}` : '';
+  return graph(sessionId, `/labels${who}${codebookQuery(who ? '&' : '?')}`);
 }
 
 /** A session's units, sub-agents included. */
@@ -88,7 +122,7 @@ export async function codedUnits(sessionId) {
   return types ? all.filter((u) => types.includes(u.unit_type)) : all;
 }
 
-/** The path of a unit's set. */
+/** The path of a unit's set, under the tab's codebook. */
 export function setPath(sessionId, eventId) {
-  return graph(sessionId, `/labels/${encodeURIComponent(eventId)}`);
+  return graph(sessionId, `/labels/${encodeURIComponent(eventId)}${codebookQuery()}`);
 }

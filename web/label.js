@@ -7,7 +7,7 @@ import { annotator } from './auth.js';
 import { codebookPanel } from './codebook.js';
 import { h, page, status } from './dom.js';
 import { loadDraft, saveDraft } from './drafts.js';
-import { toggleHelp } from './help.js';
+import { toggleGuidelines, toggleHelp } from './help.js';
 import { emptySet, fromRecords, toggle } from './labelstate.js';
 import { go, queueNext, quoteSelection, write, queueControls } from './labelactions.js';
 import { navigate, onKeys, typing, unitUrl } from './nav.js';
@@ -20,9 +20,10 @@ let sessionSets = null;
  * API lets me see (the unfiltered listing; blind mode hides them until I submit).
  */
 export function loadSets(sessionId, who, force = false) {
-  if (force || !sessionSets || sessionSets.sessionId !== sessionId || sessionSets.who !== who) {
+  const book = api.codebookQuery();
+  if (force || !sessionSets || sessionSets.sessionId !== sessionId || sessionSets.who !== who || sessionSets.book !== book) {
     const promise = fetchSets(sessionId, who);
-    sessionSets = { sessionId, who, promise };
+    sessionSets = { sessionId, who, book, promise };
     promise.catch(() => { sessionSets = null; });
   }
   return sessionSets.promise;
@@ -30,8 +31,8 @@ export function loadSets(sessionId, who, force = false) {
 
 async function fetchSets(sessionId, who) {
   const [own, all] = await Promise.all([
-    api.get(api.graph(sessionId, `/labels?annotator=${encodeURIComponent(who)}`)),
-    api.get(api.graph(sessionId, '/labels')),
+    api.get(api.labelsPath(sessionId, who)),
+    api.get(api.labelsPath(sessionId)),
   ]);
   const mine = new Map(own.labels.filter((s) => s.annotator === who).map((s) => [s.event_id, s]));
   const others = new Map();
@@ -159,7 +160,7 @@ function othersView(ctx) {
 
 async function submit(ctx) {
   if (await write(ctx, 'submitted')) {
-    if (sessionStorage.getItem('sg.queue') === '1') await queueNext(ctx);
+    if (sessionStorage.getItem('sg.queue') === '1' || api.activeRound()) await queueNext(ctx);
     else go(ctx, 1);
   }
 }
@@ -186,6 +187,7 @@ const KEYS = {
   d: (ctx) => write(ctx, 'draft'),
   s: (ctx) => skip(ctx),
   n: (ctx) => queueNext(ctx),
+  g: () => toggleGuidelines(),
   '-': (ctx) => nudge(ctx, -0.1),
   '+': (ctx) => nudge(ctx, 0.1),
   '=': (ctx) => nudge(ctx, 0.1),
@@ -204,6 +206,7 @@ function keys(ctx, e) {
   }
   if (e.ctrlKey || e.metaKey || e.altKey) return;
   if (document.getElementById('help') && e.key !== '?') return;
+  if (document.getElementById('guidelines') && e.key !== 'g') return;
   const n = Number(e.key);
   if (Number.isInteger(n) && n >= 1 && n <= 9) {
     const label = ctx.codebook.labels[n - 1];

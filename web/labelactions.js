@@ -5,6 +5,7 @@ import * as api from './api.js';
 import { profileOf } from './auth.js';
 import { h, replace, status } from './dom.js';
 import { dropDraft, saveDraft } from './drafts.js';
+import { toggleGuidelines } from './help.js';
 import { fromRecords, toRecords } from './labelstate.js';
 import { navigate, unitUrl } from './nav.js';
 
@@ -98,16 +99,18 @@ export function go(ctx, delta) {
   else status(delta > 0 ? 'This is the last unit.' : 'This is the first unit.');
 }
 
-/** Asks the queue for the next unit for this annotator, and opens it. */
+/** Asks the queue (the active round's, if any) for the next unit for this annotator, and opens it. */
 export async function queueNext(ctx) {
   const only = sessionStorage.getItem('sg.queue.session') === '1';
+  const round = api.activeRound();
   sessionStorage.setItem('sg.queue', '1');
   try {
-    const { json } = await api.call('/api/labels/queue/next', {
-      method: 'POST', body: { annotator: ctx.who, session: only ? ctx.sessionId : undefined },
-    });
+    const body = round
+      ? { annotator: ctx.who, round: round.id }
+      : { annotator: ctx.who, session: only ? ctx.sessionId : undefined };
+    const { json } = await api.call('/api/labels/queue/next', { method: 'POST', body });
     if (json.done) {
-      status('The queue has no unit left for you.', 'ok');
+      status(round ? `The round ${round.name} has no unit left for you.` : 'The queue has no unit left for you.', 'ok');
       return;
     }
     const r = json.reservation;
@@ -136,11 +139,13 @@ function release(who, keep = null) {
   const held = reservation();
   if (!held || (keep && keep.session_id === held.session_id && keep.event_id === held.event_id)) return;
   sessionStorage.removeItem('sg.reservation');
-  api.call('/api/labels/queue/release', { method: 'POST', body: { annotator: who, ...held } }).catch(() => {});
+  api.call(`/api/labels/queue/release${api.codebookQuery()}`, { method: 'POST', body: { annotator: who, ...held } }).catch(() => {});
 }
 
 /** Queue mode's controls: next unit for me, this session only, and the server's overlap. */
 export function queueControls(ctx) {
+  const round = api.activeRound();
+  if (round) return roundControls(ctx, round);
   const overlap = profileOf().queue_overlap;
   const only = h('input', {
     type: 'checkbox', checked: sessionStorage.getItem('sg.queue.session') === '1', 'aria-label': 'This session only',
@@ -150,6 +155,21 @@ export function queueControls(ctx) {
     h('button', { type: 'button', text: 'Next unit for me (n)', on: { click: () => queueNext(ctx) } }),
     h('label', {}, only, ' this session only'),
     overlap ? h('span', { class: 'overlap', title: 'Set by the server (--queue-overlap)', text: ` each unit to ${overlap} annotator${overlap === 1 ? '' : 's'}` }) : null);
+}
+
+/** The label page's controls inside a round: its name, guidelines, queue, and a way out. */
+function roundControls(ctx, round) {
+  const leave = () => {
+    api.setActiveRound(null);
+    sessionStorage.removeItem('sg.queue');
+    navigate(unitUrl(ctx.sessionId, ctx.unit.event_id), { replace: true });
+  };
+  return h('div', { class: 'round-bar', role: 'group', 'aria-label': 'Round' },
+    h('strong', { text: `Round: ${round.name}` }),
+    h('span', { class: 'hint', text: `codebook ${round.codebook}` }),
+    h('button', { type: 'button', text: 'Next unit of the round (n)', on: { click: () => queueNext(ctx) } }),
+    h('button', { type: 'button', text: 'Guidelines (g)', on: { click: () => toggleGuidelines() } }),
+    h('button', { type: 'button', id: 'leave-round', text: 'Leave the round', on: { click: leave } }));
 }
 
 /** Sets the focused label's quote from the text selected in the current unit. */

@@ -7,6 +7,7 @@ import { h, page, status } from './dom.js';
 import { labelPage, loadSets } from './label.js';
 import { onKeys } from './nav.js';
 import { reviewPage } from './review.js';
+import { roundAgreementPage, roundLabel, roundsPage } from './rounds.js';
 import { sessionsPage } from './sessions.js';
 
 let ready = false;
@@ -18,6 +19,9 @@ const ROUTES = [
   [/^\/label(?:\/([^/]+))?(?:\/([^/]+))?\/?$/, (m) => labelPage(decode(m[1]), decode(m[2]))],
   [/^\/review\/([^/]+)\/?$/, (m) => reviewPage(decode(m[1]))],
   [/^\/agreement\/?$/, () => agreementPage()],
+  [/^\/rounds\/?$/, () => roundsPage()],
+  [/^\/rounds\/([^/]+)\/label\/?$/, (m) => roundLabel(decode(m[1]))],
+  [/^\/rounds\/([^/]+)\/agreement\/?$/, (m) => roundAgreementPage(decode(m[1]))],
 ];
 
 /** Draws the view of the current URL, after making sure of the key and the annotator. */

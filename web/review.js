@@ -11,7 +11,7 @@ export async function reviewPage(sessionId) {
   const who = annotator();
   const [units, listing] = await Promise.all([
     api.codedUnits(sessionId),
-    api.get(api.graph(sessionId, '/labels')),
+    api.get(api.labelsPath(sessionId)),
   ]);
   const byUnit = groupSets(listing);
   const reviewed = units.filter((u) => byUnit.has(u.event_id));

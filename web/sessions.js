@@ -2,6 +2,7 @@
 
 import * as api from './api.js';
 import { h, page } from './dom.js';
+import { searchBox } from './search.js';
 
 /** A progress bar of `labeled` out of `total` (drawn with a width set in JS, not inline CSS). */
 export function bar(labeled, total, label) {
@@ -36,6 +37,7 @@ export async function sessionsPage() {
   });
   page(
     h('h1', { text: 'Sessions' }),
+    searchBox(),
     rows.length
       ? h('table', { class: 'grid' },
         h('thead', {}, h('tr', {}, ['Session', 'Units', 'Labeled', 'Per annotator', 'Adjudicated', ''].map((t) => h('th', { scope: 'col', text: t })))),

@@ -68,6 +68,8 @@ const ASSETS: &[Asset] = &[
     asset!("sessions.js", JS),
     asset!("review.js", JS),
     asset!("agreement.js", JS),
+    asset!("rounds.js", JS),
+    asset!("search.js", JS),
     asset!("chart.js", JS),
 ];
 
@@ -89,7 +91,8 @@ static ETAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
 });
 
 /// The page's routes: the shell at `/`, `/sessions`, `/label/{session_id}/{event_id}`,
-/// `/label/{session_id}`, `/label`, `/review/{session_id}`, `/agreement`, and the files at
+/// `/label/{session_id}`, `/label`, `/review/{session_id}`, `/agreement`, `/rounds` (and a
+/// round's `/label` and `/agreement`), and the files at
 /// `/assets/{name}`. None wants an API key.
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
@@ -100,6 +103,9 @@ pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route("/label/{session_id}/{event_id}", get(shell))
         .route("/review/{session_id}", get(shell))
         .route("/agreement", get(shell))
+        .route("/rounds", get(shell))
+        .route("/rounds/{round_id}/label", get(shell))
+        .route("/rounds/{round_id}/agreement", get(shell))
         .route("/assets/{*name}", get(asset))
 }
 

@@ -988,3 +988,195 @@ async fn web_a_large_teams_pairs_are_listed_a_page_at_a_time() {
     browser.quit().await;
     server.stop().await;
 }
+
+/// A study on the page: the sessions page's search finds units with their matched words
+/// marked; the rounds page counts and previews a round as the form changes, and creates
+/// it; labeling in the round takes its units from its queue under its codebook, with its
+/// guidelines one key away; its agreement page lists a model beside the humans.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_a_round_is_searched_for_created_labeled_and_compared_in_chromium() {
+    let Some(installed) = browser_or_skip("web_a_round_in_chromium") else {
+        return;
+    };
+    let (server, id, _) = sample_server_with_a_reviewer().await;
+    let browser = webdriver::Browser::start(&installed).await;
+    with_screenshot_on_failure(&browser, "rounds", async {
+        browser.keep_annotator(&server.url, "ann.a").await;
+        search_on_the_sessions_page(&server, &browser).await;
+        let round = create_a_round_on_the_page(&server, &browser).await;
+        label_in_the_round(&server, &browser, &round).await;
+        model_rows_on_the_agreement_page(&server, &browser, &id, &round).await;
+        browser.no_csp_violations().await;
+    })
+    .await;
+    browser.quit().await;
+    server.stop().await;
+}
+
+async fn search_on_the_sessions_page(server: &TestServer, browser: &webdriver::Browser) {
+    browser.goto(&format!("{}/sessions", server.url)).await;
+    browser
+        .wait_for(
+            "the search box",
+            "return !!document.getElementById('search-q');",
+            json!([]),
+        )
+        .await;
+    let search = "document.getElementById('search-q').value = arguments[0]; \
+                  document.querySelector('form.search-form button[type=submit]').click();";
+    let found = "const t = document.getElementById('search-total'); \
+                 return !!t && /^[1-9][0-9]* unit/.test(t.textContent) && !t.textContent.includes('catching up') \
+                 && !!document.querySelector('.hits li .hit-snippet b');";
+    // The index is built in the background after the upload: search again until it has.
+    for _ in 0..100 {
+        browser.run(search, json!(["file"])).await;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        if browser.run(found, json!([])).await == json!(true) {
+            break;
+        }
+    }
+    browser
+        .wait_for("search results with marked words", found, json!([]))
+        .await;
+    browser.screenshot(&output_dir().join("search.png")).await;
+}
+
+async fn create_a_round_on_the_page(server: &TestServer, browser: &webdriver::Browser) -> String {
+    browser.goto(&format!("{}/rounds", server.url)).await;
+    let counted =
+        "const c = document.getElementById('round-count'); return !!c && c.textContent.includes('match');";
+    browser.wait_for("the live count", counted, json!([])).await;
+    let fill = "const set = (id, v) => { const el = document.getElementById(id); el.value = v; \
+                el.dispatchEvent(new Event('input', { bubbles: true })); }; \
+                set('round-name', 'page pilot'); set('round-codebook', 'speechact'); set('round-size', '4'); \
+                set('round-guidelines', 'Code the primary act only.'); set('round-annotators', 'ann.a, ann.b');";
+    browser.run(fill, json!([])).await;
+    let four = "const c = document.getElementById('round-count'); \
+                return c.textContent.includes('the sample holds 4') && document.querySelectorAll('#round-preview li').length === 4;";
+    browser
+        .wait_for("the preview of four units", four, json!([]))
+        .await;
+    browser
+        .run("document.getElementById('round-create').click();", json!([]))
+        .await;
+    let listed = "return document.querySelectorAll('#rounds tbody tr').length === 1;";
+    browser.wait_for("the round listed", listed, json!([])).await;
+    browser.screenshot(&output_dir().join("rounds-page.png")).await;
+    let rounds = server.get("/api/rounds").await;
+    assert_eq!(rounds.json["rounds"][0]["codebook"], "speechact");
+    assert_eq!(rounds.json["rounds"][0]["units"], 4);
+    assert_eq!(rounds.json["rounds"][0]["annotators"], json!(["ann.a", "ann.b"]));
+    rounds.json["rounds"][0]["id"].as_str().unwrap().to_owned()
+}
+
+async fn label_in_the_round(server: &TestServer, browser: &webdriver::Browser, round: &str) {
+    browser
+        .goto(&format!("{}/rounds/{round}/label", server.url))
+        .await;
+    let ready =
+        "return !!document.querySelector('.round-bar') && !!document.querySelector('#current .unit') \
+                 && !!document.querySelector('button.label[data-id=\"SPEECH_ACT_REPRESENTATIVE\"]');";
+    browser
+        .wait_for("a unit of the round under its codebook", ready, json!([]))
+        .await;
+    browser.press(&["g"]).await;
+    let guidelines = "const g = document.getElementById('guidelines'); return !!g && g.textContent.includes('primary act only');";
+    browser.wait_for("the guidelines", guidelines, json!([])).await;
+    browser.press(&[webdriver::ESCAPE]).await;
+    browser
+        .wait_for(
+            "the guidelines closed",
+            "return !document.getElementById('guidelines');",
+            json!([]),
+        )
+        .await;
+    let units = server.get(&format!("/api/rounds/{round}/units")).await;
+    let first = browser.run("return location.pathname;", json!([])).await;
+    browser.press(&["1"]).await;
+    browser.chord(webdriver::CONTROL, webdriver::ENTER).await;
+    let moved = "return location.pathname !== arguments[0] && !!document.querySelector('#current .unit');";
+    browser
+        .wait_for("the round's next unit", moved, json!([first]))
+        .await;
+    let in_round: Vec<String> = units.json["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            format!(
+                "/label/{}/{}",
+                u["session_id"].as_str().unwrap(),
+                urlencode(u["event_id"].as_str().unwrap())
+            )
+        })
+        .collect();
+    let now = browser.run("return location.pathname;", json!([])).await;
+    assert!(
+        in_round.iter().any(|p| json!(p) == now),
+        "{now} is a unit of the round: {in_round:?}"
+    );
+    let progress = server.get(&format!("/api/rounds/{round}")).await;
+    assert_eq!(
+        progress.json["progress"]["annotators"]["ann.a"]["submitted"], 1,
+        "{}",
+        progress.json
+    );
+}
+
+/// `text` escaped as the page escapes a path segment (`encodeURIComponent`).
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z'
+            | b'a'..=b'z'
+            | b'0'..=b'9'
+            | b'-'
+            | b'_'
+            | b'.'
+            | b'!'
+            | b'~'
+            | b'*'
+            | b'\''
+            | b'('
+            | b')' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+async fn model_rows_on_the_agreement_page(
+    server: &TestServer,
+    browser: &webdriver::Browser,
+    id: &str,
+    round: &str,
+) {
+    let units = server.get(&format!("/api/rounds/{round}/units")).await;
+    let lines: String = units.json["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            format!(
+                "{}\n",
+                json!({"event_id": u["event_id"], "speech_act": {"primary_type": "DIRECTIVE"}})
+            )
+        })
+        .collect();
+    let imported = server
+        .post_bytes(
+            &format!("/api/labels/import?format=commugraph-speechact&model=tagger&session={id}"),
+            lines.into_bytes(),
+            &[("content-type", "application/x-ndjson")],
+        )
+        .await;
+    assert_eq!(imported.json["failed"], 0, "{}", imported.json);
+    browser
+        .goto(&format!("{}/rounds/{round}/agreement", server.url))
+        .await;
+    let model = "const rows = document.querySelectorAll('#round-models tbody tr'); \
+                 return rows.length === 1 && rows[0].textContent.includes('tagger') && !!document.getElementById('round-humans');";
+    browser.wait_for("the model's row", model, json!([])).await;
+    browser
+        .screenshot(&output_dir().join("round-agreement.png"))
+        .await;
+}

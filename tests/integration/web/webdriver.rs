@@ -42,6 +42,8 @@ pub struct Browser {
 pub const CONTROL: &str = "\u{E009}";
 /// The WebDriver key value of Enter.
 pub const ENTER: &str = "\u{E007}";
+/// The Escape key.
+pub const ESCAPE: &str = "\u{E00C}";
 /// The WebDriver key value of Tab.
 pub const TAB: &str = "\u{E004}";
 /// The WebDriver key value of the space bar.
