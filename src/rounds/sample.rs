@@ -13,8 +13,6 @@
 //! share a stratum cannot fill goes to the others, best rank first. The sample is listed
 //! by rank: the order the round's queue hands its units out in, sessions interleaved.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -93,7 +91,7 @@ pub fn draw(candidates: &[Candidate], spec: &SampleSpec) -> Vec<Candidate> {
     let mut picker = Picker::new(&ranked, spec.max_per_session);
     if spec.stratify.session || spec.stratify.unit_type {
         let strata = strata_of(&ranked, spec.stratify);
-        for (members, quota) in strata.values().zip(shares(&strata, size)) {
+        for ((_, members), quota) in strata.iter().zip(shares(&strata, size)) {
             picker.take(members.iter().copied(), quota);
         }
     }
@@ -104,37 +102,44 @@ pub fn draw(candidates: &[Candidate], spec: &SampleSpec) -> Vec<Candidate> {
     picked.into_iter().map(|i| ranked[i].candidate.clone()).collect()
 }
 
-/// The strata of `ranked` by their key, each member's index in rank order.
-fn strata_of(ranked: &[Ranked], stratify: Strata) -> BTreeMap<(String, String), Vec<usize>> {
-    let mut strata: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+/// A stratum's key: its session and unit type (each empty when not stratified by it).
+type StratumKey<'a> = (&'a str, &'a str);
+
+/// The strata of `ranked`, sorted by their key, each member's index in rank order.
+fn strata_of<'a>(ranked: &[Ranked<'a>], stratify: Strata) -> Vec<(StratumKey<'a>, Vec<usize>)> {
+    let mut index: foldhash::HashMap<StratumKey<'a>, usize> = foldhash::HashMap::default();
+    let mut strata: Vec<(StratumKey<'a>, Vec<usize>)> = Vec::new();
     for (i, r) in ranked.iter().enumerate() {
-        let key = (
-            if stratify.session {
-                r.candidate.session_id.clone()
-            } else {
-                String::new()
-            },
-            if stratify.unit_type {
-                r.candidate.unit_type.clone()
-            } else {
-                String::new()
-            },
-        );
-        strata.entry(key).or_default().push(i);
+        let session = if stratify.session {
+            r.candidate.session_id.as_str()
+        } else {
+            ""
+        };
+        let unit_type = if stratify.unit_type {
+            r.candidate.unit_type.as_str()
+        } else {
+            ""
+        };
+        let at = *index.entry((session, unit_type)).or_insert_with(|| {
+            strata.push(((session, unit_type), Vec::new()));
+            strata.len() - 1
+        });
+        strata[at].1.push(i);
     }
+    strata.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     strata
 }
 
 /// Each stratum's share of `size`, in the strata's order: proportional to its members, by
 /// the largest-remainder method (ties to the stratum that sorts first).
-fn shares(strata: &BTreeMap<(String, String), Vec<usize>>, size: usize) -> Vec<usize> {
-    let total: usize = strata.values().map(Vec::len).sum();
+fn shares(strata: &[(StratumKey<'_>, Vec<usize>)], size: usize) -> Vec<usize> {
+    let total: usize = strata.iter().map(|(_, m)| m.len()).sum();
     if total == 0 {
         return vec![0; strata.len()];
     }
     let exact: Vec<(usize, usize)> = strata
-        .values()
-        .map(|m| (m.len() * size / total, m.len() * size % total))
+        .iter()
+        .map(|(_, m)| (m.len() * size / total, m.len() * size % total))
         .collect();
     let mut quotas: Vec<usize> = exact.iter().map(|(q, _)| *q).collect();
     let mut by_remainder: Vec<usize> = (0..quotas.len()).collect();
@@ -150,7 +155,7 @@ fn shares(strata: &BTreeMap<(String, String), Vec<usize>>, size: usize) -> Vec<u
 struct Picker<'a> {
     ranked: &'a [Ranked<'a>],
     cap: Option<usize>,
-    per_session: BTreeMap<&'a str, usize>,
+    per_session: foldhash::HashMap<&'a str, usize>,
     chosen: Vec<bool>,
     picked: Vec<usize>,
 }
@@ -160,7 +165,7 @@ impl<'a> Picker<'a> {
         Picker {
             ranked,
             cap,
-            per_session: BTreeMap::new(),
+            per_session: foldhash::HashMap::default(),
             chosen: vec![false; ranked.len()],
             picked: Vec::new(),
         }
