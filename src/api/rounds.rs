@@ -56,7 +56,7 @@ pub async fn create(
     let codebook = state.codebooks.get(codebook.as_deref())?.clone();
     definition.codebook = codebook.id.clone();
     definition.codebook_version = codebook.version.clone();
-    let candidates = candidates(&state, &definition.selection, &codebook).await?;
+    let candidates = candidates(&state, &identity, &definition.selection, &codebook).await?;
     let count = candidates.len();
     let spec = definition.sample.clone();
     let units = tokio::task::spawn_blocking(move || draw(&candidates, &spec)).await?;
@@ -86,6 +86,7 @@ pub async fn create(
 /// The units a selection names that `codebook` codes, each once: the candidates of a round.
 async fn candidates(
     state: &AppState,
+    identity: &Option<Extension<Identity>>,
     selection: &Selection,
     codebook: &Arc<Codebook>,
 ) -> Result<Vec<Candidate>, ApiError> {
@@ -102,7 +103,7 @@ async fn candidates(
             Ok(all)
         }
         Selection::Search { query, filters } => {
-            super::search::selected_units(state, query, filters, codebook).await
+            super::search::selected_units(state, identity, query, filters, codebook).await
         }
     }
 }

@@ -49,17 +49,7 @@ pub async fn search(
         number(&pairs, "offset", 0, 0..=MAX_OFFSET)?,
         number(&pairs, "limit", DEFAULT_LIMIT, 1..=MAX_LIMIT)?,
     );
-    if let Some(ask) = label_ask(&state, &pairs)? {
-        allowed_label_filter(&state, &identity, &pairs, &ask)?;
-        let units = state
-            .labels
-            .unit_keys(ask.annotator, ask.label, &ask.codebook)
-            .await?;
-        asked.labels = Some(LabelFilter {
-            units,
-            keep: ask.keep,
-        });
-    }
+    asked.labels = label_filter(&state, &identity, &pairs).await?;
     let index = search.state();
     let page = search.page(asked.clone(), offset, limit).await?;
     Ok(json_response(
@@ -82,6 +72,7 @@ pub async fn search(
 /// search; 503 while the index is catching up (a round drawn then could miss units).
 pub(super) async fn selected_units(
     state: &AppState,
+    identity: &Option<Extension<Identity>>,
     query: &str,
     filters: &serde_json::Map<String, serde_json::Value>,
     codebook: &Codebook,
@@ -110,16 +101,9 @@ pub(super) async fn selected_units(
         other => other,
     };
     let mut asked = search_query(&pairs).map_err(in_selection)?;
-    if let Some(ask) = label_ask(state, &pairs).map_err(in_selection)? {
-        let units = state
-            .labels
-            .unit_keys(ask.annotator, ask.label, &ask.codebook)
-            .await?;
-        asked.labels = Some(LabelFilter {
-            units,
-            keep: ask.keep,
-        });
-    }
+    asked.labels = label_filter(state, identity, &pairs)
+        .await
+        .map_err(in_selection)?;
     let keys = search.matching_units(asked).await?;
     Ok(keys
         .into_iter()
@@ -166,6 +150,27 @@ fn filter_pairs(
         }
     }
     Ok(pairs)
+}
+
+/// The label filter the parameters ask for, if any, with the units it names read from the
+/// label store (403 where blind mode forbids it).
+async fn label_filter(
+    state: &AppState,
+    identity: &Option<Extension<Identity>>,
+    pairs: &QueryPairs,
+) -> Result<Option<LabelFilter>, ApiError> {
+    let Some(ask) = label_ask(state, pairs)? else {
+        return Ok(None);
+    };
+    allowed_label_filter(state, identity, pairs, &ask)?;
+    let units = state
+        .labels
+        .unit_keys(ask.annotator, ask.label, &ask.codebook)
+        .await?;
+    Ok(Some(LabelFilter {
+        units,
+        keep: ask.keep,
+    }))
 }
 
 /// The search the parameters ask for, label filters aside.

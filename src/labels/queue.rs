@@ -71,17 +71,7 @@ impl LabelStore {
         let units = units.as_slice();
         let _counted = self.write_in_progress();
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO label_queue_turns (session_id, turns) VALUES ($1, 0) \
-             ON CONFLICT (session_id) DO NOTHING",
-        )
-        .bind(session_id)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("UPDATE label_queue_turns SET turns = turns + 1 WHERE session_id = $1")
-            .bind(session_id)
-            .execute(&mut *tx)
-            .await?;
+        take_turn(&mut tx, session_id).await?;
         sqlx::query("DELETE FROM label_reservations WHERE session_id = $1 AND expires_at <= $2")
             .bind(session_id)
             .bind(ask.now_ms)
@@ -92,19 +82,7 @@ impl LabelStore {
             tx.commit().await?;
             return Ok(None);
         };
-        let expires_at_ms = ask.now_ms + ask.reservation_ms;
-        sqlx::query(
-            "INSERT INTO label_reservations (codebook, session_id, event_id, annotator, expires_at) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (codebook, session_id, event_id, annotator) \
-             DO UPDATE SET expires_at = excluded.expires_at",
-        )
-        .bind(ask.codebook)
-        .bind(session_id)
-        .bind(&event_id)
-        .bind(ask.annotator)
-        .bind(expires_at_ms)
-        .execute(&mut *tx)
-        .await?;
+        let expires_at_ms = reserve(&mut tx, ask, session_id, &event_id).await?;
         tx.commit().await?;
         Ok(Some(Reservation {
             session_id: session_id.to_owned(),
@@ -132,6 +110,49 @@ impl LabelStore {
         .await?;
         Ok(done.rows_affected() > 0)
     }
+}
+
+/// Takes the turn of the queue `lock` names (a session's id, or `round:<id>`), inside the
+/// caller's transaction: bumping its row in `label_queue_turns` takes SQLite's write lock
+/// or the row's lock in PostgreSQL, so that askers of one queue are served one at a time.
+pub(crate) async fn take_turn(conn: &mut sqlx::AnyConnection, lock: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO label_queue_turns (session_id, turns) VALUES ($1, 0) \
+         ON CONFLICT (session_id) DO NOTHING",
+    )
+    .bind(lock)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("UPDATE label_queue_turns SET turns = turns + 1 WHERE session_id = $1")
+        .bind(lock)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Reserves unit `event_id` of session `session_id` for `ask.annotator` under
+/// `ask.codebook` (a reservation held already gets the new expiry); the expiry, in Unix
+/// milliseconds.
+pub(crate) async fn reserve(
+    conn: &mut sqlx::AnyConnection,
+    ask: QueueAsk<'_>,
+    session_id: &str,
+    event_id: &str,
+) -> Result<i64, sqlx::Error> {
+    let expires_at_ms = ask.now_ms + ask.reservation_ms;
+    sqlx::query(
+        "INSERT INTO label_reservations (codebook, session_id, event_id, annotator, expires_at) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (codebook, session_id, event_id, annotator) \
+         DO UPDATE SET expires_at = excluded.expires_at",
+    )
+    .bind(ask.codebook)
+    .bind(session_id)
+    .bind(event_id)
+    .bind(ask.annotator)
+    .bind(expires_at_ms)
+    .execute(&mut *conn)
+    .await?;
+    Ok(expires_at_ms)
 }
 
 /// Who holds which unit, as the queue sees it: of a session's units (keyed by event id), or

@@ -11,7 +11,7 @@
 use sqlx::Row;
 
 use super::store::{Round, RoundError};
-use crate::labels::queue::{Holds, QueueAsk, Reservation};
+use crate::labels::queue::{reserve, take_turn, Holds, QueueAsk, Reservation};
 use crate::labels::LabelStore;
 
 /// Unit keys of a round: session and event id joined by NUL (neither holds one).
@@ -30,18 +30,7 @@ impl LabelStore {
     ) -> Result<Option<Reservation>, RoundError> {
         let _counted = self.write_in_progress();
         let mut tx = self.pool().begin().await?;
-        let lock = format!("round:{}", round.id);
-        sqlx::query(
-            "INSERT INTO label_queue_turns (session_id, turns) VALUES ($1, 0) \
-             ON CONFLICT (session_id) DO NOTHING",
-        )
-        .bind(&lock)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("UPDATE label_queue_turns SET turns = turns + 1 WHERE session_id = $1")
-            .bind(&lock)
-            .execute(&mut *tx)
-            .await?;
+        take_turn(&mut tx, &format!("round:{}", round.id)).await?;
         let units = round_unit_keys(&mut tx, &round.id).await?;
         let holds = read_holds(&mut tx, &round.id, ask).await?;
         let keys: Vec<&str> = units.iter().map(|(key, _, _)| key.as_str()).collect();
@@ -53,19 +42,7 @@ impl LabelStore {
             tx.commit().await?;
             return Ok(None);
         };
-        let expires_at_ms = ask.now_ms + ask.reservation_ms;
-        sqlx::query(
-            "INSERT INTO label_reservations (codebook, session_id, event_id, annotator, expires_at) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (codebook, session_id, event_id, annotator) \
-             DO UPDATE SET expires_at = excluded.expires_at",
-        )
-        .bind(ask.codebook)
-        .bind(&session_id)
-        .bind(&event_id)
-        .bind(ask.annotator)
-        .bind(expires_at_ms)
-        .execute(&mut *tx)
-        .await?;
+        let expires_at_ms = reserve(&mut tx, ask, &session_id, &event_id).await?;
         tx.commit().await?;
         Ok(Some(Reservation {
             session_id,
