@@ -10,6 +10,7 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher};
 
 use super::error::SearchError;
 use super::schema::{Fields, SCHEMA_VERSION};
+use crate::store::cpu_pool::lower_this_threads_priority;
 
 /// The folder of the data directory the index is kept in.
 pub const DIR_NAME: &str = "search-index";
@@ -112,8 +113,18 @@ impl SearchIndex {
         location: Location,
     ) -> Result<SearchIndex, SearchError> {
         // One indexing thread: indexing runs beside the requests served, on a machine that
-        // may have few cores.
-        let writer = index.writer_with_num_threads(1, writer_bytes)?;
+        // may have few cores. Made on a thread of lowered priority, whose nice value the
+        // writer's merge threads inherit (its indexing threads are started anew by each
+        // commit, from the indexer's own lowered thread).
+        let writer = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    lower_this_threads_priority();
+                    index.writer_with_num_threads(1, writer_bytes)
+                })
+                .join()
+        })
+        .map_err(|_| SearchError::Task("making the index writer panicked".into()))??;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
