@@ -5,6 +5,7 @@ use tantivy::schema::{Field, Schema, FAST, INDEXED, STORED, STRING, TEXT};
 use tantivy::TantivyDocument;
 
 use super::document::UnitDoc;
+use super::unit_set::{unit_hash, UNIT_HASH};
 
 /// The index's layout and the rules its units are built by: an index written under
 /// another version is rebuilt. Raise it whenever a field or what goes into one changes.
@@ -27,8 +28,9 @@ pub struct Fields {
     pub session_id: Field,
     /// The unit's `event_id`.
     pub event_id: Field,
-    /// `session_id`, NUL, `event_id`: what label filters name units by.
-    pub unit_key: Field,
+    /// The hash of `session_id` and `event_id` ([`unit_hash`]): what label filters find
+    /// units by (a column; a marker's is 0).
+    pub unit_hash: Field,
     /// `claudecode`, `pi` or `autogen`.
     pub framework: Field,
     /// `user_turn`, `assistant_turn` or `system_turn`.
@@ -68,7 +70,7 @@ impl Fields {
         let kind = b.add_text_field("kind", STRING);
         let session_id = b.add_text_field("session_id", STRING | STORED | FAST);
         let event_id = b.add_text_field("event_id", STRING | STORED | FAST);
-        let unit_key = b.add_text_field("unit_key", STRING);
+        let unit_hash = b.add_u64_field(UNIT_HASH, FAST);
         let framework = b.add_text_field("framework", STRING | STORED);
         let unit_type = b.add_text_field("unit_type", STRING | STORED | FAST);
         let actor = b.add_text_field("actor", STRING);
@@ -89,7 +91,7 @@ impl Fields {
             kind,
             session_id,
             event_id,
-            unit_key,
+            unit_hash,
             framework,
             unit_type,
             actor,
@@ -114,7 +116,7 @@ impl Fields {
         doc.add_text(self.kind, KIND_UNIT);
         doc.add_text(self.session_id, unit.session_id);
         doc.add_text(self.event_id, unit.event_id);
-        doc.add_text(self.unit_key, unit_key(unit.session_id, unit.event_id));
+        doc.add_u64(self.unit_hash, unit_hash(unit.session_id, unit.event_id));
         doc.add_text(self.framework, unit.framework);
         doc.add_text(self.unit_type, unit.unit_type);
         doc.add_text(self.actor, unit.actor_id);
@@ -144,18 +146,9 @@ impl Fields {
         let mut doc = TantivyDocument::new();
         doc.add_text(self.kind, KIND_SESSION);
         doc.add_text(self.session_id, session_id);
+        doc.add_u64(self.unit_hash, 0);
         doc.add_text(self.fingerprint, fingerprint);
         doc.add_text(self.stamps, stamps);
         doc
     }
-}
-
-/// The key label filters name a unit by: its session's id and its `event_id`, apart by a
-/// NUL (which neither may hold: label writes refuse it).
-pub fn unit_key(session_id: &str, event_id: &str) -> String {
-    let mut key = String::with_capacity(session_id.len() + 1 + event_id.len());
-    key.push_str(session_id);
-    key.push('\u{0}');
-    key.push_str(event_id);
-    key
 }
