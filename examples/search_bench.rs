@@ -326,6 +326,8 @@ fn time_in_process(dir: &Path, queries: &[SearchQuery]) -> anyhow::Result<()> {
             other.push(took);
         }
     }
+    let mut slowest: Vec<(Duration, usize)> = times.iter().copied().zip(0..).collect();
+    slowest.sort_by(|a, b| b.0.cmp(&a.0));
     percentiles("in process, first page of 20 with snippets", times);
     percentiles("  of which with a label filter of 10,000 units", labeled);
     percentiles("  of which without", other);
@@ -333,6 +335,9 @@ fn time_in_process(dir: &Path, queries: &[SearchQuery]) -> anyhow::Result<()> {
         "  ({:.0} matches per query on average)",
         matched as f64 / queries.len() as f64
     );
+    for (took, i) in slowest.iter().take(5) {
+        println!("  slow: {:.1} ms, {}", ms(*took), describe(&queries[*i]));
+    }
     let mut all = Vec::new();
     let mut listed = 0;
     for q in queries.iter().step_by((queries.len() / 100).max(1)) {
@@ -344,6 +349,33 @@ fn time_in_process(dir: &Path, queries: &[SearchQuery]) -> anyhow::Result<()> {
     percentiles("in process, every matching unit key", all);
     println!("  ({:.0} keys per query on average)", listed as f64 / n as f64);
     Ok(())
+}
+
+/// What `q` asks, in a line (a label filter by its size).
+fn describe(q: &SearchQuery) -> String {
+    let mut parts = vec![format!("q={:?}", q.text.as_deref().unwrap_or(""))];
+    if let Some(labels) = &q.labels {
+        parts.push(format!("labels({}, keep={})", labels.units.len(), labels.keep));
+    }
+    let lists = [
+        ("framework", &q.frameworks),
+        ("session", &q.sessions),
+        ("unit_type", &q.unit_types),
+        ("actor", &q.actors),
+        ("tool", &q.tools),
+    ];
+    for (key, values) in lists.iter().filter(|(_, v)| !v.is_empty()) {
+        parts.push(format!("{key}={values:?}"));
+    }
+    for (key, value) in [("failed", q.failed), ("delegation", q.delegation)] {
+        if let Some(v) = value {
+            parts.push(format!("{key}={v}"));
+        }
+    }
+    if q.from_ms.is_some() {
+        parts.push("time range".into());
+    }
+    parts.join(" ")
 }
 
 /// The URL query string of `q` (label filters have no HTTP form: they come from the label
