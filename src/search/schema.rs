@@ -53,6 +53,8 @@ pub struct Fields {
     pub timestamp: Field,
     /// The unit's place in its session (0 for the first).
     pub seq: Field,
+    /// Where the unit stands among equal scores ([`tie_order`]).
+    pub tie_order: Field,
     /// The unit's text, searched (not stored).
     pub text: Field,
     /// The start of the unit's text, kept for snippets.
@@ -82,6 +84,7 @@ impl Fields {
         let time_ms = b.add_i64_field("time_ms", INDEXED | FAST);
         let timestamp = b.add_text_field("timestamp", STORED);
         let seq = b.add_u64_field("seq", FAST);
+        let tie_order = b.add_u64_field(TIE_ORDER, FAST);
         let text = b.add_text_field("text", TEXT);
         let excerpt = b.add_text_field("excerpt", STORED);
         let fingerprint = b.add_text_field("fingerprint", STORED);
@@ -103,6 +106,7 @@ impl Fields {
             time_ms,
             timestamp,
             seq,
+            tie_order,
             text,
             excerpt,
             fingerprint,
@@ -135,6 +139,7 @@ impl Fields {
             doc.add_text(self.timestamp, timestamp);
         }
         doc.add_u64(self.seq, unit.seq);
+        doc.add_u64(self.tie_order, tie_order(unit.session_id, unit.seq));
         doc.add_text(self.text, &unit.text);
         doc.add_text(self.excerpt, unit.excerpt());
         doc
@@ -150,5 +155,37 @@ impl Fields {
         doc.add_text(self.fingerprint, fingerprint);
         doc.add_text(self.stamps, stamps);
         doc
+    }
+}
+
+/// The column of [`tie_order`].
+pub const TIE_ORDER: &str = "tie_order";
+
+/// Where a unit stands among units of equal score: its session (by the top 40 bits of
+/// the hash of its id), then its place in the session (the low 24 bits: places past 16
+/// million share the last value). One number, so that ordering a million ties costs one
+/// column read each; the same for a unit whatever the index's segments.
+pub fn tie_order(session_id: &str, seq: u64) -> u64 {
+    let session = super::unit_set::unit_hash(session_id, "") & !0xFF_FFFF;
+    session | seq.min(0xFF_FFFF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ties_order_by_session_then_place() {
+        let (a, b) = (tie_order("s1", 0), tie_order("s2", 0));
+        assert_ne!(a, b);
+        let first = a.min(b);
+        let session = if first == a { "s1" } else { "s2" };
+        let other = if first == a { "s2" } else { "s1" };
+        assert!(tie_order(session, 5) < tie_order(session, 6), "places in order");
+        assert!(
+            tie_order(session, 1 << 30) < tie_order(other, 0),
+            "a session's places stay within it"
+        );
+        assert_eq!(tie_order(session, 1 << 30), tie_order(session, 0xFF_FFFF));
     }
 }
