@@ -7,7 +7,7 @@ use tantivy::collector::sort_key::{SortBySimilarityScore, SortByStaticFastValue}
 use tantivy::collector::{Count, TopDocs};
 use tantivy::schema::{Field, Value};
 use tantivy::snippet::SnippetGenerator;
-use tantivy::{Order, TantivyDocument};
+use tantivy::{DocAddress, Order, Score, TantivyDocument};
 
 use super::error::SearchError;
 use super::index::SearchIndex;
@@ -74,11 +74,17 @@ impl SearchIndex {
         let searcher = self.searcher();
         let fields = &self.fields;
         let Compiled { whole, text } = query.compile(self.index(), fields)?;
-        let ranking = TopDocs::with_limit(limit.max(1)).and_offset(offset).order_by((
-            (SortBySimilarityScore, Order::Desc),
-            (SortByStaticFastValue::<u64>::for_field(TIE_ORDER), Order::Asc),
-        ));
-        let (total, top) = searcher.search(&*whole, &(Count, ranking))?;
+        let page = TopDocs::with_limit(limit.max(1)).and_offset(offset);
+        let tie = (SortByStaticFastValue::<u64>::for_field(TIE_ORDER), Order::Asc);
+        let (total, top): (usize, Vec<(Score, DocAddress)>) = if text.is_some() {
+            let ranking = page.order_by(((SortBySimilarityScore, Order::Desc), tie));
+            let (total, top) = searcher.search(&*whole, &(Count, ranking))?;
+            (total, top.into_iter().map(|((score, _), a)| (score, a)).collect())
+        } else {
+            // Every score is 0: the order is the ties' alone, and nothing is scored.
+            let (total, top) = searcher.search(&*whole, &(Count, page.order_by(tie)))?;
+            (total, top.into_iter().map(|(_, a)| (0.0, a)).collect())
+        };
         let generator = match &text {
             Some(text) => {
                 let mut g = SnippetGenerator::create(&searcher, &**text, fields.text)?;
@@ -88,7 +94,7 @@ impl SearchIndex {
             None => None,
         };
         let mut results = Vec::with_capacity(top.len());
-        for ((score, _), address) in top {
+        for (score, address) in top {
             let doc: TantivyDocument = searcher.doc(address)?;
             let text_of = |field: Field| doc.get_first(field).and_then(|v| v.as_str()).map(str::to_owned);
             let flag = |field: Field| doc.get_first(field).and_then(|v| v.as_bool()).unwrap_or(false);
