@@ -327,7 +327,7 @@ fn time_in_process(dir: &Path, queries: &[SearchQuery]) -> anyhow::Result<()> {
         }
     }
     let mut slowest: Vec<(Duration, usize)> = times.iter().copied().zip(0..).collect();
-    slowest.sort_by(|a, b| b.0.cmp(&a.0));
+    slowest.sort_by_key(|s| std::cmp::Reverse(s.0));
     percentiles("in process, first page of 20 with snippets", times);
     percentiles("  of which with a label filter of 10,000 units", labeled);
     percentiles("  of which without", other);
@@ -490,8 +490,11 @@ async fn time_over_http(dir: &Path, queries: &[SearchQuery]) -> anyhow::Result<(
     server.stop().await
 }
 
+/// A file of an upload: its name and bytes.
+type Part = (String, Vec<u8>);
+
 /// The sample scaled `copies` times, as multipart parts.
-fn upload_parts(copies: usize) -> anyhow::Result<(Vec<(String, Vec<u8>)>, usize)> {
+fn upload_parts(copies: usize) -> anyhow::Result<(Vec<Part>, usize)> {
     let sample = disk::read_session(&[fixture_path("commugraph-sample")])?;
     let big: SessionInput = scaled::scaled(&sample, copies, false);
     let bytes = big.total_bytes();
@@ -505,10 +508,7 @@ fn upload_parts(copies: usize) -> anyhow::Result<(Vec<(String, Vec<u8>)>, usize)
 
 /// One upload of `parts` to a fresh server (search on or off): the answer's time, and with
 /// search on the time from the upload's start until its units are all searchable.
-async fn one_upload(
-    parts: &[(String, Vec<u8>)],
-    search: bool,
-) -> anyhow::Result<(Duration, Option<Duration>)> {
+async fn one_upload(parts: &[Part], search: bool) -> anyhow::Result<(Duration, Option<Duration>)> {
     let data = tempfile::tempdir()?;
     let (url, server) = serve(data.path(), search).await?;
     let client = reqwest::Client::new();
@@ -529,8 +529,22 @@ async fn one_upload(
     let answered = started.elapsed();
     let body: serde_json::Value = response.json().await?;
     let id = body["graph_id"].as_str().unwrap_or_default().to_owned();
-    let mut searchable = None;
-    while search {
+    let searchable = match search {
+        true => Some(until_searchable(&client, &url, &id, started).await?),
+        false => None,
+    };
+    server.stop().await?;
+    Ok((answered, searchable))
+}
+
+/// The time from `started` until the units of session `id` are searchable.
+async fn until_searchable(
+    client: &reqwest::Client,
+    url: &str,
+    id: &str,
+    started: Instant,
+) -> anyhow::Result<Duration> {
+    loop {
         let page: serde_json::Value = client
             .get(format!("{url}/api/search?session={id}&limit=1"))
             .send()
@@ -538,14 +552,11 @@ async fn one_upload(
             .json()
             .await?;
         if page["index"]["pending"] == false && page["total"].as_u64().unwrap_or(0) > 0 {
-            searchable = Some(started.elapsed());
             println!("  {} units searchable", page["total"]);
-            break;
+            return Ok(started.elapsed());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    server.stop().await?;
-    Ok((answered, searchable))
 }
 
 /// The upload of a scaled sample, with search on then off, `runs` times each.

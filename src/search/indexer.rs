@@ -4,7 +4,7 @@
 //! the store's change notices (uploads, deletions, reloads), a batch at a time, and checks
 //! every session again every `recheck` (files of a sessions directory that changed while no
 //! request read them). The work runs on a thread of its own at a lower priority (see
-//! [`in_background`]); no lock is held across an `.await`.
+//! `in_background`); no lock is held across an `.await`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

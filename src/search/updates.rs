@@ -42,7 +42,7 @@ pub fn stale_sessions(index: &SearchIndex, store: &Store) -> Result<Vec<String>,
     Ok(stale)
 }
 
-/// Brings sessions `ids` in line with the store, committing every [`COMMIT_EVERY_UNITS`]
+/// Brings sessions `ids` in line with the store, committing every `COMMIT_EVERY_UNITS`
 /// units and at the end; `committed` is told how many of `ids` each commit made
 /// searchable. Stops between two sessions once `stop` is set.
 pub fn sync_sessions(
@@ -219,7 +219,11 @@ mod tests {
 
         store.delete(&slot.id).await.unwrap();
         tokio::task::spawn_blocking(move || {
-            assert_eq!(sync_all(&index, &store), [slot.id.clone()], "gone from the store");
+            assert_eq!(
+                sync_all(&index, &store),
+                std::slice::from_ref(&slot.id),
+                "gone from the store"
+            );
             assert_eq!(total(&index, "penguin"), 0);
             assert_eq!(total(&index, "ostrich"), 2, "the other session stays");
         })
