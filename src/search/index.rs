@@ -10,9 +10,14 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, Searcher};
 
 use super::error::SearchError;
 use super::schema::{Fields, SCHEMA_VERSION};
+use crate::store::cpu_pool::lower_this_threads_priority;
 
 /// The folder of the data directory the index is kept in.
 pub const DIR_NAME: &str = "search-index";
+
+/// The writer's memory, at least and at most: tantivy refuses a writer outside these (it
+/// needs 12 MB to work, and counts in 32 bits).
+const WRITER_BYTES: std::ops::RangeInclusive<usize> = 15_000_000..=(u32::MAX as usize - 1_000_001);
 
 /// The file beside tantivy's own saying which schema version wrote the index.
 const VERSION_FILE: &str = "sessiongraph-search-version";
@@ -112,8 +117,19 @@ impl SearchIndex {
         location: Location,
     ) -> Result<SearchIndex, SearchError> {
         // One indexing thread: indexing runs beside the requests served, on a machine that
-        // may have few cores.
-        let writer = index.writer_with_num_threads(1, writer_bytes)?;
+        // may have few cores. Made on a thread of lowered priority, whose nice value the
+        // writer's merge threads inherit (its indexing threads are started anew by each
+        // commit, from the indexer's own lowered thread).
+        let writer = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    lower_this_threads_priority();
+                    let bytes = writer_bytes.clamp(*WRITER_BYTES.start(), *WRITER_BYTES.end());
+                    index.writer_with_num_threads(1, bytes)
+                })
+                .join()
+        })
+        .map_err(|_| SearchError::Task("making the index writer panicked".into()))??;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -214,5 +230,14 @@ mod tests {
         assert!(matches!(first.location(), Location::Disk(_)));
         assert_eq!(second.location(), &Location::Memory);
         assert_eq!(SearchIndex::open(None, BYTES).location(), &Location::Memory);
+        // A writer's memory outside tantivy's bounds is brought within them.
+        assert_eq!(SearchIndex::open(None, 1).location(), &Location::Memory);
+        assert!(
+            matches!(
+                SearchIndex::open(Some(data.path()), usize::MAX).location(),
+                Location::Memory
+            ),
+            "the directory is still held by the first"
+        );
     }
 }

@@ -3,8 +3,8 @@
 //! and stale ones, searches answering meanwhile with what the index holds; then it follows
 //! the store's change notices (uploads, deletions, reloads), a batch at a time, and checks
 //! every session again every `recheck` (files of a sessions directory that changed while no
-//! request read them). The work runs on the blocking pool; no lock is held across an
-//! `.await`.
+//! request read them). The work runs on a thread of its own at a lower priority (see
+//! `in_background`); no lock is held across an `.await`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::index::SearchIndex;
 use super::progress::Progress;
 use super::updates::{stale_sessions, sync_sessions};
+use crate::store::cpu_pool::lower_this_threads_priority;
 use crate::store::Store;
 
 /// What the indexer is asked to do.
@@ -97,10 +98,10 @@ impl Indexer {
     /// Checks every session against the index and brings the stale ones in line.
     async fn check_all(&self) {
         let (index, store) = (self.index.clone(), self.store.clone());
-        let stale = match tokio::task::spawn_blocking(move || stale_sessions(&index, &store)).await {
-            Ok(Ok(stale)) => stale,
-            Ok(Err(e)) => return tracing::warn!(error = %e, "checking the search index failed"),
-            Err(e) => return tracing::warn!(error = %e, "checking the search index failed"),
+        let stale = match in_background(move || stale_sessions(&index, &store)).await {
+            Some(Ok(stale)) => stale,
+            Some(Err(e)) => return tracing::warn!(error = %e, "checking the search index failed"),
+            None => return tracing::warn!("checking the search index failed: its thread panicked"),
         };
         if stale.is_empty() {
             return;
@@ -123,7 +124,7 @@ impl Indexer {
             self.stopping.clone(),
             self.progress.clone(),
         );
-        let outcome = tokio::task::spawn_blocking(move || {
+        let outcome = in_background(move || {
             let mut reported = 0;
             let synced = sync_sessions(&index, &store, &ids, &stopping, |n| {
                 reported += n;
@@ -133,13 +134,13 @@ impl Indexer {
         })
         .await;
         let reported = match outcome {
-            Ok((Ok(()), reported)) => reported,
-            Ok((Err(e), reported)) => {
+            Some((Ok(()), reported)) => reported,
+            Some((Err(e), reported)) => {
                 tracing::warn!(error = %e, "updating the search index failed");
                 reported
             }
-            Err(e) => {
-                tracing::warn!(error = %e, "updating the search index failed");
+            None => {
+                tracing::warn!("updating the search index failed: its thread panicked");
                 0
             }
         };
@@ -149,5 +150,51 @@ impl Indexer {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "search index updated"
         );
+    }
+}
+
+/// Runs `f` on a thread of its own at a lower priority ([`lower_this_threads_priority`]):
+/// indexing takes what requests leave of the cores, and the index writer's indexing
+/// threads, which each commit starts from this thread, inherit its priority. (A thread of
+/// the blocking pool would keep the lowered priority for the parses that run on it later.)
+/// `None` when `f` panicked.
+async fn in_background<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name("sessiongraph-search".into())
+        .spawn(move || {
+            lower_this_threads_priority();
+            let _ = tx.send(f());
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "could not start a search indexing thread");
+        return None;
+    }
+    rx.await.ok()
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::store::cpu_pool::NICENESS;
+
+    fn priority() -> i32 {
+        rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap()
+    }
+
+    #[tokio::test]
+    async fn indexing_runs_below_the_priority_of_requests() {
+        let before = priority();
+        let (inside, started_inside) = in_background(|| {
+            let inside = priority();
+            let started = std::thread::spawn(priority).join().unwrap();
+            (inside, started)
+        })
+        .await
+        .unwrap();
+        assert_eq!(inside, (before + NICENESS).min(19));
+        assert_eq!(started_inside, inside, "a thread it starts inherits it");
+        assert_eq!(priority(), before, "the caller's is untouched");
+        assert_eq!(in_background(|| -> u8 { panic!("boom") }).await, None);
     }
 }

@@ -33,7 +33,9 @@ impl SearchIndex {
         let searcher = self.searcher();
         let compiled = query.compile(self.index(), &self.fields)?;
         let mut units = searcher.search(&*compiled.whole, &UnitKeys)?;
-        units.sort_unstable();
+        // Each segment's list comes sorted (by term ordinals, which follow the ids' order):
+        // a stable sort merges those runs instead of comparing every pair of ids.
+        units.sort();
         Ok(units)
     }
 }
@@ -92,7 +94,10 @@ impl SegmentCollector for SegmentUnitKeys {
         ));
     }
 
-    fn harvest(self) -> Vec<UnitKey> {
+    fn harvest(mut self) -> Vec<UnitKey> {
+        // By session (its term ordinal: the ids' own order) then place, as integers.
+        self.rows
+            .sort_unstable_by_key(|&(session, _, _, seq)| (session, seq));
         let session_ords = sorted_unique(self.rows.iter().map(|r| r.0));
         let event_ords = sorted_unique(self.rows.iter().map(|r| r.1));
         let type_ords = sorted_unique(self.rows.iter().map(|r| r.2));

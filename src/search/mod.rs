@@ -17,7 +17,8 @@
 //! - [`updates`]: a session indexed again, or removed;
 //! - [`indexer`]: the background task that follows the store;
 //! - [`progress`]: how far the index is behind;
-//! - [`query`]: a search as asked, and the tantivy query it becomes;
+//! - [`query`]: a search as asked, and the tantivy query it becomes ([`unit_set`]: the
+//!   label filter's);
 //! - [`results`]: a page of results, ranked, with snippets ([`snippet`]);
 //! - [`keys`]: every unit a search matches, in a fixed order;
 //! - [`error`]: why a search or an update failed.
@@ -34,6 +35,7 @@ pub mod results;
 pub mod schema;
 pub mod service;
 pub mod snippet;
+pub mod unit_set;
 pub mod updates;
 
 pub use error::SearchError;

@@ -1,7 +1,8 @@
 //! A search as asked (query text, filters, the units a label filter names) and the tantivy
 //! query it becomes: the text through tantivy's query parser (words must all occur unless
 //! joined by `OR`; phrases in quotes; `-word` excludes), each filter a term, set or range
-//! query that adds nothing to the score, so that ranking is BM25 on the text alone.
+//! query (or, for labels, a set of units) that adds nothing to the score, so that ranking
+//! is BM25 on the text alone.
 
 use std::ops::Bound;
 
@@ -12,7 +13,8 @@ use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::Term;
 
 use super::error::SearchError;
-use super::schema::{unit_key, Fields, KIND_UNIT};
+use super::schema::{Fields, KIND_UNIT};
+use super::unit_set::UnitSetQuery;
 
 /// The longest query text accepted, in bytes.
 pub const MAX_QUERY_BYTES: usize = 4096;
@@ -116,12 +118,9 @@ impl SearchQuery {
             clauses.push((Occur::Must, filter(Box::new(RangeQuery::new(lower, upper)))));
         }
         if let Some(labels) = &self.labels {
-            let keys = labels
-                .units
-                .iter()
-                .map(|(s, e)| Term::from_field_text(fields.unit_key, &unit_key(s, e)));
+            let units = UnitSetQuery::new(labels.units.iter().map(|(s, e)| (s.as_str(), e.as_str())));
             let occur = if labels.keep { Occur::Must } else { Occur::MustNot };
-            clauses.push((occur, filter(Box::new(TermSetQuery::new(keys)))));
+            clauses.push((occur, filter(Box::new(units))));
         }
         Ok(Compiled {
             whole: Box::new(BooleanQuery::new(clauses)),

@@ -1,17 +1,20 @@
 //! One page of a search: the units ranked by relevance (BM25 on the text), ties in a fixed
-//! order (session id, then the unit's place in its session), with the total count and a
-//! snippet for each.
+//! order (by session, then the unit's place in its session: see [`tie_order`]), with the
+//! total count and a snippet for each.
 
 use serde::Serialize;
-use tantivy::collector::sort_key::{SortBySimilarityScore, SortByStaticFastValue, SortByString};
+use tantivy::collector::sort_key::{SortBySimilarityScore, SortByStaticFastValue};
 use tantivy::collector::{Count, TopDocs};
 use tantivy::schema::{Field, Value};
 use tantivy::snippet::SnippetGenerator;
-use tantivy::{Order, TantivyDocument};
+use tantivy::{DocAddress, Order, Score, TantivyDocument};
 
 use super::error::SearchError;
 use super::index::SearchIndex;
 use super::query::{Compiled, SearchQuery};
+#[cfg(doc)]
+use super::schema::tie_order;
+use super::schema::TIE_ORDER;
 use super::snippet::{snippet, Snippet, SNIPPET_CHARS};
 
 /// The most results one page holds.
@@ -71,12 +74,17 @@ impl SearchIndex {
         let searcher = self.searcher();
         let fields = &self.fields;
         let Compiled { whole, text } = query.compile(self.index(), fields)?;
-        let ranking = TopDocs::with_limit(limit.max(1)).and_offset(offset).order_by((
-            (SortBySimilarityScore, Order::Desc),
-            (SortByString::for_field("session_id"), Order::Asc),
-            (SortByStaticFastValue::<u64>::for_field("seq"), Order::Asc),
-        ));
-        let (total, top) = searcher.search(&*whole, &(Count, ranking))?;
+        let page = TopDocs::with_limit(limit.max(1)).and_offset(offset);
+        let tie = (SortByStaticFastValue::<u64>::for_field(TIE_ORDER), Order::Asc);
+        let (total, top): (usize, Vec<(Score, DocAddress)>) = if text.is_some() {
+            let ranking = page.order_by(((SortBySimilarityScore, Order::Desc), tie));
+            let (total, top) = searcher.search(&*whole, &(Count, ranking))?;
+            (total, top.into_iter().map(|((score, _), a)| (score, a)).collect())
+        } else {
+            // Every score is 0: the order is the ties' alone, and nothing is scored.
+            let (total, top) = searcher.search(&*whole, &(Count, page.order_by(tie)))?;
+            (total, top.into_iter().map(|(_, a)| (0.0, a)).collect())
+        };
         let generator = match &text {
             Some(text) => {
                 let mut g = SnippetGenerator::create(&searcher, &**text, fields.text)?;
@@ -86,7 +94,7 @@ impl SearchIndex {
             None => None,
         };
         let mut results = Vec::with_capacity(top.len());
-        for ((score, _, _), address) in top {
+        for (score, address) in top {
             let doc: TantivyDocument = searcher.doc(address)?;
             let text_of = |field: Field| doc.get_first(field).and_then(|v| v.as_str()).map(str::to_owned);
             let flag = |field: Field| doc.get_first(field).and_then(|v| v.as_bool()).unwrap_or(false);
@@ -184,19 +192,34 @@ pub(crate) mod tests {
             ),
             unit("s3", 0, "c0", "nothing to see"),
         ]);
+        // Sessions among ties come in the order of their hash, each's units in place order.
+        let mut sessions = [
+            ("s1", vec!["a0", "a1", "a2"]),
+            ("s2", vec!["b0"]),
+            ("s3", vec!["c0"]),
+        ];
+        sessions.sort_by_key(|(s, _)| crate::search::schema::tie_order(s, 0));
+        let in_tie_order: Vec<&str> = sessions.iter().flat_map(|(_, e)| e.clone()).collect();
+        let tied: Vec<&str> = in_tie_order
+            .iter()
+            .copied()
+            .filter(|e| ["a0", "a1", "b0"].contains(e))
+            .collect();
+
         let page = index.search(&query("failed"), 0, 10).unwrap();
         assert_eq!(page.total, 4, "markers and other units are not counted");
-        assert_eq!(events(&page), ["a2", "a0", "a1", "b0"]);
+        assert_eq!(events(&page)[0], "a2", "the best score first");
+        assert_eq!(events(&page)[1..], tied[..], "then the ties in their fixed order");
         assert!(page.results[0].score > page.results[1].score);
         assert_eq!(page.results[1].score, page.results[3].score, "a tie");
 
         let second = index.search(&query("failed"), 2, 2).unwrap();
-        assert_eq!(events(&second), ["a1", "b0"], "a page further");
+        assert_eq!(events(&second), tied[1..], "a page further");
         assert_eq!(second.total, 4);
 
         let every = index.search(&SearchQuery::default(), 0, 10).unwrap();
         assert_eq!(every.total, 5, "no text: every unit");
-        assert_eq!(events(&every), ["a0", "a1", "a2", "b0", "c0"], "in session order");
+        assert_eq!(events(&every), in_tie_order, "by session, then place");
     }
 
     #[test]

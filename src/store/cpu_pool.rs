@@ -26,21 +26,23 @@ pub fn configure() {
     });
 }
 
-/// Raises the calling thread's nice value by [`NICENESS`] (Linux keeps one per thread); a
-/// refusal is logged and the thread keeps its priority. Elsewhere the nice value is the
-/// process's: the threads are left as they are.
+/// Raises the calling thread's nice value by [`NICENESS`] (Linux keeps one per thread, and
+/// a thread it starts inherits it); a refusal is logged and the thread keeps its priority.
+/// Elsewhere the nice value is the process's: the threads are left as they are. For
+/// background work (renders, the search indexer) that must leave the cores to requests.
 #[cfg(target_os = "linux")]
-fn lower_this_threads_priority() {
+pub fn lower_this_threads_priority() {
     let tid = rustix::thread::gettid();
     let result = rustix::process::getpriority_process(Some(tid))
         .and_then(|now| rustix::process::setpriority_process(Some(tid), now + NICENESS));
     if let Err(e) = result {
-        tracing::warn!(error = %e, "could not lower a render thread's priority");
+        tracing::warn!(error = %e, "could not lower a background thread's priority");
     }
 }
 
+/// Elsewhere: nothing (see the Linux version).
 #[cfg(not(target_os = "linux"))]
-fn lower_this_threads_priority() {}
+pub fn lower_this_threads_priority() {}
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
