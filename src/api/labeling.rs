@@ -647,7 +647,8 @@ pub async fn export(
             .map(str::to_owned),
         all_units: query.flag("all_units"),
         viewer: viewer(&state, &identity, &query),
-        blind: state.labels.policy().blind,
+        // A blind round's export is blind on any server.
+        blind: state.labels.policy().blind || round.as_ref().is_some_and(|r| r.definition.blind),
     };
     if let Some(id) = &scope.session_id {
         state.store.slot(id)?;
@@ -734,7 +735,7 @@ pub async fn agreement(
             session,
             &keep_annotator,
             &keep_label,
-            viewer.sight(state.labels.policy().blind),
+            viewer.sight(state.labels.policy().blind || round.as_ref().is_some_and(|r| r.definition.blind)),
         )
         .await?;
     let mut codings = covered_codings(&state, &codebook, codings).await?;

@@ -344,3 +344,80 @@ async fn a_round_definition_is_checked_and_managed_by_reviewers() {
     server.stop().await;
     db.cleanup().await;
 }
+
+/// A blind round on a server that is not blind: its agreement and its export show an
+/// annotator only what blind mode allows (nothing of others' until they submit their own),
+/// a reviewer everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blind_round_hides_others_sets_in_its_agreement_and_export() {
+    let db = TestDb::fresh(None).await;
+    let (server, ids) = study_server(Options {
+        label_policy: sessiongraph::labels::LabelPolicy {
+            reviewers: vec!["lead".into()],
+            ..Default::default()
+        },
+        ..db.options()
+    })
+    .await;
+    let mut body = definition(&ids);
+    body["blind"] = json!(true);
+    body["sample"]["size"] = json!(2);
+    let created = server.post_json("/api/rounds", &body, &[]).await;
+    assert_eq!(created.json["round"]["blind"], true);
+    let round = created.json["round"]["id"].as_str().unwrap().to_owned();
+    let units = round_units(&server, &round).await;
+    let (session, event, _) = &units[0];
+    for who in ["ann.a", "ann.b"] {
+        let set = json!({ "annotator": who, "status": "submitted", "labels": [{ "id": "EXEC_COGNITIVE" }] });
+        let written = put(
+            &server,
+            &format!("/api/graph/{session}/labels/{event}"),
+            &set,
+            None,
+        )
+        .await;
+        assert!(written.status.is_success(), "{}", written.json);
+    }
+    let codings = |viewer: &'static str| {
+        let server = &server;
+        let round = round.clone();
+        async move {
+            server
+                .get(&format!("/api/labels/agreement?round={round}&viewer={viewer}"))
+                .await
+                .json["codings"]
+                .clone()
+        }
+    };
+    assert_eq!(
+        codings("ann.c").await,
+        0,
+        "an annotator who has not submitted sees none"
+    );
+    assert_eq!(codings("lead").await, 2, "a reviewer sees every set");
+    let export = server
+        .client
+        .get(format!(
+            "{}/api/labels/export?round={round}&viewer=ann.c",
+            server.url
+        ))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let shown: usize = export
+        .lines()
+        .skip(1)
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["annotations"]
+                .as_array()
+                .unwrap()
+                .len()
+        })
+        .sum();
+    assert_eq!(shown, 0, "the export hides the sets too");
+    server.stop().await;
+    db.cleanup().await;
+}
