@@ -6,7 +6,7 @@ import { annotator, apiKey, linkedAnnotator, setAnnotator, setApiKey, setProfile
 import { h, page, status } from './dom.js';
 import { labelPage, loadSets } from './label.js';
 import { onKeys } from './nav.js';
-import { reviewPage } from './review.js';
+import { reviewPage, roundReviewPage } from './review.js';
 import { roundAgreementPage, roundLabel, roundsPage } from './rounds.js';
 import { sessionsPage } from './sessions.js';
 
@@ -22,6 +22,7 @@ const ROUTES = [
   [/^\/rounds\/?$/, () => roundsPage()],
   [/^\/rounds\/([^/]+)\/label\/?$/, (m) => roundLabel(decode(m[1]))],
   [/^\/rounds\/([^/]+)\/agreement\/?$/, (m) => roundAgreementPage(decode(m[1]))],
+  [/^\/rounds\/([^/]+)\/review\/?$/, (m) => roundReviewPage(decode(m[1]))],
 ];
 
 /** Draws the view of the current URL, after making sure of the key and the annotator. */

@@ -1,10 +1,49 @@
 // The review page: per unit, every annotator's labels side by side, disagreements marked,
-// machine suggestions marked as such; the reviewer writes the adjudicated set.
+// machine suggestions marked as such (and where they differ from the humans); the
+// reviewer writes the adjudicated set. A session's units, or a round's.
 
 import * as api from './api.js';
 import { annotator, profileOf } from './auth.js';
 import { h, page, replace, status } from './dom.js';
 import { onKeys, typing, unitUrl } from './nav.js';
+
+/**
+ * Draws the review page of round `roundId`: its units, across its sessions, under its
+ * codebook (the tab enters the round, so that adjudicated sets are written under it).
+ */
+export async function roundReviewPage(roundId) {
+  const round = await api.get(`/api/rounds/${encodeURIComponent(roundId)}`);
+  api.setActiveRound(round);
+  const who = annotator();
+  const { units: listed } = await api.get(`/api/rounds/${encodeURIComponent(roundId)}/units`);
+  const cards = [];
+  for (const sessionId of [...new Set(listed.map((u) => u.session_id))]) {
+    const wanted = new Set(listed.filter((u) => u.session_id === sessionId).map((u) => u.event_id));
+    const [units, listing] = await Promise.all([api.units(sessionId), api.get(api.labelsPath(sessionId))]);
+    const byUnit = groupSets(listing);
+    for (const unit of units.filter((u) => wanted.has(u.event_id))) {
+      cards.push(unitCard(sessionId, unit, byUnit.get(unit.event_id) || { sets: [], suggestions: [] }, who));
+    }
+  }
+  reviewList(`Review of round ${round.name}`, `${cards.length} units under the codebook ${round.codebook}. Adjudicating as ${who}.`, cards);
+}
+
+/** The review page's list of `cards`, the filter to disagreements, and its keys. */
+function reviewList(title, summary, cards) {
+  const list = h('div', { class: 'review-list' });
+  const only = h('input', { type: 'checkbox', id: 'only-disagreements' });
+  const draw = () => replace(list, cards.filter((card) => !only.checked || card.classList.contains('disagree')));
+  only.addEventListener('change', draw);
+  draw();
+  page(
+    h('h1', { text: title }),
+    h('p', { text: `${summary} Keys: j/k move, a approves the majority, Enter saves.` }),
+    profileOf().reviewer ? null : h('p', { class: 'error', text: `${annotator()} is not a reviewer: the server refuses adjudicated sets from them (403).` }),
+    h('label', {}, only, ' Only units with disagreement'),
+    list,
+  );
+  onKeys((e) => reviewKeys(e, list));
+}
 
 /** Draws the review page of `sessionId`. */
 export async function reviewPage(sessionId) {
@@ -15,21 +54,8 @@ export async function reviewPage(sessionId) {
   ]);
   const byUnit = groupSets(listing);
   const reviewed = units.filter((u) => byUnit.has(u.event_id));
-  const list = h('div', { class: 'review-list' });
-  const only = h('input', { type: 'checkbox', id: 'only-disagreements' });
-  const draw = () => replace(list, reviewed
-    .map((u) => unitCard(sessionId, u, byUnit.get(u.event_id), who))
-    .filter((card) => !only.checked || card.classList.contains('disagree')));
-  only.addEventListener('change', draw);
-  draw();
-  page(
-    h('h1', {}, 'Review ', h('code', { text: sessionId })),
-    h('p', { text: `${reviewed.length} of ${units.length} units have labels. Adjudicating as ${who}. Keys: j/k move, a approves the majority, Enter saves.` }),
-    profileOf().reviewer ? null : h('p', { class: 'error', text: `${who} is not a reviewer: the server refuses adjudicated sets from them (403).` }),
-    h('label', {}, only, ' Only units with disagreement'),
-    list,
-  );
-  onKeys((e) => reviewKeys(e, list));
+  const cards = reviewed.map((u) => unitCard(sessionId, u, byUnit.get(u.event_id), who));
+  reviewList(`Review ${sessionId}`, `${reviewed.length} of ${units.length} units have labels. Adjudicating as ${who}.`, cards);
 }
 
 function groupSets(listing) {
@@ -51,6 +77,11 @@ function unitCard(sessionId, unit, { sets, suggestions }, who) {
   const majority = ids.filter((id) => count(id) * 2 > humans.length);
   const disagree = ids.some((id) => count(id) > 0 && count(id) < humans.length);
   const picked = new Set(adjudicated ? adjudicated.labels.map((l) => l.id) : majority);
+  const differs = (s) => {
+    const mine = new Set(s.labels.map((l) => l.id));
+    return mine.size !== picked.size || [...mine].some((id) => !picked.has(id));
+  };
+  const modelDiffers = (adjudicated || humans.length > 0) && suggestions.some(differs);
   const boxes = new Map(ids.map((id) => [id, h('input', { type: 'checkbox', checked: picked.has(id), 'aria-label': `Adjudicated: ${id}` })]));
   const columns = [...humans.map((s) => [s.annotator, s]), ...suggestions.map((s) => [`model ${s.model}`, s])];
   const has = (set, id) => (set.labels.some((l) => l.id === id) ? '✓' : '');
@@ -58,7 +89,9 @@ function unitCard(sessionId, unit, { sets, suggestions }, who) {
   const state = { previous: adjudicated };
   const save = (labels) => adjudicate(sessionId, unit.event_id, who, labels, state, card);
   const card = h('section', { class: `review-unit${disagree ? ' disagree' : ''}`, tabindex: 0, 'aria-label': `Unit ${unit.event_id}` },
-    h('h2', {}, h('a', { href: unitUrl(sessionId, unit.event_id), text: unit.event_id }), disagree ? h('span', { class: 'badge warn', text: 'disagreement' }) : null),
+    h('h2', {}, h('a', { href: unitUrl(sessionId, unit.event_id), text: unit.event_id }),
+      disagree ? h('span', { class: 'badge warn', text: 'disagreement' }) : null,
+      modelDiffers ? h('span', { class: 'badge model', text: adjudicated ? 'model differs from the adjudicated set' : 'model differs from the majority' }) : null),
     h('p', { class: 'excerpt', text: text.length > 300 ? `${text.slice(0, 300)}…` : text }),
     h('table', { class: 'grid' },
       h('thead', {}, h('tr', {}, h('th', { text: 'Label' }), columns.map(([n]) => h('th', { scope: 'col', text: n })), h('th', { text: 'Adjudicated' }))),

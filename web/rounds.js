@@ -35,6 +35,7 @@ function roundTable(rounds) {
       h('td', { text: r.status }),
       h('td', {},
         h('a', { href: `/rounds/${id}/label`, text: 'Label' }), ' · ',
+        h('a', { href: `/rounds/${id}/review`, text: 'Review' }), ' · ',
         h('a', { href: `/rounds/${id}/agreement`, text: 'Agreement' })));
   });
   return h('table', { class: 'grid', id: 'rounds' },

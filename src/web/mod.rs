@@ -92,7 +92,7 @@ static ETAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
 
 /// The page's routes: the shell at `/`, `/sessions`, `/label/{session_id}/{event_id}`,
 /// `/label/{session_id}`, `/label`, `/review/{session_id}`, `/agreement`, `/rounds` (and a
-/// round's `/label` and `/agreement`), and the files at
+/// round's `/label`, `/review` and `/agreement`), and the files at
 /// `/assets/{name}`. None wants an API key.
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
@@ -106,6 +106,7 @@ pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route("/rounds", get(shell))
         .route("/rounds/{round_id}/label", get(shell))
         .route("/rounds/{round_id}/agreement", get(shell))
+        .route("/rounds/{round_id}/review", get(shell))
         .route("/assets/{*name}", get(asset))
 }
 

@@ -992,7 +992,8 @@ async fn web_a_large_teams_pairs_are_listed_a_page_at_a_time() {
 /// A study on the page: the sessions page's search finds units with their matched words
 /// marked; the rounds page counts and previews a round as the form changes, and creates
 /// it; labeling in the round takes its units from its queue under its codebook, with its
-/// guidelines one key away; its agreement page lists a model beside the humans.
+/// guidelines one key away; its agreement page lists a model beside the humans, and its
+/// review page marks where the model differs from the humans.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn web_a_round_is_searched_for_created_labeled_and_compared_in_chromium() {
     let Some(installed) = browser_or_skip("web_a_round_in_chromium") else {
@@ -1179,4 +1180,17 @@ async fn model_rows_on_the_agreement_page(
     browser
         .screenshot(&output_dir().join("round-agreement.png"))
         .await;
+    browser
+        .goto(&format!("{}/rounds/{round}/review", server.url))
+        .await;
+    let review = "return document.querySelectorAll('.review-unit').length === 4 \
+                  && !!document.querySelector('.review-unit .badge.model');";
+    browser
+        .wait_for(
+            "the round's units, one where the model differs",
+            review,
+            json!([]),
+        )
+        .await;
+    browser.screenshot(&output_dir().join("round-review.png")).await;
 }
