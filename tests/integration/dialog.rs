@@ -25,15 +25,7 @@ async fn sample_server() -> (TestServer, String) {
 async fn the_dialog_body_is_the_annotations_body_under_records() {
     let (server, id) = sample_server().await;
     let units = server.get(&format!("/api/graph/{id}/annotations")).await;
-    let event = units.json["annotations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["unit_type"] != "system_turn")
-        .expect("a unit the codebook codes")["event_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let event = crate::labels::first_coded_unit(&units.json);
     let set = json!({"annotator": "ann.a", "status": "submitted", "labels": [{"id": "EXEC_COGNITIVE"}]});
     let written = server
         .send_json(

@@ -159,6 +159,20 @@ pub async fn units(server: &TestServer, id: &str) -> Vec<(String, String, bool)>
         .collect()
 }
 
+/// The `event_id` of the first unit of an annotations `body` that the built-in codebooks
+/// code (a user or assistant turn: system notices take no labels).
+pub fn first_coded_unit(body: &Value) -> String {
+    body["annotations"]
+        .as_array()
+        .expect("the annotations body lists its units")
+        .iter()
+        .find(|u| u["unit_type"] != "system_turn")
+        .expect("a unit the codebook codes")["event_id"]
+        .as_str()
+        .expect("an event id")
+        .to_owned()
+}
+
 /// The first unit with a text of at least 20 characters.
 pub fn texty(units: &[(String, String, bool)]) -> (String, String) {
     units

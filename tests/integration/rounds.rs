@@ -48,6 +48,17 @@ async fn round_units(server: &TestServer, round: &str) -> Vec<(String, String, S
         .collect()
 }
 
+/// `who` asks round `round`'s queue for their next unit.
+pub async fn next_in_round(server: &TestServer, who: &str, round: &str) -> crate::server::Reply {
+    server
+        .post_json(
+            "/api/labels/queue/next",
+            &json!({ "annotator": who, "round": round }),
+            &[],
+        )
+        .await
+}
+
 fn definition(sessions: &[String]) -> Value {
     json!({
         "name": "pilot",
@@ -128,13 +139,7 @@ async fn round_scenario(db: &TestDb) {
 /// Three annotators take units until the queue is done: each unit goes to exactly the
 /// overlap, no annotator twice; someone not assigned is refused.
 async fn label_through_the_queue(server: &TestServer, round: &str, units: &[(String, String, String)]) {
-    let outsider = server
-        .post_json(
-            "/api/labels/queue/next",
-            &json!({ "annotator": "ann.d", "round": round }),
-            &[],
-        )
-        .await;
+    let outsider = next_in_round(server, "ann.d", round).await;
     assert_eq!(outsider.status, StatusCode::FORBIDDEN, "{}", outsider.json);
     let mut holders: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
     let mut open: BTreeSet<&str> = ["ann.a", "ann.b", "ann.c"].into();
@@ -142,13 +147,7 @@ async fn label_through_the_queue(server: &TestServer, round: &str, units: &[(Str
     while !open.is_empty() {
         let who = *open.iter().nth(turn % open.len()).unwrap();
         turn += 1;
-        let next = server
-            .post_json(
-                "/api/labels/queue/next",
-                &json!({ "annotator": who, "round": round }),
-                &[],
-            )
-            .await;
+        let next = next_in_round(server, who, round).await;
         assert_eq!(next.status, StatusCode::OK, "{}", next.json);
         if next.json["done"] == true {
             open.remove(who);
@@ -208,25 +207,13 @@ async fn closing_stops_the_queue(server: &TestServer, round: &str) {
         .await;
     assert_eq!(closed.status, StatusCode::OK, "{}", closed.json);
     assert_eq!(closed.json["status"], "closed");
-    let refused = server
-        .post_json(
-            "/api/labels/queue/next",
-            &json!({ "annotator": "ann.a", "round": round }),
-            &[],
-        )
-        .await;
+    let refused = next_in_round(server, "ann.a", round).await;
     assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.json);
     let reopened = server
         .post_json(&format!("/api/rounds/{round}/reopen"), &json!({}), &[])
         .await;
     assert_eq!(reopened.json["status"], "open");
-    let done = server
-        .post_json(
-            "/api/labels/queue/next",
-            &json!({ "annotator": "ann.a", "round": round }),
-            &[],
-        )
-        .await;
+    let done = next_in_round(server, "ann.a", round).await;
     assert_eq!(done.json["done"], true, "{}", done.json);
     let unknown = server.get("/api/rounds/r0000000000000000").await;
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);

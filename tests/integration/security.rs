@@ -590,15 +590,7 @@ async fn f3_cross_site_writes_and_rebinding_hosts_are_refused() {
     })
     .await;
     let units = server.get(&format!("/api/graph/{SAMPLE}/annotations")).await;
-    let event = units.json["annotations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["unit_type"] != "system_turn")
-        .expect("a unit the codebook codes")["event_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let event = crate::labels::first_coded_unit(&units.json);
     let line = serde_json::json!({"session_id": SAMPLE, "event_id": event, "annotator": "eve", "labels": []});
     let send = |method: Method, path: &str, content_type: &'static str, extra: &[(&'static str, String)]| {
         let mut request = server

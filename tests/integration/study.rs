@@ -212,13 +212,7 @@ async fn label_through_the_queue(server: &TestServer, round: &str, units: &[(Str
     while !open.is_empty() {
         let who = open[turn % open.len()];
         turn += 1;
-        let next = server
-            .post_json(
-                "/api/labels/queue/next",
-                &json!({ "annotator": who, "round": round }),
-                &[],
-            )
-            .await;
+        let next = crate::rounds::next_in_round(server, who, round).await;
         assert_eq!(next.status, StatusCode::OK, "{}", next.json);
         if next.json["done"] == true {
             open.retain(|a| *a != who);

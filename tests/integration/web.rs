@@ -803,13 +803,7 @@ async fn web_a_page_of_another_origin_cannot_write_through_the_browser() {
     let sessions_before = server.get("/api/sessions").await.json["sessions"].clone();
     let id = sessions_before[0]["id"].as_str().unwrap().to_owned();
     let units = server.get(&format!("/api/graph/{id}/annotations")).await;
-    let event = units.json["annotations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["unit_type"] != "system_turn")
-        .expect("a unit the codebook codes")["event_id"]
-        .clone();
+    let event = serde_json::Value::from(crate::labels::first_coded_unit(&units.json));
     let hostile = axum::Router::new().route(
         "/",
         axum::routing::get(|| async { axum::response::Html("<!doctype html><title>a page</title>") }),
@@ -933,15 +927,7 @@ async fn web_a_large_teams_pairs_are_listed_a_page_at_a_time() {
     .await;
     let id = server.first_session(&[]).await;
     let units = server.get(&format!("/api/graph/{id}/annotations")).await;
-    let event = units.json["annotations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["unit_type"] != "system_turn")
-        .expect("a unit the codebook codes")["event_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let event = crate::labels::first_coded_unit(&units.json);
     let annotators = 47;
     let body: String = (0..annotators)
         .map(|i| {
