@@ -270,38 +270,75 @@ impl RoundBody {
     }
 }
 
-/// `GET /api/rounds`: every round, newest first, with its progress.
-pub async fn list(State(state): State<AppState>) -> Result<Response, ApiError> {
+/// The sets on `round`'s units under its codebook that the asker may see, with their
+/// session, unit by unit: in a blind round (or on a blind server) what blind mode shows
+/// them (their own until they submit, everything for a reviewer), else every set.
+async fn visible_round_sets(
+    state: &AppState,
+    identity: &Option<Extension<Identity>>,
+    query: &QueryPairs,
+    round: &Round,
+) -> Result<Vec<(String, LabelSet)>, ApiError> {
+    let sets = state
+        .labels
+        .round_sets(&round.id, &round.definition.codebook)
+        .await?;
+    if !(round.definition.blind || state.labels.policy().blind) {
+        return Ok(sets);
+    }
+    let viewer = super::labels::viewer(state, identity, query);
+    let mut visible = Vec::with_capacity(sets.len());
+    // The sets come unit by unit (by position, then annotator).
+    for unit in sets.chunk_by(|a, b| a.0 == b.0 && a.1.event_id == b.1.event_id) {
+        let mut shown: Vec<LabelSet> = unit.iter().map(|(_, set)| set.clone()).collect();
+        viewer.retain_visible(&mut shown, true);
+        visible.extend(shown.into_iter().map(|set| (unit[0].0.clone(), set)));
+    }
+    Ok(visible)
+}
+
+/// `GET /api/rounds`: every round, newest first, with its progress (blind rounds: over
+/// the sets the asker may see).
+pub async fn list(
+    State(state): State<AppState>,
+    identity: Option<Extension<Identity>>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let query = QueryPairs::parse(query.as_deref());
     let mut out = Vec::new();
     for round in state.labels.rounds().await? {
-        let sets = state
-            .labels
-            .round_sets(&round.id, &round.definition.codebook)
-            .await?;
+        let sets = visible_round_sets(&state, &identity, &query, &round).await?;
         out.push(RoundBody::of(round, &sets));
     }
     Ok(json_response(StatusCode::OK, &json!({ "rounds": out })))
 }
 
-/// `GET /api/rounds/{id}`: the round with its progress.
-pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+/// `GET /api/rounds/{id}`: the round with its progress (blind rounds: over the sets the
+/// asker may see).
+pub async fn get(
+    State(state): State<AppState>,
+    identity: Option<Extension<Identity>>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let query = QueryPairs::parse(query.as_deref());
     let round = state.labels.round(&id).await?;
-    let sets = state
-        .labels
-        .round_sets(&round.id, &round.definition.codebook)
-        .await?;
+    let sets = visible_round_sets(&state, &identity, &query, &round).await?;
     Ok(json_response(StatusCode::OK, &RoundBody::of(round, &sets)))
 }
 
 /// `GET /api/rounds/{id}/units`: the round's units in queue order, each with the statuses
-/// of its sets by annotator (in blind rounds, only the asker's until they submit).
-pub async fn units(State(state): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+/// of its sets by annotator (in blind rounds, those the asker may see).
+pub async fn units(
+    State(state): State<AppState>,
+    identity: Option<Extension<Identity>>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let query = QueryPairs::parse(query.as_deref());
     let round = state.labels.round(&id).await?;
     let units = state.labels.round_units(&round.id).await?;
-    let sets = state
-        .labels
-        .round_sets(&round.id, &round.definition.codebook)
-        .await?;
+    let sets = visible_round_sets(&state, &identity, &query, &round).await?;
     let mut statuses: BTreeMap<(&str, &str), BTreeMap<&str, Status>> = BTreeMap::new();
     for (session, set) in &sets {
         statuses
@@ -349,10 +386,7 @@ async fn set_status(
 ) -> Result<Response, ApiError> {
     caller(state, identity).may_manage_rounds(&state.labels.policy().reviewers)?;
     let round = state.labels.set_round_status(id, status).await?;
-    let sets = state
-        .labels
-        .round_sets(&round.id, &round.definition.codebook)
-        .await?;
+    let sets = visible_round_sets(state, identity, &QueryPairs::default(), &round).await?;
     Ok(json_response(StatusCode::OK, &RoundBody::of(round, &sets)))
 }
 

@@ -278,12 +278,6 @@ impl Loaded {
         &self.stamps
     }
 
-    /// The text of the annotation unit `event_id`, `None` when the session has no such unit
-    /// (see [`Loaded::units`]).
-    pub fn unit_text(&self, event_id: &str) -> Option<&str> {
-        self.units().get(event_id).map(|u| u.text.as_str())
-    }
-
     /// True when none of the files it was read from changed since.
     fn is_fresh(&self) -> bool {
         stamps_hold(&self.stamps)

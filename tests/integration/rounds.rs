@@ -336,7 +336,7 @@ async fn a_round_definition_is_checked_and_managed_by_reviewers() {
 /// annotator only what blind mode allows (nothing of others' until they submit their own),
 /// a reviewer everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_blind_round_hides_others_sets_in_its_agreement_and_export() {
+async fn a_blind_round_hides_others_sets_in_its_agreement_export_and_progress() {
     let db = TestDb::fresh(None).await;
     let (server, ids) = study_server(Options {
         label_policy: sessiongraph::labels::LabelPolicy {
@@ -405,6 +405,22 @@ async fn a_blind_round_hides_others_sets_in_its_agreement_and_export() {
         })
         .sum();
     assert_eq!(shown, 0, "the export hides the sets too");
+    let units = server
+        .get(&format!("/api/rounds/{round}/units?viewer=ann.c"))
+        .await;
+    assert_eq!(
+        units.json["units"][0]["sets"],
+        json!({}),
+        "so do the units' statuses"
+    );
+    let progress = server.get(&format!("/api/rounds/{round}?viewer=ann.c")).await;
+    assert_eq!(
+        progress.json["progress"]["annotators"],
+        json!({}),
+        "and the progress"
+    );
+    let seen = server.get(&format!("/api/rounds/{round}?viewer=lead")).await;
+    assert_eq!(seen.json["progress"]["annotators"]["ann.a"]["submitted"], 1);
     server.stop().await;
     db.cleanup().await;
 }
