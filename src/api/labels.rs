@@ -101,8 +101,10 @@ pub async fn me(
     )
 }
 
-/// `PUT /api/graph/{id}/labels/{event_id}`: replaces the body's annotator's set on the unit.
-/// 201 when the set is new, 200 when it replaced one; the ETag is the set's version.
+/// `PUT /api/graph/{id}/labels/{event_id}`: replaces the body's annotator's set on the unit
+/// (a named key's annotator when the body names none). 201 when the set is new, 200 when
+/// it replaced one; the ETag is the set's version. An `If-Match` that is not an entity tag
+/// is a 400.
 pub async fn put_set(
     State(state): State<AppState>,
     Path((id, event_id)): Path<(String, String)>,
@@ -112,10 +114,17 @@ pub async fn put_set(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     check_ids(&id, &event_id)?;
+    let precondition = precondition(&headers)?;
     let codebook = requested_codebook(&state, &QueryPairs::parse(query.as_deref()))?;
     let (unit_type, text) = unit_of(&state, &id, &event_id).await?;
-    let body = json_body(&body)?;
+    let mut body = json_body(&body)?;
     let caller = caller(&state, &identity);
+    // A named key is its annotator: a body naming none writes the key's set.
+    if let (Some(me), Some(fields)) = (caller.named(), body.as_object_mut()) {
+        fields
+            .entry("annotator")
+            .or_insert_with(|| Value::String(me.to_owned()));
+    }
     let unit = UnitRef {
         unit_type,
         text: &text,
@@ -124,7 +133,7 @@ pub async fn put_set(
         .labels
         .validator(&codebook)
         .set(&id, &event_id, &body, unit, caller)?;
-    let (set, created) = state.labels.put(&valid, &precondition(&headers)).await?;
+    let (set, created) = state.labels.put(&valid, &precondition).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -160,7 +169,8 @@ pub async fn delete_set(
         .labels
         .validator(&codebook)
         .removal(key, caller(&state, &identity))?;
-    state.labels.delete(&removal, &precondition(&headers)).await?;
+    let precondition = precondition(&headers)?;
+    state.labels.delete(&removal, &precondition).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -386,14 +396,35 @@ pub(super) async fn unit_of(
     })
 }
 
-/// The request's `If-Match`.
-fn precondition(headers: &HeaderMap) -> Precondition {
-    Precondition::parse(
-        headers
-            .get_all(header::IF_MATCH)
-            .iter()
-            .filter_map(|v| v.to_str().ok()),
-    )
+/// The request's `If-Match`; 400 naming it when a tag is not an entity tag (`labels-3`
+/// sent without its quotes would otherwise never match, and read as a conflict).
+fn precondition(headers: &HeaderMap) -> Result<Precondition, ApiError> {
+    let values: Vec<&str> = headers
+        .get_all(header::IF_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let malformed = values
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .find(|tag| !tag.is_empty() && !is_entity_tag(tag));
+    if let Some(tag) = malformed {
+        return Err(ApiError::Invalid {
+            message: format!(
+                "If-Match: '{}' is not an entity tag: send the set's ETag as it was given, quotes included (\"labels-3\"), or *",
+                echo(tag)
+            ),
+            details: json!({ "field": "If-Match" }),
+        });
+    }
+    Ok(Precondition::parse(values))
+}
+
+/// True when `tag` is `*`, or a quoted entity tag, weak (`W/"..."`) or strong.
+fn is_entity_tag(tag: &str) -> bool {
+    let quoted = tag.strip_prefix("W/").unwrap_or(tag);
+    tag == "*" || (quoted.len() >= 2 && quoted.starts_with('"') && quoted.ends_with('"'))
 }
 
 /// A JSON request body, or 400 naming `body`.

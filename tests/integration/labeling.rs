@@ -1701,3 +1701,100 @@ async fn agreement_pages(db: &TestDb) {
     }
     server.stop().await;
 }
+
+/// A named key is its annotator on every route: a `PUT` naming no annotator writes the
+/// key's set (it answered 400 "annotator: is required", where the queue took the key's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_keys_put_without_an_annotator_writes_the_keys_set() {
+    let (server, id, unit) = team_server().await;
+    let path = format!("/api/graph/{id}/labels/{unit}");
+    let body = json!({ "status": "draft", "labels": [] });
+    let written = server
+        .send_json(
+            reqwest::Method::PUT,
+            &path,
+            Some(&body),
+            &[("x-api-key", "k-bob")],
+        )
+        .await;
+    assert_eq!(written.status, StatusCode::CREATED, "{}", written.json);
+    assert_eq!(written.json["annotator"], "bob");
+    let plain = server
+        .send_json(
+            reqwest::Method::PUT,
+            &path,
+            Some(&body),
+            &[("x-api-key", "k-plain")],
+        )
+        .await;
+    assert_eq!(plain.status, StatusCode::BAD_REQUEST, "a plain key names nobody");
+    assert_eq!(plain.json["details"]["field"], "annotator");
+}
+
+/// Regression: `If-Match: labels-1` (the ETag without its quotes) answered 412 "the set is
+/// at \"labels-1\"", which reads like a match. A tag that is not an entity tag is a 400
+/// saying so; quoted tags, weak ones and `*` are read as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unquoted_if_match_is_refused_as_malformed_not_as_a_conflict() {
+    let (server, id, unit) = team_server().await;
+    let path = format!("/api/graph/{id}/labels/{unit}");
+    let body = json!({ "annotator": "alice", "status": "draft", "labels": [] });
+    let alice = ("x-api-key", "k-alice");
+    let created = server
+        .send_json(reqwest::Method::PUT, &path, Some(&body), &[alice])
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    for tag in ["labels-1", "\"labels-1\", labels-1", "W/labels-1"] {
+        let refused = server
+            .send_json(
+                reqwest::Method::PUT,
+                &path,
+                Some(&body),
+                &[alice, ("if-match", tag)],
+            )
+            .await;
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{tag}: {}", refused.json);
+        assert_eq!(refused.json["details"]["field"], "If-Match", "{tag}");
+        assert!(refused.json["message"]
+            .as_str()
+            .unwrap()
+            .contains("quotes included"));
+    }
+    let matched = server
+        .send_json(
+            reqwest::Method::PUT,
+            &path,
+            Some(&body),
+            &[alice, ("if-match", "\"labels-1\"")],
+        )
+        .await;
+    assert_eq!(matched.status, StatusCode::OK, "{}", matched.json);
+    let stale = server
+        .send_json(
+            reqwest::Method::PUT,
+            &path,
+            Some(&body),
+            &[alice, ("if-match", "\"labels-1\"")],
+        )
+        .await;
+    assert_eq!(
+        stale.status,
+        StatusCode::PRECONDITION_FAILED,
+        "a quoted stale tag is still a 412"
+    );
+    let delete = format!("{path}?annotator=alice");
+    let refused = server
+        .send_json(
+            reqwest::Method::DELETE,
+            &delete,
+            None,
+            &[alice, ("if-match", "labels-2")],
+        )
+        .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::BAD_REQUEST,
+        "a delete reads If-Match alike"
+    );
+    assert_eq!(refused.json["details"]["field"], "If-Match");
+}
