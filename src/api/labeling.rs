@@ -25,7 +25,7 @@ use super::labels::{
     caller, json_body, json_response, known_session, requested_codebook, viewer, visible_in,
 };
 use super::query::QueryPairs;
-use super::rounds::{requested_round, round_unit_keys};
+use super::rounds::{requested_round, round_is_blind, round_unit_keys, session_candidates};
 use super::AppState;
 use crate::labels::agreement::PairPage;
 use crate::labels::codings::CodingTable;
@@ -78,7 +78,7 @@ pub async fn import(
     })?;
     let codebook = import_codebook(&state, &query, body.format(), header.as_ref())?;
     let round = match &header {
-        Some(header) => Some(import_round(&state, &identity, &codebook, header).await?),
+        Some(header) => Some(import_round(&state, &identity, header).await?),
         None => None,
     };
     import_batches(&state, &codebook, Arc::new(body), identity, round).await
@@ -142,21 +142,15 @@ fn import_codebook(
 }
 
 /// Stores the round a round export's first line carries (see
-/// [`crate::rounds::transfer`]): `{"id", "created"}`, created false when the store
-/// already had it. Rounds are managed by reviewers: 403 for other callers.
+/// [`crate::rounds::transfer`]; its codebook is the import's, see `import_codebook`):
+/// `{"id", "created"}`, created false when the store already had it. Rounds are managed
+/// by reviewers: 403 for other callers.
 async fn import_round(
     state: &AppState,
     identity: &Option<Extension<Identity>>,
-    codebook: &Codebook,
     header: &RoundHeader,
 ) -> Result<Value, ApiError> {
     caller(state, identity).may_manage_rounds(&state.labels.policy().reviewers)?;
-    if header.round.definition.codebook != codebook.id {
-        return Err(ApiError::Invalid {
-            message: "codebook: the round's codebook is not the import's".into(),
-            details: json!({ "field": "codebook" }),
-        });
-    }
     let created = state.labels.import_round(header).await?;
     Ok(json!({ "id": header.round.id, "created": created }))
 }
@@ -378,10 +372,11 @@ pub async fn queue_next(
         }
     };
     for session_id in sessions {
-        let Some(units) = session_unit_ids(&state, &codebook, &session_id).await else {
+        // A session that cannot be loaded has nothing to hand out.
+        let Ok(units) = session_candidates(&state, &session_id, &codebook).await else {
             continue;
         };
-        let unit_refs: Vec<&str> = units.iter().map(String::as_str).collect();
+        let unit_refs: Vec<&str> = units.iter().map(|u| u.event_id.as_str()).collect();
         let ask = QueueAsk {
             codebook: &codebook.id,
             annotator: &annotator,
@@ -523,24 +518,6 @@ fn queue_annotator(
     Ok(annotator)
 }
 
-/// The `event_id`s of session `id`'s units that `codebook` codes, in order (`None`: it
-/// cannot be loaded).
-async fn session_unit_ids(state: &AppState, codebook: &Arc<Codebook>, id: &str) -> Option<Vec<String>> {
-    let (_, loaded) = state.store.get(id).await.ok()?;
-    let codebook = codebook.clone();
-    tokio::task::spawn_blocking(move || {
-        loaded
-            .units()
-            .units()
-            .iter()
-            .filter(|u| codebook.covers(u.unit_type))
-            .map(|u| u.event_id.clone())
-            .collect()
-    })
-    .await
-    .ok()
-}
-
 /// `GET /api/labels/progress` (`?session=ID`; `?all=true` for every session, labeled or
 /// not): per session and annotator, units labeled out of the session's by unit type,
 /// drafts, skips, median lead time, agreement with the adjudicated sets. In blind mode,
@@ -648,7 +625,7 @@ pub async fn export(
         all_units: query.flag("all_units"),
         viewer: viewer(&state, &identity, &query),
         // A blind round's export is blind on any server.
-        blind: state.labels.policy().blind || round.as_ref().is_some_and(|r| r.definition.blind),
+        blind: round_is_blind(&state, round.as_ref()),
     };
     if let Some(id) = &scope.session_id {
         state.store.slot(id)?;
@@ -735,7 +712,7 @@ pub async fn agreement(
             session,
             &keep_annotator,
             &keep_label,
-            viewer.sight(state.labels.policy().blind || round.as_ref().is_some_and(|r| r.definition.blind)),
+            viewer.sight(round_is_blind(&state, round.as_ref())),
         )
         .await?;
     let mut codings = covered_codings(&state, &codebook, codings).await?;

@@ -24,6 +24,7 @@ use super::error::{echo, ApiError};
 use super::labels::{caller, json_body, json_response};
 use super::query::QueryPairs;
 use super::AppState;
+use crate::labels::consensus::adjudicated_in_force;
 use crate::labels::{Codebook, LabelSet, Status};
 use crate::rounds::definition::Defaults;
 use crate::rounds::sample::draw;
@@ -283,7 +284,7 @@ async fn visible_round_sets(
         .labels
         .round_sets(&round.id, &round.definition.codebook)
         .await?;
-    if !(round.definition.blind || state.labels.policy().blind) {
+    if !round_is_blind(state, Some(round)) {
         return Ok(sets);
     }
     let viewer = super::labels::viewer(state, identity, query);
@@ -390,6 +391,12 @@ async fn set_status(
     Ok(json_response(StatusCode::OK, &RoundBody::of(round, &sets)))
 }
 
+/// True when what a request reads of `round` (or of no round) is blind: the server's blind
+/// mode, or the round's.
+pub(super) fn round_is_blind(state: &AppState, round: Option<&Round>) -> bool {
+    state.labels.policy().blind || round.is_some_and(|r| r.definition.blind)
+}
+
 /// The round `?round=` names, if any (404 for an unknown one).
 pub(super) async fn requested_round(state: &AppState, query: &QueryPairs) -> Result<Option<Round>, ApiError> {
     match query.first("round") {
@@ -426,12 +433,10 @@ pub async fn agreement(
     let round = state.labels.round(&id).await?;
     let codebook = state.codebooks.get(Some(&round.definition.codebook))?.clone();
     let units = state.labels.round_units(&round.id).await?;
-    let sets = state.labels.round_sets(&round.id, &codebook.id).await?;
+    let sets = visible_round_sets(&state, &identity, &query, &round).await?;
     let suggestions = state.labels.round_suggestions(&round.id, &codebook.id).await?;
-    let viewer = super::labels::viewer(&state, &identity, &query);
-    let blind = round.definition.blind || state.labels.policy().blind;
     let report = tokio::task::spawn_blocking(move || {
-        let codings = unit_codings(&units, sets, suggestions, &viewer, blind);
+        let codings = unit_codings(&units, sets, suggestions);
         let label_ids: Vec<String> = codebook.labels.iter().map(|l| l.id.clone()).collect();
         model_agreement(&codings, &label_ids)
     })
@@ -442,14 +447,12 @@ pub async fn agreement(
     ))
 }
 
-/// The codings of each of a round's `units` (in its order): the submitted sets `viewer`
-/// may see, the suggestions, and the adjudicated set in force (the latest written).
+/// The codings of each of a round's `units` (in its order): of its (visible) `sets`, the
+/// submitted ones and the adjudicated set in force; and the suggestions.
 fn unit_codings(
     units: &[Candidate],
     sets: Vec<(String, LabelSet)>,
     suggestions: Vec<(String, crate::labels::Suggestion)>,
-    viewer: &crate::labels::consensus::Viewer,
-    blind: bool,
 ) -> Vec<crate::labels::model_agreement::UnitCodings> {
     use crate::labels::model_agreement::UnitCodings;
     let ids = |labels: &[crate::labels::model::LabelRecord]| {
@@ -475,13 +478,8 @@ fn unit_codings(
         .iter()
         .map(|unit| {
             let key = (unit.session_id.clone(), unit.event_id.clone());
-            let (mut sets, suggestions) = by_unit.remove(&key).unwrap_or_default();
-            viewer.retain_visible(&mut sets, blind);
-            let adjudicated = sets
-                .iter()
-                .filter(|s| s.status == Status::Adjudicated)
-                .max_by(|a, b| (&a.updated_at, a.version).cmp(&(&b.updated_at, b.version)))
-                .map(|s| ids(&s.labels));
+            let (sets, suggestions) = by_unit.remove(&key).unwrap_or_default();
+            let adjudicated = adjudicated_in_force(&sets).map(|s| ids(&s.labels));
             UnitCodings {
                 session_id: unit.session_id.clone(),
                 event_id: unit.event_id.clone(),

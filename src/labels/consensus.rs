@@ -93,14 +93,18 @@ pub fn shown_labels(sets: &[&LabelSet], annotator: Option<&str>) -> Vec<LabelRec
             .map(|s| s.labels.clone())
             .unwrap_or_default();
     }
-    let adjudicated = sets
-        .iter()
-        .filter(|s| s.status == Status::Adjudicated)
-        .max_by(|a, b| (&a.updated_at, a.version).cmp(&(&b.updated_at, b.version)));
-    if let Some(set) = adjudicated {
+    if let Some(set) = adjudicated_in_force(sets.iter().copied()) {
         return set.labels.clone();
     }
     majority(sets)
+}
+
+/// The adjudicated set in force among a unit's `sets`: the latest written (by time, then
+/// version), if a reviewer wrote one.
+pub fn adjudicated_in_force<'s>(sets: impl IntoIterator<Item = &'s LabelSet>) -> Option<&'s LabelSet> {
+    sets.into_iter()
+        .filter(|s| s.status == Status::Adjudicated)
+        .max_by(|a, b| (&a.updated_at, a.version).cmp(&(&b.updated_at, b.version)))
 }
 
 /// The labels more than half of the submitted sets carry, with their share.

@@ -21,7 +21,7 @@ use sqlx::Row;
 use tokio::sync::mpsc;
 
 use super::consensus::Viewer;
-use super::model::{ExportedUnit, LabelSet, Status, Suggestion};
+use super::model::{ExportedUnit, LabelSet, Suggestion};
 use super::reads::suggestion_of_row;
 use super::store::{LabelError, LabelStore};
 
@@ -337,11 +337,7 @@ fn line(
     sets: Vec<LabelSet>,
     suggestions: Vec<Suggestion>,
 ) -> ExportedUnit {
-    let adjudicated = sets
-        .iter()
-        .filter(|s| s.status == Status::Adjudicated)
-        .max_by(|a, b| (&a.updated_at, a.version).cmp(&(&b.updated_at, b.version)))
-        .cloned();
+    let adjudicated = super::consensus::adjudicated_in_force(&sets).cloned();
     let (unit_type, text, json) = match entry.unit {
         Some(u) => (Some(u.unit_type.to_owned()), u.text, Some(u.json)),
         None => (None, String::new(), None),
