@@ -89,7 +89,8 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub allowed_hosts: Vec<String>,
-    /// Refuse uploads and deletions: serve what is stored and the sessions directories.
+    /// Refuse every write (uploads, deletions, label and round writes, imports, queue
+    /// reservations): serve what is stored and the sessions directories.
     #[arg(long, env = "SESSIONGRAPH_READ_ONLY")]
     pub read_only: bool,
     /// Seconds a request may take before it is answered 408.

@@ -39,7 +39,8 @@ fn hold_export_memory_down() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 50) }
 }
 
-/// sessiongraph: Claude Code session logs as annotation units, workflow DAGs and chat logs.
+/// sessiongraph: coding-agent and multi-agent session logs (Claude Code, pi, AutoGen) as
+/// annotation units, workflow DAGs, chat logs and communication graphs, with labels.
 #[derive(Debug, Parser)]
 #[command(name = "sessiongraph", version, about)]
 struct Cli {

@@ -67,7 +67,7 @@ pub struct ApiConfig {
     pub cors_origins: Vec<HeaderValue>,
     /// API keys, one of which every request but the probes must present (none: open).
     pub api_keys: auth::ApiKeys,
-    /// Refuse uploads and deletions.
+    /// Refuse every write: uploads, deletions, labels, rounds, imports, reservations.
     pub read_only: bool,
     /// The host names the server answers to (DNS rebinding).
     pub allowed_hosts: origin::AllowedHosts,

@@ -10,6 +10,7 @@ mod concurrency;
 mod conformance;
 mod dialog;
 mod docker;
+mod docs_examples;
 mod durability;
 mod fuzz;
 mod graph;
