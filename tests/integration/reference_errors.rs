@@ -317,7 +317,7 @@ async fn unknown_ids_are_404_with_the_references_messages() {
         "28_frameworks",
         &frameworks,
         StatusCode::OK,
-        json!({"frameworks": ["claudecode", "pi", "autogen"]}),
+        json!({"frameworks": ["claudecode", "pi", "autogen", "codex"]}),
         "CONTRACT 2",
     );
 }
