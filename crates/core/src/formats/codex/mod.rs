@@ -8,7 +8,7 @@
 //! - **bare** lines (2025): a header `{id, timestamp, instructions, git?}`, then response
 //!   items without envelope and `{"record_type":"state"}` markers;
 //! - **single object** `.json` sessions of the TypeScript CLI (`{"session", "items"}`),
-//!   whose items may also be Chat-Completions messages ([`legacy`]).
+//!   whose items may also be Chat-Completions messages.
 //!
 //! How lines map onto records:
 //!
@@ -20,7 +20,7 @@
 //! | `reasoning` | `assistant` thinking: the summary, then readable content |
 //! | `function_call`, `custom_tool_call`, `local_shell_call`, `tool_search_call` | `assistant` `tool_use` (id: `call_id`) |
 //! | `web_search_call`, `image_generation_call` | `assistant` `tool_use`, and a result made from its status when the response ends |
-//! | `function_call_output`, `custom_tool_call_output`, `tool_search_output` | `user` holding a `tool_result` (failure: [`verdict`]) |
+//! | `function_call_output`, `custom_tool_call_output`, `tool_search_output` | `user` holding a `tool_result` (failing on a non-zero exit code or `success: false`) |
 //! | `message`, role `developer` or `system` | `system`, subtype `developer_message` |
 //! | `compacted`; `context_compacted` without one before it | `system` `compact_boundary` with `compact_metadata` |
 //! | `event_msg` `turn_aborted`, `error`, `thread_rolled_back` | `system` of that subtype |
