@@ -185,7 +185,7 @@ fn search_query(pairs: &QueryPairs) -> Result<SearchQuery, ApiError> {
                     invalid(
                         "framework",
                         format!(
-                            "unknown framework '{}' (expected claudecode, pi or autogen)",
+                            "unknown framework '{}' (expected claudecode, pi, autogen or codex)",
                             echo(f)
                         ),
                     )

@@ -161,8 +161,35 @@ impl SkippedFile {
 /// it. Sub-agent files that the rule refuses or that cannot be read are left out (see
 /// [`DiskSession::skipped`]); the main log must be read.
 pub fn read_main(root: &SessionsRoot, main: &Path) -> Result<DiskSession, DiskError> {
+    read_main_with(root, main, &[])
+}
+
+/// [`read_main`], and the `companions` the scan found for the session (the rollouts of the
+/// threads a Codex session spawned; relative to `root`, each named by that path). A
+/// companion that cannot be read is left out, as a sub-agent log is.
+pub fn read_main_with(
+    root: &SessionsRoot,
+    main: &Path,
+    companions: &[PathBuf],
+) -> Result<DiskSession, DiskError> {
     let bytes = root.read(main)?;
-    with_subagents(root, main, bytes.into(), Reading::Copy)
+    let mut session = with_subagents(root, main, bytes.into(), Reading::Copy)?;
+    for companion in companions {
+        let name = companion.to_string_lossy().into_owned();
+        let path = root.path().join(companion);
+        match root.read(companion) {
+            Ok(bytes) => {
+                session.input.files.push(SourceFile::new(name, bytes));
+                session.paths.push(path);
+            }
+            Err(e) => session.skipped.push(SkippedFile {
+                name,
+                path,
+                reason: e.reason(),
+            }),
+        }
+    }
+    Ok(session)
 }
 
 /// How a session's files are taken in.

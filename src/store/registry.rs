@@ -45,11 +45,18 @@ pub enum Framework {
     Pi,
     /// `autogen`.
     Autogen,
+    /// `codex`: OpenAI Codex CLI rollouts.
+    Codex,
 }
 
 impl Framework {
     /// Every framework read here, in the order `/api/frameworks` lists them.
-    pub const ALL: [Framework; 3] = [Framework::ClaudeCode, Framework::Pi, Framework::Autogen];
+    pub const ALL: [Framework; 4] = [
+        Framework::ClaudeCode,
+        Framework::Pi,
+        Framework::Autogen,
+        Framework::Codex,
+    ];
 
     /// Its name, as listed by `/api/frameworks` and stored.
     pub const fn name(self) -> &'static str {
@@ -57,6 +64,7 @@ impl Framework {
             Framework::ClaudeCode => "claudecode",
             Framework::Pi => "pi",
             Framework::Autogen => "autogen",
+            Framework::Codex => "codex",
         }
     }
 
@@ -75,6 +83,7 @@ impl Framework {
             Format::ClaudeCode => Framework::ClaudeCode,
             Format::Pi => Framework::Pi,
             Format::Autogen => Framework::Autogen,
+            Format::Codex => Framework::Codex,
         }
     }
 
@@ -84,6 +93,7 @@ impl Framework {
             Framework::ClaudeCode => Format::ClaudeCode,
             Framework::Pi => Format::Pi,
             Framework::Autogen => Format::Autogen,
+            Framework::Codex => Format::Codex,
         }
     }
 }
@@ -1004,7 +1014,7 @@ fn load(
             Ok(Loaded::new(session, manifest.id.clone(), Vec::new(), None))
         }
         Source::Disk(found) => {
-            let read = disk::read_main(&found.root, found.relative_main())
+            let read = disk::read_main_with(&found.root, found.relative_main(), &found.relative_companions())
                 .map_err(|e| StoreError::session_file(&found.id, e))?;
             // Stamped with the length actually read: a file that grew while it was read
             // (Claude Code still writing) differs from its stamp at the next request, and

@@ -1,9 +1,13 @@
-//! Finding sessions in a configured directory (`~/.claude/projects` or any tree below it).
+//! Finding sessions in a configured directory (`~/.claude/projects`, `~/.codex/sessions` or
+//! any tree below them).
 //!
 //! Every `*.jsonl` file not named `agent-*` is a session's main log (a session's
 //! `subagents/` folder holds only `agent-*` files), and so is a `*.json` file whose content
-//! is an AutoGen log (an AgentChat or `chat_messages` dump); its id is the file's stem (the
-//! Claude Code session uuid). Only the
+//! is an AutoGen log (an AgentChat or `chat_messages` dump) or a Codex single-object
+//! session; its id is the file's stem (the Claude Code session uuid). A Codex rollout whose
+//! thread another rollout of the directory spawned is not a session of its own: it is
+//! attached to the top of its chain of parents ([`FoundSession::companions`]), wherever
+//! its date folder is. Only the
 //! configured directories are walked, and nothing else is ever read: symbolic links are
 //! not followed, and a log is opened as every file of a sessions directory is
 //! ([`super::confined`]).
@@ -38,12 +42,23 @@ pub struct FoundSession {
     pub bytes: u64,
     /// Its format, from its first line.
     pub format: Format,
+    /// Other logs of the session found by the scan: the rollouts of the threads a Codex
+    /// session spawned (at any depth), wherever they are under the root.
+    pub companions: Vec<PathBuf>,
 }
 
 impl FoundSession {
     /// The main log, relative to [`FoundSession::root`].
     pub fn relative_main(&self) -> &Path {
         self.main.strip_prefix(self.root.path()).unwrap_or(&self.main)
+    }
+
+    /// The companions, relative to [`FoundSession::root`].
+    pub fn relative_companions(&self) -> Vec<PathBuf> {
+        self.companions
+            .iter()
+            .map(|c| c.strip_prefix(self.root.path()).unwrap_or(c).to_owned())
+            .collect()
     }
 }
 
@@ -61,6 +76,7 @@ pub struct ScanOutcome {
 /// sessions found so far, every 1000.
 pub fn scan_dir(root: &Path, taken: &mut HashSet<String>, mut progress: impl FnMut(usize)) -> ScanOutcome {
     let mut out = ScanOutcome::default();
+    let mut threads: Vec<Option<Thread>> = Vec::new();
     let sessions_root = SessionsRoot::new(root);
     let mut dirs = vec![root.to_owned()];
     while let Some(dir) = dirs.pop() {
@@ -97,14 +113,15 @@ pub fn scan_dir(root: &Path, taken: &mut HashSet<String>, mut progress: impl FnM
             if !is_log {
                 continue;
             }
-            let (meta, format) = match inspect(&sessions_root, path.strip_prefix(root).unwrap_or(&path)) {
-                Ok(found) => found,
-                Err(reason) => {
-                    out.skipped.push((path, reason));
-                    continue;
-                }
-            };
-            if is_json && format != Format::Autogen {
+            let (meta, format, thread) =
+                match inspect(&sessions_root, path.strip_prefix(root).unwrap_or(&path)) {
+                    Ok(found) => found,
+                    Err(reason) => {
+                        out.skipped.push((path, reason));
+                        continue;
+                    }
+                };
+            if is_json && !matches!(format, Format::Autogen | Format::Codex) {
                 continue;
             }
             let stem = path
@@ -124,13 +141,66 @@ pub fn scan_dir(root: &Path, taken: &mut HashSet<String>, mut progress: impl FnM
                 modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
                 bytes: meta.len(),
                 format,
+                companions: Vec::new(),
             });
+            threads.push(thread);
             if out.sessions.len() % 1000 == 0 {
                 progress(out.sessions.len());
             }
         }
     }
+    attach_spawned_threads(&mut out.sessions, &threads, taken);
     out
+}
+
+/// What a Codex rollout's first line says of its thread.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Thread {
+    id: String,
+    parent: Option<String>,
+}
+
+/// Moves each Codex rollout whose thread was spawned by another rollout found into the
+/// companions of the top of its chain of parents (its id freed). A rollout whose parent is
+/// not found stays a session of its own.
+fn attach_spawned_threads(
+    sessions: &mut Vec<FoundSession>,
+    threads: &[Option<Thread>],
+    taken: &mut HashSet<String>,
+) {
+    let by_id: std::collections::HashMap<&str, usize> = threads
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| t.as_ref().map(|t| (t.id.as_str(), i)))
+        .collect();
+    let top = |mut i: usize| {
+        // Bounded: a cycle of parents stops after one pass over the sessions.
+        for _ in 0..threads.len() {
+            let parent = threads[i].as_ref().and_then(|t| t.parent.as_deref());
+            match parent.and_then(|p| by_id.get(p)) {
+                Some(&p) if p != i => i = p,
+                _ => break,
+            }
+        }
+        i
+    };
+    let tops: Vec<usize> = (0..sessions.len()).map(top).collect();
+    let mut companions: Vec<Vec<PathBuf>> = vec![Vec::new(); sessions.len()];
+    for (i, &t) in tops.iter().enumerate() {
+        if t != i {
+            companions[t].push(sessions[i].main.clone());
+        }
+    }
+    let mut kept = Vec::with_capacity(sessions.len());
+    for (i, (mut s, c)) in sessions.drain(..).zip(companions).enumerate() {
+        if tops[i] == i {
+            s.companions = c;
+            kept.push(s);
+        } else {
+            taken.remove(&s.id);
+        }
+    }
+    *sessions = kept;
 }
 
 /// The stem, or `<stem>-<8 hex of the path's hash>` when the stem is taken.
@@ -160,24 +230,65 @@ fn unique_id(stem: &str, path: &Path, taken: &mut HashSet<String>) -> String {
 }
 
 /// Opens a log the walk found (a regular file then, which may have been swapped since):
-/// its size and time from the opened handle, and its format.
-fn inspect(root: &SessionsRoot, log: &Path) -> Result<(fs::Metadata, Format), String> {
+/// its size and time from the opened handle, its format, and for a Codex rollout its thread.
+fn inspect(root: &SessionsRoot, log: &Path) -> Result<(fs::Metadata, Format, Option<Thread>), String> {
     let file = root.open(log).map_err(|e| e.to_string())?;
     let meta = file.metadata().map_err(|e| e.to_string())?;
-    Ok((meta, format_of(file)))
+    let (format, thread) = format_of(file);
+    Ok((meta, format, thread))
 }
 
 /// The format of a log, from its start (a pi session starts with a `{"type":"session"}`
-/// header; an AutoGen log's first message is told by [`crate::core::formats::autogen::looks_like`]).
-fn format_of(file: fs::File) -> Format {
+/// header; a Codex rollout is told by [`crate::core::formats::codex::looks_like`], or when
+/// its first line is longer than the head read, by that line's start; an AutoGen log's
+/// first message is told by [`crate::core::formats::autogen::looks_like`]), and a Codex
+/// rollout's thread.
+fn format_of(file: fs::File) -> (Format, Option<Thread>) {
     let mut head = Vec::with_capacity(4096);
     let read = file.take(64 * 1024).read_to_end(&mut head);
     let first = head.split(|&b| b == b'\n').find(|l| !l.trim_ascii().is_empty());
     match (read, first) {
-        (Ok(_), Some(line)) if is_pi_header(line) => Format::Pi,
-        (Ok(_), Some(_)) if crate::core::formats::autogen::looks_like_bytes(&head) => Format::Autogen,
-        _ => Format::ClaudeCode,
+        (Ok(_), Some(line)) if is_pi_header(line) => (Format::Pi, None),
+        (Ok(_), Some(_)) if is_codex(&head) => (Format::Codex, Some(codex_thread(&head))),
+        (Ok(_), Some(_)) if crate::core::formats::autogen::looks_like_bytes(&head) => (Format::Autogen, None),
+        _ => (Format::ClaudeCode, None),
     }
+}
+
+/// True when `head`, a log's first bytes, is a Codex rollout's (or starts like one when
+/// the head ends inside its first line or object: a `session_meta` envelope, or a
+/// single-object session's `{"session":`).
+fn is_codex(head: &[u8]) -> bool {
+    let start = &head[..head.len().min(200)];
+    let object_start = start
+        .strip_prefix(b"{")
+        .map(|rest| rest.trim_ascii_start().starts_with(b"\"session\":"));
+    crate::core::formats::codex::looks_like(head)
+        || (start.starts_with(b"{\"timestamp\":")
+            && memchr::memmem::find(start, b"\"type\":\"session_meta\",\"payload\"").is_some())
+        || object_start == Some(true)
+}
+
+/// A Codex rollout's thread and its parent: from its first line, or when that line is
+/// longer than `head`, from the first `"id"` and `"parent_thread_id"` strings in it.
+fn codex_thread(head: &[u8]) -> Thread {
+    if let Some(meta) = crate::core::formats::codex::read_meta(head) {
+        return Thread {
+            id: meta.id.unwrap_or_default(),
+            parent: meta.parent_thread_id,
+        };
+    }
+    Thread {
+        id: string_after(head, b"\"id\":\"").unwrap_or_default(),
+        parent: string_after(head, b"\"parent_thread_id\":\""),
+    }
+}
+
+/// The plain string value right after the first `key` (which ends in its opening quote).
+fn string_after(head: &[u8], key: &[u8]) -> Option<String> {
+    let at = memchr::memmem::find(head, key)? + key.len();
+    let len = memchr::memchr2(b'"', b'\\', &head[at..])?;
+    String::from_utf8(head[at..at + len].to_vec()).ok()
 }
 
 #[cfg(test)]

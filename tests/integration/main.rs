@@ -5,6 +5,7 @@ mod autogen;
 mod autogen_frameworks;
 mod cli;
 mod codebooks;
+mod codex;
 mod complexity;
 mod concurrency;
 mod conformance;

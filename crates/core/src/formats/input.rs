@@ -52,15 +52,17 @@ impl SessionInput {
     }
 
     /// The format of the session, told by its main file's start: a pi session starts with a
-    /// `{"type":"session"}` header; an AutoGen log's first message has `sender` or
-    /// `recipient`, or is an AgentChat or 0.2 chat message ([`super::autogen::looks_like`]);
-    /// anything else is read as Claude Code.
+    /// `{"type":"session"}` header; a Codex rollout is told by [`super::codex::looks_like`];
+    /// an AutoGen log's first message has `sender` or `recipient`, or is an AgentChat or
+    /// 0.2 chat message ([`super::autogen::looks_like`]); anything else is read as Claude
+    /// Code.
     pub fn detect_format(&self) -> Format {
         let Some(main) = self.main_index().map(|i| &self.files[i].bytes) else {
             return Format::ClaudeCode;
         };
         match crate::json::frame::lines(main).next() {
             Some(line) if super::pi::is_pi_header(line.bytes) => Format::Pi,
+            Some(_) if super::codex::looks_like(main) => Format::Codex,
             Some(_) if super::autogen::looks_like_bytes(main) => Format::Autogen,
             _ => Format::ClaudeCode,
         }
@@ -83,15 +85,18 @@ pub enum Format {
     /// AutoGen (one file): sender and recipient messages, JSON lines or a JSON array, or
     /// AutoGen's own AgentChat and 0.2 dumps.
     Autogen,
+    /// OpenAI Codex CLI: a rollout, plus the rollouts of the threads it spawned.
+    Codex,
 }
 
 impl Format {
-    /// The framework name (`claudecode`, `pi`).
+    /// The framework name (`claudecode`, `pi`, `autogen`, `codex`).
     pub fn name(self) -> &'static str {
         match self {
             Format::ClaudeCode => "claudecode",
             Format::Pi => "pi",
             Format::Autogen => "autogen",
+            Format::Codex => "codex",
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::diagnostics::{Diagnostics, LineIssue, TypeCounts};
 use crate::formats::autogen::{AgMessage, ReadError};
 use crate::formats::claude_code::parse::{parse_file_parts, FileIdentity, ParsedFile};
 use crate::formats::claude_code::records::Record;
+use crate::formats::codex::{parse_codex_file_within, session_roles};
 use crate::formats::input::{FileRole, Format, SessionInput, SourceFile};
 use crate::formats::pi::{parse_pi_file_within, PiHeader};
 use crate::heap::HeapSize;
@@ -30,6 +31,9 @@ pub struct FileInfo {
 pub(crate) struct ReadSession<'i> {
     /// The files, main log first (dedup keeps first copies).
     pub(crate) sources: Vec<&'i SourceFile>,
+    /// What each of `sources` is to the session: by its name, or for Codex by its
+    /// content (the rollouts of spawned threads are sub-agent logs).
+    pub(crate) roles: Vec<FileRole>,
     /// The log format.
     pub(crate) format: Format,
     /// Every record read, file by file.
@@ -63,27 +67,47 @@ pub(crate) fn read_session(
             kind,
         });
     }
-    let main_input = input.main_index().ok_or(SessionError::NoMainFile)?;
-    // The main log is file 0: it comes first in the stream (dedup keeps first copies).
-    let sources: Vec<&SourceFile> = std::iter::once(main_input)
-        .chain((0..input.files.len()).filter(|&i| i != main_input))
-        .map(|i| &input.files[i])
-        .collect();
-
+    let named_main = input.main_index().ok_or(SessionError::NoMainFile)?;
     let format = options.format.unwrap_or_else(|| input.detect_format());
+    let (main_input, mut input_roles) = match format {
+        Format::Codex => {
+            let bytes: Vec<&[u8]> = input.files.iter().map(|f| &f.bytes[..]).collect();
+            session_roles(&bytes)
+        }
+        _ => (named_main, input.files.iter().map(SourceFile::role).collect()),
+    };
+    // The main log is file 0: it comes first in the stream (dedup keeps first copies).
+    let order: Vec<usize> = std::iter::once(main_input)
+        .chain((0..input.files.len()).filter(|&i| i != main_input))
+        .collect();
+    let sources: Vec<&SourceFile> = order.iter().map(|&i| &input.files[i]).collect();
+    let roles: Vec<FileRole> = order
+        .iter()
+        .map(|&i| std::mem::replace(&mut input_roles[i], FileRole::Main))
+        .collect();
     let budget = record_budget(&sources, options.memory_bound);
     let autogen = match format {
         Format::Autogen => Some(budget.read_autogen(&input.files[main_input].bytes)?),
         _ => None,
     };
     let mut diagnostics = Diagnostics::default();
-    let (records, file_stats, pi_header) = read_files(&sources, format, options, &budget, &mut diagnostics)?;
+    let (mut records, file_stats, pi_header) =
+        read_files(&sources, format, options, &budget, &mut diagnostics)?;
+    if format == Format::Codex {
+        // A spawned thread's records are a sidechain, as a Claude Code sub-agent's are.
+        for r in &mut records {
+            if roles[r.pos.file as usize] == FileRole::SubAgent {
+                r.is_sidechain = Some(true);
+            }
+        }
+    }
     let session_id = match &pi_header {
         Some(h) => h.id.clone(),
         None => file_stats[0].identity.nonempty_session_id.clone(),
     };
     Ok(ReadSession {
         sources,
+        roles,
         format,
         records,
         file_stats,
@@ -138,6 +162,11 @@ fn read_files(
                     let mut pi = parse_pi_file_within(fi as u32, &f.bytes, &budget.records);
                     let records = std::mem::take(&mut pi.parsed.records);
                     (pi.parsed, vec![records], Some(pi.header))
+                }
+                Format::Codex => {
+                    let mut codex = parse_codex_file_within(fi as u32, &f.bytes, &budget.records);
+                    let records = std::mem::take(&mut codex.parsed.records);
+                    (codex.parsed, vec![records], None)
                 }
             })
         })

@@ -161,6 +161,7 @@ impl Session {
         timings.mark("parse");
         let ReadSession {
             sources,
+            roles,
             format,
             records,
             file_stats,
@@ -170,11 +171,18 @@ impl Session {
             mut diagnostics,
         } = read;
 
-        let linking = link_files(&records, &sources, &file_stats, format, session_id.as_deref());
+        let linking = link_files(
+            &records,
+            &sources,
+            &roles,
+            &file_stats,
+            format,
+            session_id.as_deref(),
+        );
         let included = &linking.file_included;
         let participates = |i: usize| included[records[i].pos.file as usize];
         for (stats, _) in file_stats.iter().zip(included).filter(|(_, &inc)| inc) {
-            diagnostics.count_types(&stats.types, is_known_type);
+            diagnostics.count_types(&stats.types, |name| is_known_type(format, name));
         }
         timings.mark("link");
 
@@ -206,7 +214,7 @@ impl Session {
         drop(uuid_index);
         timings.mark("items");
 
-        let files = file_infos(&sources, included);
+        let files = file_infos(&sources, &roles, included);
         Findings {
             files: &files,
             records: &records,
@@ -334,16 +342,18 @@ impl Session {
 fn link_files(
     records: &[Record],
     sources: &[&SourceFile],
+    roles: &[FileRole],
     file_stats: &[FileStats],
     format: Format,
     session_id: Option<&str>,
 ) -> Linking {
     let files: Vec<LinkFile> = sources
         .iter()
+        .zip(roles)
         .zip(file_stats)
-        .map(|(f, stats)| LinkFile {
+        .map(|((f, &role), stats)| LinkFile {
             name: &f.name,
-            role: f.role(),
+            role,
             bytes: &f.bytes,
             session_id: stats.identity.session_id.as_deref(),
             agent_id: stats.identity.agent_id.as_deref(),
@@ -363,22 +373,24 @@ fn link_files(
     linking
 }
 
-/// The session's files as it reports them; `included` says which logs take part.
-fn file_infos(sources: &[&SourceFile], included: &[bool]) -> Vec<FileInfo> {
+/// The session's files as it reports them, each in its `roles`; `included` says which
+/// logs take part.
+fn file_infos(sources: &[&SourceFile], roles: &[FileRole], included: &[bool]) -> Vec<FileInfo> {
     sources
         .iter()
+        .zip(roles)
         .enumerate()
-        .map(|(fi, f)| FileInfo {
+        .map(|(fi, (f, &role))| FileInfo {
             name: f.name.clone(),
-            role: f.role(),
+            role,
             bytes: f.bytes.len(),
-            included: f.role() == FileRole::SubAgentMeta || included[fi],
+            included: role == FileRole::SubAgentMeta || included[fi],
         })
         .collect()
 }
 
 /// The input the session keeps: a Claude Code session's records borrow the text of its
-/// logs; pi and AutoGen sessions own theirs.
+/// logs; pi, Codex and AutoGen sessions own theirs.
 fn kept_input(sources: &[&SourceFile], format: Format) -> Vec<Bytes> {
     match format {
         Format::ClaudeCode => sources
@@ -386,7 +398,7 @@ fn kept_input(sources: &[&SourceFile], format: Format) -> Vec<Bytes> {
             .filter(|f| f.role() != FileRole::SubAgentMeta)
             .map(|f| f.bytes.clone())
             .collect(),
-        Format::Pi | Format::Autogen => Vec::new(),
+        Format::Pi | Format::Autogen | Format::Codex => Vec::new(),
     }
 }
 
@@ -407,8 +419,11 @@ fn build_workflow_and_tree(
 }
 
 /// Types the pipeline understands, by name (the others load, and may be parents, but show
-/// nowhere).
-fn is_known_type(name: &str) -> bool {
+/// nowhere); a Codex rollout's line types are [`crate::formats::codex::is_known_type`]'s.
+fn is_known_type(format: Format, name: &str) -> bool {
+    if format == Format::Codex {
+        return crate::formats::codex::is_known_type(name);
+    }
     matches!(
         name,
         "user" | "assistant" | "system"

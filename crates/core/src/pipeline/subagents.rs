@@ -372,11 +372,14 @@ impl<'r> Linker<'r> {
             agent.task_record = Some(at.0);
             if let Some(t) = tool_use_at(self.records, at) {
                 let input = t.input_value();
-                if let Some(kind) = input.get("subagent_type").and_then(|v| v.as_str()) {
+                // Claude Code's Task names `subagent_type` and `prompt`; Codex's
+                // `spawn_agent` names `agent_type` and `message`.
+                let text = |keys: [&str; 2]| keys.iter().find_map(|k| input.get(*k).and_then(|v| v.as_str()));
+                if let Some(kind) = text(["subagent_type", "agent_type"]) {
                     agent.subagent_type = Some(kind.to_owned());
                 }
                 if agent.prompt.is_none() {
-                    agent.prompt = input.get("prompt").and_then(|v| v.as_str()).map(JsonStr::new);
+                    agent.prompt = text(["prompt", "message"]).map(JsonStr::new);
                 }
             }
         }

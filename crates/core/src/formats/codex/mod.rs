@@ -1,0 +1,287 @@
+//! OpenAI Codex CLI sessions ("rollouts"), read into the same [`Record`]s as Claude Code so
+//! that one pipeline serves both.
+//!
+//! Three layouts are read (told apart per file, by its start):
+//! - **envelope** lines `{"timestamp", "type", "payload"}` (Codex ≥ 0.3x): `session_meta`
+//!   (possibly several after a resume or fork: the first names the session),
+//!   `turn_context`, `response_item`, `event_msg`, `compacted`;
+//! - **bare** lines (2025): a header `{id, timestamp, instructions, git?}`, then response
+//!   items without envelope and `{"record_type":"state"}` markers;
+//! - **single object** `.json` sessions of the TypeScript CLI (`{"session", "items"}`),
+//!   whose items may also be Chat-Completions messages.
+//!
+//! How lines map onto records:
+//!
+//! | line | record |
+//! |---|---|
+//! | `event_msg` `user_message` | `user` prompt: the typed text and images (when the file has any such event) |
+//! | `response_item` `message`, role `user` | `user` prompt only in files without `user_message` events, and only when it is not injected context (`<environment_context>`, `<user_instructions>`, `# AGENTS.md instructions`, `<turn_aborted>`, ...) |
+//! | `message`, role `assistant` | `assistant` text |
+//! | `reasoning` | `assistant` thinking: the summary, then readable content |
+//! | `function_call`, `custom_tool_call`, `local_shell_call`, `tool_search_call` | `assistant` `tool_use` (id: `call_id`) |
+//! | `web_search_call`, `image_generation_call` | `assistant` `tool_use`, and a result made from its status when the response ends |
+//! | `function_call_output`, `custom_tool_call_output`, `tool_search_output` | `user` holding a `tool_result` (failing on a non-zero exit code or `success: false`) |
+//! | `message`, role `developer` or `system` | `system`, subtype `developer_message` |
+//! | `compacted`; `context_compacted` without one before it | `system` `compact_boundary` with `compact_metadata` |
+//! | `event_msg` `turn_aborted`, `error`, `thread_rolled_back` | `system` of that subtype |
+//! | `exec_command_end`, `patch_apply_end`, `mcp_tool_call_end` | the verdict of their call's result |
+//! | `token_count` | the tokens of the last assistant record |
+//! | `turn_context` | the model of the records after it |
+//!
+//! The assistant records of one model response (the reasoning, text and calls between two
+//! tool outputs or prompts) share a message id, so that they group into one turn. Every
+//! record's uuid is `<thread id>:<line>`, its parent the record before it. Every line is
+//! counted by its type (`response_item:function_call`, `event_msg:token_count`, ...); the
+//! types [`is_known_type`] does not know are reported in the diagnostics.
+
+mod events;
+mod items;
+mod legacy;
+mod reader;
+mod verdict;
+mod wire;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::formats::claude_code::cost::fixed_cost;
+use crate::formats::claude_code::parse::ParsedFile;
+#[cfg(doc)]
+use crate::formats::claude_code::records::Record;
+use crate::formats::input::FileRole;
+use crate::json::frame;
+use crate::json::lenient;
+use crate::memory_bound::RecordBudget;
+use reader::Reading;
+use wire::Payload;
+
+/// What a rollout says of its thread (its first `session_meta`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CodexMeta {
+    /// The thread's id.
+    pub id: Option<String>,
+    /// The thread that spawned this one (`source.subagent.thread_spawn.parent_thread_id`,
+    /// or `parent_thread_id` at the top).
+    pub parent_thread_id: Option<String>,
+    /// The kind of sub-agent this thread is (`thread_spawn`, `review`, `compact`, ...),
+    /// when its source is a sub-agent.
+    pub subagent: Option<String>,
+    /// `agent_role` (or `agent_type`) of a spawned agent.
+    pub agent_role: Option<String>,
+    /// `agent_nickname` of a spawned agent.
+    pub agent_nickname: Option<String>,
+}
+
+impl CodexMeta {
+    /// The meta of a `session_meta` payload.
+    fn of_payload(p: &Payload) -> CodexMeta {
+        let sub = p.source.get("subagent");
+        let spawn = sub.and_then(|s| s.get("thread_spawn"));
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+        let subagent = sub.map(|s| match s {
+            Value::String(kind) => kind.clone(),
+            Value::Object(m) => m.keys().next().cloned().unwrap_or_default(),
+            _ => String::new(),
+        });
+        CodexMeta {
+            id: p.id.clone(),
+            parent_thread_id: text(spawn.and_then(|s| s.get("parent_thread_id")))
+                .or(p.parent_thread_id.clone()),
+            subagent,
+            agent_role: text(spawn.and_then(|s| s.get("agent_role").or_else(|| s.get("agent_type"))))
+                .or(p.agent_role.clone()),
+            agent_nickname: text(spawn.and_then(|s| s.get("agent_nickname"))).or(p.agent_nickname.clone()),
+        }
+    }
+}
+
+/// A rollout read: what it says of its thread, and its records.
+pub struct CodexFile {
+    /// The first `session_meta` (or header).
+    pub meta: CodexMeta,
+    /// The records, lines, bad lines and counts.
+    pub parsed: ParsedFile,
+}
+
+/// The first line's fields that tell a rollout.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Probe {
+    #[serde(rename = "type", deserialize_with = "lenient::string")]
+    kind: Option<String>,
+    payload: Option<serde::de::IgnoredAny>,
+    #[serde(deserialize_with = "lenient::string")]
+    id: Option<String>,
+    #[serde(deserialize_with = "wire::present")]
+    instructions: bool,
+    #[serde(deserialize_with = "lenient::string")]
+    timestamp: Option<String>,
+}
+
+/// True when `data` is a Codex rollout: its first line is an envelope of a rollout type,
+/// or the older layout's header (`id`, `timestamp` and `instructions`, no `type`), or the
+/// whole file is one `{"session", "items"}` object.
+pub fn looks_like(data: &[u8]) -> bool {
+    let first = frame::lines(data).next();
+    let probe = first.and_then(|l| serde_json::from_slice::<Probe>(l.bytes).ok());
+    if let Some(p) = probe {
+        let envelope = matches!(
+            p.kind.as_deref(),
+            Some("session_meta" | "response_item" | "event_msg" | "turn_context" | "compacted")
+        ) && p.payload.is_some();
+        let header = p.kind.is_none() && p.id.is_some() && p.timestamp.is_some() && p.instructions;
+        if envelope || header {
+            return true;
+        }
+    }
+    legacy::is_single_object(data)
+}
+
+/// What the first line of a rollout says of its thread (`None` when it says nothing).
+pub fn read_meta(data: &[u8]) -> Option<CodexMeta> {
+    let first = frame::lines(data).next()?;
+    let line: wire::WireLine = serde_json::from_slice(first.bytes).ok()?;
+    match (line.kind.as_deref(), line.payload.0) {
+        (Some("session_meta"), Some(p)) => Some(CodexMeta::of_payload(&p)),
+        (None, None) if line.id.is_some() => Some(CodexMeta {
+            id: line.id,
+            ..CodexMeta::default()
+        }),
+        _ => None,
+    }
+}
+
+/// The main rollout among a session's files and each file's role: the main one is the
+/// first whose thread was not spawned by another given thread; every other file is a
+/// sub-agent's.
+pub fn session_roles(files: &[&[u8]]) -> (usize, Vec<FileRole>) {
+    let metas: Vec<Option<CodexMeta>> = files.iter().map(|f| read_meta(f)).collect();
+    let ids: Vec<&str> = metas.iter().flatten().filter_map(|m| m.id.as_deref()).collect();
+    let main = metas
+        .iter()
+        .position(|m| {
+            m.as_ref()
+                .and_then(|m| m.parent_thread_id.as_deref())
+                .is_none_or(|p| !ids.contains(&p))
+        })
+        .unwrap_or(0);
+    let roles = (0..files.len())
+        .map(|i| {
+            if i == main {
+                FileRole::Main
+            } else {
+                FileRole::SubAgent
+            }
+        })
+        .collect();
+    (main, roles)
+}
+
+/// True when the typed prompts of `data` are its `user_message` events.
+fn prompts_from_events(data: &[u8]) -> bool {
+    memchr::memmem::find(data, br#""type":"user_message""#).is_some()
+}
+
+/// Reads a rollout (file number `file` of its session).
+pub fn parse_codex_file(file: u32, data: &[u8]) -> CodexFile {
+    parse_codex_file_within(file, data, &RecordBudget::unbounded())
+}
+
+/// [`parse_codex_file`], charging the records kept to `budget` and stopping once it is
+/// exhausted (the result is then incomplete: the caller refuses the session).
+pub fn parse_codex_file_within(file: u32, data: &[u8], budget: &RecordBudget) -> CodexFile {
+    let mut reading = Reading::new(file, prompts_from_events(data));
+    if legacy::is_single_object(data) {
+        legacy::read(&mut reading, data);
+        let cost = reading.parsed.records.iter().map(fixed_cost).sum();
+        budget.charge(cost);
+    } else {
+        for line in frame::lines(data) {
+            let before = reading.parsed.records.len();
+            reading.line(&line);
+            let cost = reading.parsed.records[before..].iter().map(fixed_cost).sum();
+            if !budget.charge(cost) {
+                break;
+            }
+        }
+    }
+    let meta = reading.meta.clone();
+    CodexFile {
+        meta,
+        parsed: reading.finish(),
+    }
+}
+
+/// The line types a rollout may hold that the reader knows (a line of any other type is
+/// kept only as a count, reported in the diagnostics as unknown).
+pub fn is_known_type(name: &str) -> bool {
+    const ITEMS: [&str; 16] = [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "local_shell_call",
+        "web_search_call",
+        "image_generation_call",
+        "tool_search_call",
+        "tool_search_output",
+        "ghost_snapshot",
+        "compaction",
+        "compaction_summary",
+        "agent_message",
+        "additional_tools",
+    ];
+    const EVENTS: [&str; 36] = [
+        "user_message",
+        "agent_message",
+        "agent_reasoning",
+        "agent_reasoning_raw_content",
+        "agent_reasoning_section_break",
+        "token_count",
+        "turn_aborted",
+        "error",
+        "thread_rolled_back",
+        "context_compacted",
+        "task_started",
+        "task_complete",
+        "turn_started",
+        "turn_complete",
+        "exec_command_end",
+        "patch_apply_end",
+        "mcp_tool_call_end",
+        "web_search_end",
+        "image_generation_end",
+        "view_image_tool_call",
+        "collab_agent_spawn_end",
+        "collab_agent_interaction_end",
+        "collab_waiting_end",
+        "collab_close_end",
+        "entered_review_mode",
+        "exited_review_mode",
+        "undo_completed",
+        "item_completed",
+        "sub_agent_activity",
+        "thread_goal_updated",
+        "thread_name_updated",
+        "thread_settings_applied",
+        "guardian_assessment",
+        "dynamic_tool_call_request",
+        "dynamic_tool_call_response",
+        "stream_error",
+    ];
+    if let Some(item) = name.strip_prefix("response_item:") {
+        return ITEMS.contains(&item);
+    }
+    if let Some(event) = name.strip_prefix("event_msg:") {
+        return EVENTS.contains(&event);
+    }
+    matches!(
+        name,
+        "session_meta" | "turn_context" | "compacted" | "header" | "session" | "record_type:state"
+    )
+}
+
+#[cfg(test)]
+mod tests;
