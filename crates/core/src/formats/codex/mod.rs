@@ -52,7 +52,8 @@ use crate::formats::input::FileRole;
 use crate::json::frame;
 use crate::json::lenient;
 use crate::memory_bound::RecordBudget;
-use reader::Reading;
+use rayon::prelude::*;
+use reader::{read_wire, Reading};
 use wire::Payload;
 
 /// What a rollout says of its thread (its first `session_meta`).
@@ -182,6 +183,28 @@ fn prompts_from_events(data: &[u8]) -> bool {
     memchr::memmem::find(data, br#""type":"user_message""#).is_some()
 }
 
+/// Lines read in parallel at a time: enough to keep every core busy, few enough that the
+/// envelopes waiting to be taken stay small next to the records they make.
+const LINES_PER_BATCH: usize = 256;
+
+/// Reads the lines of a JSONL rollout into `reading`: each batch's envelopes in parallel,
+/// then taken in order (the result is that of a sequential read); stops once `budget` is
+/// exhausted.
+fn read_lines(reading: &mut Reading, data: &[u8], budget: &RecordBudget) {
+    let lines: Vec<frame::Line<'_>> = frame::lines(data).collect();
+    for batch in lines.chunks(LINES_PER_BATCH) {
+        let wires: Vec<_> = batch.par_iter().map(|line| read_wire(line.bytes)).collect();
+        for (line, wire) in batch.iter().zip(wires) {
+            let before = reading.parsed.records.len();
+            reading.line(line, wire);
+            let cost = reading.parsed.records[before..].iter().map(fixed_cost).sum();
+            if !budget.charge(cost) {
+                return;
+            }
+        }
+    }
+}
+
 /// Reads a rollout (file number `file` of its session).
 pub fn parse_codex_file(file: u32, data: &[u8]) -> CodexFile {
     parse_codex_file_within(file, data, &RecordBudget::unbounded())
@@ -196,14 +219,7 @@ pub fn parse_codex_file_within(file: u32, data: &[u8], budget: &RecordBudget) ->
         let cost = reading.parsed.records.iter().map(fixed_cost).sum();
         budget.charge(cost);
     } else {
-        for line in frame::lines(data) {
-            let before = reading.parsed.records.len();
-            reading.line(&line);
-            let cost = reading.parsed.records[before..].iter().map(fixed_cost).sum();
-            if !budget.charge(cost) {
-                break;
-            }
-        }
+        read_lines(&mut reading, data, budget);
     }
     let meta = reading.meta.clone();
     CodexFile {

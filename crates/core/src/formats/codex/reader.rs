@@ -14,6 +14,12 @@ use crate::formats::claude_code::records::{
 use crate::json::frame;
 use crate::json::time::parse_millis;
 
+/// Reads one line's envelope (no state: lines are read in parallel, then taken in order).
+pub(super) fn read_wire(bytes: &[u8]) -> Result<WireLine, LineError> {
+    check_line_length(bytes.len())
+        .and_then(|()| serde_json::from_slice::<WireLine>(bytes).map_err(|e| line_error(bytes, &e)))
+}
+
 /// A tool call whose result the log never writes (a web search, an image generation):
 /// its result is made from the call's status when the model response ends.
 pub(super) struct Pending {
@@ -93,13 +99,10 @@ impl Reading {
         }
     }
 
-    /// Reads one line: a bad one is noted, a good one counted by its type and turned into
-    /// the records it makes (none for most).
-    pub(super) fn line(&mut self, line: &frame::Line<'_>) {
+    /// Takes one line, as [`read_wire`] read it: a bad one is noted, a good one counted by
+    /// its type and turned into the records it makes (none for most).
+    pub(super) fn line(&mut self, line: &frame::Line<'_>, read: Result<WireLine, LineError>) {
         self.parsed.lines += 1;
-        let read = check_line_length(line.bytes.len()).and_then(|()| {
-            serde_json::from_slice::<WireLine>(line.bytes).map_err(|e| line_error(line.bytes, &e))
-        });
         let wire = match read {
             Ok(wire) => wire,
             Err(error) => {
@@ -118,19 +121,19 @@ impl Reading {
             seq: 0,
         };
         let timestamp = wire.timestamp.clone().or_else(|| self.default_time.clone());
-        self.wire_line(wire, pos, timestamp);
+        self.wire_line(wire, line.bytes, pos, timestamp);
     }
 
     /// Dispatches a line read: an envelope by its type, else the older layout's header,
     /// marker or bare item.
-    fn wire_line(&mut self, wire: WireLine, pos: Position, timestamp: Option<String>) {
+    fn wire_line(&mut self, wire: WireLine, bytes: &[u8], pos: Position, timestamp: Option<String>) {
         let WireLine {
             kind,
             payload,
             record_type,
             id,
             instructions,
-            mut bare,
+            role,
             ..
         } = wire;
         match (payload.0, kind) {
@@ -138,7 +141,7 @@ impl Reading {
             (None, _) if record_type.is_some() => {
                 self.count(&format!("record_type:{}", record_type.unwrap_or_default()))
             }
-            (None, None) if id.is_some() && bare.role.is_none() && !self.has_meta => {
+            (None, None) if id.is_some() && role.is_none() && !self.has_meta => {
                 // The older layout's header: `{id, timestamp, instructions, git?}`.
                 let _ = instructions;
                 self.count("header");
@@ -148,7 +151,9 @@ impl Reading {
                 });
                 self.default_time = timestamp;
             }
-            (None, kind) if kind.is_some() || bare.role.is_some() => {
+            (None, kind) if kind.is_some() || role.is_some() => {
+                // The line was read as an envelope already, so it reads as an item too.
+                let mut bare: Payload = serde_json::from_slice(bytes).unwrap_or_default();
                 bare.kind = kind;
                 bare.id = id;
                 self.response_item(bare, pos, timestamp);

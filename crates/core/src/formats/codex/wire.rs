@@ -10,8 +10,9 @@ use crate::json::lenient::{self, ObjectOr};
 
 /// One line: the envelope of the modern layout (`timestamp`, `type`, `payload`), or a bare
 /// response item of the older layout (then `payload` is absent and the item's fields are
-/// in `bare`), or the older layout's header (`id`, `timestamp`, `instructions`) or
-/// `{"record_type":"state"}` marker.
+/// read from the line again, as a [`Payload`]: rare, and it keeps the common line's read
+/// free of serde's buffering of flattened fields), or the older layout's header (`id`,
+/// `timestamp`, `instructions`) or `{"record_type":"state"}` marker.
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub(super) struct WireLine {
@@ -32,9 +33,9 @@ pub(super) struct WireLine {
     /// Whether the line has `instructions` (only the older layout's header has).
     #[serde(deserialize_with = "present")]
     pub(super) instructions: bool,
-    /// The item's own fields, for a bare response item.
-    #[serde(flatten)]
-    pub(super) bare: Payload,
+    /// `role` of a bare message item.
+    #[serde(deserialize_with = "lenient::string")]
+    pub(super) role: Option<String>,
 }
 
 /// A value that is there, whatever it is (`null` included).
