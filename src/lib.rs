@@ -46,7 +46,7 @@ pub use api::{ApiConfig, AppSettings, AppState, BuildError, SharedState};
 /// merged after the API key layer: they want no key (the page asks for one for its API
 /// calls).
 pub fn app(state: AppState) -> Router {
-    let routes = api::router(state.clone()).merge(web::router());
+    let routes = api::router(state.clone()).merge(web::router(!state.config.api_keys.is_empty()));
     api::with_edge(routes, state)
 }
 

@@ -3,32 +3,60 @@
 
 import * as api from './api.js';
 import { barChart } from './chart.js';
+import { labelName } from './codebook.js';
 import { figure, h, page } from './dom.js';
+import { navigate } from './nav.js';
 
 const table = (heads, rows) => h('table', { class: 'grid' },
   h('thead', {}, h('tr', {}, heads.map((t) => h('th', { scope: 'col', text: t })))),
   h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((c) => h('td', { text: String(c) }))))));
 
-/** Draws the agreement page (`?session=ID` narrows it). */
+/**
+ * The picker of the session the page is narrowed to: every labeled session (by file name),
+ * or all of them; choosing one opens `/agreement?session=ID`.
+ */
+function sessionPicker(labeled, session) {
+  const known = labeled.sessions.some((s) => s.session_id === session);
+  const options = [
+    h('option', { value: '', text: 'All sessions', selected: !session }),
+    session && !known ? h('option', { value: session, text: session, selected: true }) : null,
+    labeled.sessions.map((s) => h('option', {
+      value: s.session_id,
+      text: `${s.file_name || s.session_id} (${s.framework}, ${s.units.labeled} of ${s.units.total} labeled)`,
+      selected: s.session_id === session,
+    })),
+  ];
+  const select = h('select', { id: 'agreement-session', 'aria-label': 'Session' }, options);
+  select.addEventListener('change', () => {
+    navigate(`/agreement${select.value ? `?session=${encodeURIComponent(select.value)}` : ''}`);
+  });
+  return h('label', { class: 'picker' }, 'Session ', select);
+}
+
+/** Draws the agreement page (`?session=ID` narrows it; the picker chooses it). */
 export async function agreementPage() {
   const session = new URLSearchParams(location.search).get('session');
   const q = session ? `?session=${encodeURIComponent(session)}` : '';
-  const [report, progress] = await Promise.all([
+  const [report, progress, labeled, codebook] = await Promise.all([
     api.get(`/api/labels/agreement${q}`),
     api.get(`/api/labels/progress${q || '?all=true'}`),
+    api.get('/api/labels/progress'),
+    api.cached('/api/codebook'),
   ]);
+  const name = (id) => labelName(codebook, id);
   const o = report.overall;
   page(
     h('h1', { text: session ? `Agreement in ${session}` : 'Agreement' }),
+    sessionPicker(labeled, session),
     h('p', { text: `${report.units} units, ${report.annotators.length} annotators, ${report.codings} submitted sets.` }),
     h('h2', { text: 'Overall' }),
     table(['Krippendorff α', 'Fleiss κ', 'Units', 'Annotators', 'Decisions'],
       [[figure(o.krippendorff_alpha, 3), figure(o.fleiss_kappa, 3), o.units, o.annotators, o.decisions]]),
     h('h2', { text: 'Per label' }),
-    barChart(report.labels.map((l) => ({ name: l.label, value: l.krippendorff_alpha, note: `(${l.units} units)` })),
+    barChart(report.labels.map((l) => ({ name: name(l.label), value: l.krippendorff_alpha, note: `(${l.units} units)` })),
       { title: "Krippendorff's alpha per label" }),
     table(['Label', 'Krippendorff α', 'Fleiss κ', 'Units', 'Annotators', 'Present'],
-      report.labels.map((l) => [l.label, figure(l.krippendorff_alpha, 3), figure(l.fleiss_kappa, 3), l.units, l.annotators, l.present])),
+      report.labels.map((l) => [name(l.label), figure(l.krippendorff_alpha, 3), figure(l.fleiss_kappa, 3), l.units, l.annotators, l.present])),
     h('h2', { text: "Cohen's κ per pair" }),
     pairs(report),
     h('h2', { text: 'Per annotator' }),

@@ -14,14 +14,15 @@ export class ApiError extends Error {
 
 /**
  * Calls the API. Returns {status, etag, json}; throws ApiError for 4xx/5xx.
- * `ifMatch`: the If-Match header of a conditional write.
+ * `ifMatch`, `ifNoneMatch`: the If-Match or If-None-Match header of a conditional write.
  */
-export async function call(path, { method = 'GET', body, ifMatch } = {}) {
+export async function call(path, { method = 'GET', body, ifMatch, ifNoneMatch } = {}) {
   const headers = { Accept: 'application/json' };
   const key = apiKey();
   if (key) headers.Authorization = `Bearer ${key}`;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   if (ifMatch) headers['If-Match'] = ifMatch;
+  if (ifNoneMatch) headers['If-None-Match'] = ifNoneMatch;
   const response = await fetch(path, {
     method,
     headers,

@@ -1,4 +1,5 @@
-// Who labels: the API key (kept for the tab in sessionStorage) and the annotator's name.
+// Who labels: the API key (kept for the tab in sessionStorage) and the annotator's name
+// (kept for the origin in localStorage: every tab of the page labels as the same person).
 
 const KEY = 'sg.key';
 const NAME = 'sg.annotator';
@@ -14,9 +15,22 @@ export function setApiKey(key) {
   else sessionStorage.removeItem(KEY);
 }
 
-/** The tab's annotator, or null. */
+/**
+ * True when the server wants an API key (the shell says so in its `sg-api-key` meta tag),
+ * so that the page asks for one before any API call rather than after a 401.
+ */
+export function keyRequired() {
+  const meta = document.querySelector('meta[name="sg-api-key"]');
+  return !!meta && meta.content === 'required';
+}
+
+/** The annotator of this browser (for this origin, every tab), or null. */
 export function annotator() {
-  return sessionStorage.getItem(NAME);
+  try {
+    return localStorage.getItem(NAME);
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -28,9 +42,13 @@ export function linkedAnnotator() {
   return named && validName(named) ? named : null;
 }
 
-/** Keeps `name` as the tab's annotator. */
+/** Keeps `name` as the annotator of this browser (every tab of the origin). */
 export function setAnnotator(name) {
-  sessionStorage.setItem(NAME, name);
+  try {
+    localStorage.setItem(NAME, name);
+  } catch {
+    // A disabled storage: the page asks again on the next load.
+  }
 }
 
 /** True when `name` is a valid annotator name (as the API checks it). */

@@ -7,8 +7,10 @@ document.addEventListener('securitypolicyviolation', (e) => {
 });
 (() => {
   const m = /^\/label\/([^/]+)/.exec(location.pathname);
-  if (!m) return;
   const key = sessionStorage.getItem('sg.key');
+  const meta = document.querySelector('meta[name="sg-api-key"]');
+  // Without the key a server that wants one has, nothing is asked of it (a 401 helps nobody).
+  if (!m || (meta && meta.content === 'required' && !key)) return;
   const headers = { Accept: 'application/json' };
   if (key) headers.Authorization = `Bearer ${key}`;
   const path = `/api/graph/${encodeURIComponent(decodeURIComponent(m[1]))}/annotations?include_sidechains=true`;

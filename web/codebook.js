@@ -5,6 +5,15 @@ import { h, replace } from './dom.js';
 import { fieldValue } from './labelstate.js';
 
 /**
+ * The name of label `id` in `codebook` (the id itself for a label the codebook no longer
+ * has: a set written under an older version keeps its ids).
+ */
+export function labelName(codebook, id) {
+  const label = codebook && codebook.labels.find((l) => l.id === id);
+  return label ? label.name : id;
+}
+
+/**
  * The panel for `codebook` over `set`. `actions`: toggle(id), focus(id), quote(),
  * changed() (a value was edited). `errors`: {labelId: message} shown in place.
  */

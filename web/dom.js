@@ -42,12 +42,28 @@ export function replace(el, ...children) {
   return append(el, children);
 }
 
-/** The page's main element, emptied, with `children`. */
+/** The page's main element, emptied, with `children` (and the dock's actions gone). */
 export function page(...children) {
   const main = document.getElementById('app');
   replace(main, children);
+  dock();
   return main;
 }
+
+/**
+ * Puts `children` (a view's actions) in the dock, the bar fixed at the bottom of the
+ * window above the status line, so that they stay in view however the page scrolls; none
+ * empties it. The dock's height is kept in the CSS variable `--dock`, which the layout
+ * leaves free at the bottom of the page and of the codebook panel.
+ */
+export function dock(...children) {
+  replace(document.getElementById('dock-actions'), children);
+}
+
+const dockBar = document.getElementById('dock');
+new ResizeObserver(() => {
+  document.documentElement.style.setProperty('--dock', `${Math.ceil(dockBar.getBoundingClientRect().height)}px`);
+}).observe(dockBar);
 
 /** Shows `message` in the status line (`kind`: info, ok, error). */
 export function status(message, kind = 'info') {

@@ -13,7 +13,7 @@ export const SHORTCUTS = [
   ['j / k', 'next / previous unit'],
   ['d', 'save a draft on the server'],
   ['s', 'skip the unit (saved as discarded)'],
-  ['n', 'next unit for me from the queue (in a round, its queue)'],
+  ['n', 'next unit for me from the queue: this session’s (untick “this session only” for every session), in a round the round’s'],
   ['g', 'show or hide the round’s guidelines (in a round)'],
   ['?', 'show or hide this help'],
   ['Esc', 'close this help, leave a text field'],

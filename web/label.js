@@ -3,9 +3,9 @@
 // memory, so moving on is a redraw without a request.
 
 import * as api from './api.js';
-import { annotator } from './auth.js';
-import { codebookPanel } from './codebook.js';
-import { h, page, status } from './dom.js';
+import { annotator, profileOf } from './auth.js';
+import { codebookPanel, labelName } from './codebook.js';
+import { dock, h, page, status } from './dom.js';
 import { loadDraft, saveDraft } from './drafts.js';
 import { toggleGuidelines, toggleHelp } from './help.js';
 import { emptySet, fromRecords, toggle } from './labelstate.js';
@@ -17,7 +17,8 @@ let sessionSets = null;
 
 /**
  * The sets of the session: mine by unit (`?annotator=` filters to them) and the others' the
- * API lets me see (the unfiltered listing; blind mode hides them until I submit).
+ * API lets me see (the unfiltered listing; in blind mode the server hides them until I
+ * submit).
  */
 export function loadSets(sessionId, who, force = false) {
   const book = api.codebookQuery();
@@ -109,15 +110,15 @@ function render(ctx) {
     h('div', { class: 'label-page' },
       h('section', { class: 'units', 'aria-label': 'Unit' },
         toolbar(ctx),
-        prev ? renderUnit(prev, { dim: true }) : null,
-        h('div', { id: 'current', class: 'current' }, renderUnit(ctx.unit, { quotes })),
-        next ? renderUnit(next, { dim: true }) : null,
+        h('div', { id: 'conflict' }),
+        prev ? renderUnit(prev, { dim: true, units: ctx.units }) : null,
+        h('div', { id: 'current', class: 'current' }, renderUnit(ctx.unit, { quotes, units: ctx.units })),
+        next ? renderUnit(next, { dim: true, units: ctx.units }) : null,
         othersView(ctx)),
       h('div', { class: 'side' },
-        codebookPanel(ctx.codebook, ctx.set, actions(ctx), ctx.errors),
-        buttons(ctx),
-        h('div', { id: 'conflict' }))),
+        codebookPanel(ctx.codebook, ctx.set, actions(ctx), ctx.errors))),
   );
+  dock(buttons(ctx));
   const again = document.getElementById('label-filter');
   if (filterText && again) {
     again.value = filterText;
@@ -134,28 +135,39 @@ function toolbar(ctx) {
     queueControls(ctx));
 }
 
+/**
+ * The page's actions, docked at the bottom of the window above the status line (see
+ * `dock`): always in view whatever the unit's length and the codebook panel's.
+ */
 function buttons(ctx) {
-  const b = (text, label, fn) => h('button', { type: 'button', text, 'aria-label': label, on: { click: fn } });
-  return h('div', { class: 'actions', role: 'group', 'aria-label': 'Actions' },
-    b('Submit & next (Ctrl+Enter)', 'Submit and go to the next unit', () => submit(ctx)),
-    b('Save draft (d)', 'Save a draft', () => write(ctx, 'draft')),
-    b('Skip (s)', 'Skip this unit', () => skip(ctx)),
-    b('← Previous (k)', 'Previous unit', () => go(ctx, -1)),
-    b('Next (j) →', 'Next unit', () => go(ctx, 1)),
-    b('Shortcuts (?)', 'Show keyboard shortcuts', toggleHelp));
+  const b = (text, key, label, fn) => h('button', { type: 'button', 'aria-label': label, on: { click: fn } },
+    text, h('span', { class: 'key', text: ` (${key})` }));
+  return h('div', { class: 'actions', id: 'label-actions', role: 'group', 'aria-label': 'Actions' },
+    b('Submit & next', 'Ctrl+Enter', 'Submit and go to the next unit', () => submit(ctx)),
+    b('Save draft', 'd', 'Save a draft', () => write(ctx, 'draft')),
+    b('Skip', 's', 'Skip this unit', () => skip(ctx)),
+    b('← Previous', 'k', 'Previous unit', () => go(ctx, -1)),
+    b('Next →', 'j', 'Next unit', () => go(ctx, 1)),
+    b('Shortcuts', '?', 'Show keyboard shortcuts', toggleHelp));
 }
 
-/** Others' sets: hidden until the annotator has submitted their own (blind). */
+/**
+ * Others' sets on the unit, by label name. The server decides what the annotator may
+ * see: in blind mode it lists others' sets only once the annotator submitted theirs (the
+ * page says so until then); otherwise they are shown at once.
+ */
 function othersView(ctx) {
   const others = ctx.sets.others.get(ctx.unit.event_id) || [];
   const submitted = ctx.stored && ['submitted', 'adjudicated'].includes(ctx.stored.status);
+  if (profileOf().blind && !submitted) {
+    return h('p', { class: 'hint', id: 'others-blind', text: "Blind mode: others' labels on this unit show once you submit yours." });
+  }
   if (!others.length) return null;
-  if (!submitted) return h('p', { class: 'hint', text: `${others.length} other set(s): shown once you submit yours.` });
   return h('section', { class: 'others', 'aria-label': "Others' labels" },
     h('h2', { text: "Others' labels" }),
     h('ul', {}, others.map((s) => h('li', {},
       h('strong', { text: `${s.annotator} (${s.status}): ` }),
-      s.labels.map((l) => l.id).join(', ') || 'none'))));
+      s.labels.map((l) => labelName(ctx.codebook, l.id)).join(', ') || 'none'))));
 }
 
 async function submit(ctx) {

@@ -1,15 +1,22 @@
-// What the label page does: writes with If-Match (and the 412 choice), moving between
-// units, the queue, quoting the selection.
+// What the label page does: writes with If-Match, or If-None-Match: * for the first (and
+// the 412 choice), moving between units, the queue, quoting the selection.
 
 import * as api from './api.js';
 import { profileOf } from './auth.js';
+import { labelName } from './codebook.js';
 import { h, replace, status } from './dom.js';
 import { dropDraft, saveDraft } from './drafts.js';
 import { toggleGuidelines } from './help.js';
 import { fromRecords, toRecords } from './labelstate.js';
 import { navigate, unitUrl } from './nav.js';
 
-/** Writes the set with `status`; true when stored. Errors are shown in place. */
+/**
+ * Writes the set with `status`; true when stored. Errors are shown in place. The write is
+ * conditional: on the version the page holds (`If-Match`), or, when the page holds none,
+ * on there being none (`If-None-Match: *`), so that a set written meanwhile elsewhere (in
+ * another tab, by an import) is never silently replaced: the 412 shows both. `force`
+ * drops the condition (the person chose to overwrite).
+ */
 export async function write(ctx, setStatus, { force = false } = {}) {
   const body = {
     annotator: ctx.who,
@@ -17,10 +24,10 @@ export async function write(ctx, setStatus, { force = false } = {}) {
     labels: setStatus === 'discarded' ? [] : toRecords(ctx.set, ctx.codebook),
     lead_time: Math.min(604800, Math.round((performance.now() - ctx.started) / 10) / 100),
   };
-  const ifMatch = ctx.stored ? `"labels-${ctx.stored.version}"` : undefined;
+  const precondition = ctx.stored ? { ifMatch: `"labels-${ctx.stored.version}"` } : { ifNoneMatch: '*' };
   try {
     const { json } = await api.call(api.setPath(ctx.sessionId, ctx.unit.event_id), {
-      method: 'PUT', body, ifMatch: force ? undefined : ifMatch,
+      method: 'PUT', body, ...(force ? {} : precondition),
     });
     stored(ctx, json);
     status(`Saved as ${setStatus} (version ${json.version}).`, 'ok');
@@ -62,9 +69,14 @@ function failed(ctx, err, setStatus) {
   status(`Not saved (${err.status}): ${err.message}`, 'error');
 }
 
-/** The If-Match race lost: both versions side by side, the person chooses. */
+/**
+ * The race lost (If-Match, or If-None-Match on a first write): both versions side by
+ * side, labels by their codebook names, in full; the person chooses.
+ */
 function conflict(ctx, current, setStatus) {
-  const list = (records) => h('ul', {}, (records || []).map((r) => h('li', { text: `${r.id}${r.evidence ? ` “${r.evidence.quote}”` : ''}` })));
+  const list = (records) => h('ul', {}, (records || []).map((r) => h('li', {
+    title: r.id, text: `${labelName(ctx.codebook, r.id)}${r.evidence ? ` “${r.evidence.quote}”` : ''}`,
+  })));
   const box = h('section', { class: 'conflict', role: 'alert', 'aria-label': 'Conflicting versions' },
     h('h2', { text: 'Someone saved this set first' }),
     h('p', { text: current
@@ -99,9 +111,17 @@ export function go(ctx, delta) {
   else status(delta > 0 ? 'This is the last unit.' : 'This is the first unit.');
 }
 
-/** Asks the queue (the active round's, if any) for the next unit for this annotator, and opens it. */
+/** True unless the annotator chose to take units from every session (the default is the one they are in). */
+function thisSessionOnly() {
+  return sessionStorage.getItem('sg.queue.session') !== '0';
+}
+
+/**
+ * Asks the queue for the next unit for this annotator, and opens it: inside a round, the
+ * round's; else the session's they are in, unless they unticked "this session only".
+ */
 export async function queueNext(ctx) {
-  const only = sessionStorage.getItem('sg.queue.session') === '1';
+  const only = thisSessionOnly();
   const round = api.activeRound();
   sessionStorage.setItem('sg.queue', '1');
   try {
@@ -148,7 +168,7 @@ export function queueControls(ctx) {
   if (round) return roundControls(ctx, round);
   const overlap = profileOf().queue_overlap;
   const only = h('input', {
-    type: 'checkbox', checked: sessionStorage.getItem('sg.queue.session') === '1', 'aria-label': 'This session only',
+    type: 'checkbox', id: 'queue-session-only', checked: thisSessionOnly(), 'aria-label': 'This session only',
     on: { change: () => sessionStorage.setItem('sg.queue.session', only.checked ? '1' : '0') },
   });
   return h('div', { class: 'queue', role: 'group', 'aria-label': 'Queue' },
@@ -189,6 +209,6 @@ export function quoteSelection(ctx) {
   label.quote = text.slice(0, 2000);
   delete ctx.errors[ctx.set.focused];
   ctx.render();
-  status(`Quote set on ${ctx.set.focused}.`, 'ok');
+  status(`Quote set on ${labelName(ctx.codebook, ctx.set.focused)}.`, 'ok');
   saveDraft(ctx.who, ctx.sessionId, ctx.unit.event_id, ctx.set);
 }

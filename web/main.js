@@ -2,7 +2,7 @@
 
 import * as api from './api.js';
 import { agreementPage } from './agreement.js';
-import { annotator, apiKey, linkedAnnotator, setAnnotator, setApiKey, setProfile, validName } from './auth.js';
+import { annotator, apiKey, keyRequired, linkedAnnotator, setAnnotator, setApiKey, setProfile, validName } from './auth.js';
 import { h, page, status } from './dom.js';
 import { labelPage, loadSets } from './label.js';
 import { onKeys } from './nav.js';
@@ -54,8 +54,15 @@ function shown(err) {
   status(message, 'error');
 }
 
-/** True when the API answers with the tab's key (if any) and an annotator is known. */
+/**
+ * True when the API answers with the tab's key (if any) and an annotator is known. A
+ * server that wants a key is asked nothing before the tab has one.
+ */
 async function identified() {
+  if (keyRequired() && !apiKey()) {
+    askKey(null);
+    return false;
+  }
   const asked = annotator();
   const linked = linkedAnnotator();
   let me;
@@ -103,8 +110,9 @@ function askKey(problem) {
 }
 
 /**
- * Asks who labels in this tab. `linked`: the name a link gives (offered, not taken);
- * `current`: the tab's name, which the annotator may keep instead.
+ * Asks who labels in this browser (the name is kept for the origin: every tab).
+ * `linked`: the name a link gives (offered, not taken); `current`: the name kept, which
+ * the annotator may keep instead.
  */
 function askName(linked = null, current = null) {
   const input = h('input', { type: 'text', id: 'annotator-name', 'aria-label': 'Annotator name', value: linked || '' });
@@ -125,7 +133,7 @@ function askName(linked = null, current = null) {
     route();
   };
   const offer = linked
-    ? `This link opens the page as ${linked}${current ? `; this tab labels as ${current}` : ''}. Continue as the name below?`
+    ? `This link opens the page as ${linked}${current ? `; this browser labels as ${current}` : ''}. Continue as the name below?`
     : null;
   page(h('div', { class: 'ask', role: 'group', 'aria-label': 'Who are you' },
     h('h1', { text: 'Who is labeling?' }),
@@ -136,7 +144,7 @@ function askName(linked = null, current = null) {
   input.focus();
 }
 
-/** Takes `?annotator=` out of the address once the tab's name is settled. */
+/** Takes `?annotator=` out of the address once the annotator's name is settled. */
 function forgetLinkedName() {
   const url = new URL(location.href);
   if (!url.searchParams.has('annotator')) return;
@@ -147,7 +155,7 @@ function forgetLinkedName() {
 /** A deep link to a unit: its session's units and sets are fetched while the rest loads. */
 function prefetch() {
   const m = /^\/label\/([^/]+)/.exec(location.pathname);
-  if (!m) return;
+  if (!m || (keyRequired() && !apiKey())) return;
   api.units(decode(m[1])).catch(() => {});
   if (annotator()) loadSets(decode(m[1]), annotator()).catch(() => {});
 }

@@ -4,6 +4,7 @@
 
 import * as api from './api.js';
 import { annotator, profileOf } from './auth.js';
+import { labelName } from './codebook.js';
 import { figure, h, page, replace, status } from './dom.js';
 import { navigate, unitUrl } from './nav.js';
 import { bar } from './sessions.js';
@@ -150,6 +151,7 @@ export async function roundLabel(id) {
 /** Draws round `id`'s agreement: the humans', then each model as one more annotator. */
 export async function roundAgreementPage(id) {
   const body = await api.get(`/api/rounds/${encodeURIComponent(id)}/agreement`);
+  const codebook = await api.cached(`/api/codebook?codebook=${encodeURIComponent(body.codebook)}`);
   const report = body.report;
   const models = report.models.map((m) => h('tr', {},
     h('th', { scope: 'row', text: m.model }),
@@ -171,14 +173,17 @@ export async function roundAgreementPage(id) {
         h('thead', {}, h('tr', {}, ['Model', 'Units', 'α with the humans', 'α with the adjudicated', 'Precision', 'Recall', 'Disagreements'].map((t) => h('th', { scope: 'col', text: t })))),
         h('tbody', {}, models))
       : h('p', { text: 'No model has suggestions on this round.' }),
-    disagreements(report.models),
+    disagreements(report.models, (ids) => ids.map((l) => labelName(codebook, l)).join(', ')),
   );
 }
 
-/** Where each model departs from the adjudicated set or the humans' majority, with links. */
-function disagreements(models) {
+/**
+ * Where each model departs from the adjudicated set or the humans' majority, with links;
+ * `names` writes a list of label ids as their names.
+ */
+function disagreements(models, names) {
   const items = models.flatMap((m) => m.disagreements.slice(0, 50).map((d) => h('li', {},
     h('a', { href: unitUrl(d.session_id, d.event_id), text: d.event_id }),
-    ` ${m.model}: suggested ${d.suggested.join(', ') || 'nothing'}; ${d.reference === 'adjudicated' ? 'adjudicated' : 'the humans chose'} ${d.expected.join(', ') || 'nothing'}`)));
+    ` ${m.model}: suggested ${names(d.suggested) || 'nothing'}; ${d.reference === 'adjudicated' ? 'adjudicated' : 'the humans chose'} ${names(d.expected) || 'nothing'}`)));
   return items.length ? [h('h2', { text: 'Where the models and the humans disagree' }), h('ul', { id: 'round-disagreements' }, items)] : null;
 }

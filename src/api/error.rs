@@ -326,6 +326,14 @@ impl From<LabelError> for ApiError {
                 etag: current.as_ref().map(|c| c.etag()),
                 details: serde_json::json!({ "current": current }),
             },
+            LabelError::Exists { current } => ApiError::PreconditionFailed {
+                message: format!(
+                    "If-None-Match: * does not hold: a set exists, at {} (another write created it first)",
+                    current.etag()
+                ),
+                etag: Some(current.etag()),
+                details: serde_json::json!({ "current": current }),
+            },
             other @ (LabelError::Database(_) | LabelError::Corrupt(_)) => {
                 ApiError::Internal(other.to_string())
             }

@@ -27,12 +27,13 @@ use super::labels::{
 use super::query::QueryPairs;
 use super::rounds::{requested_round, round_is_blind, round_unit_keys, session_candidates};
 use super::AppState;
+use crate::core::json::time::iso_millis;
 use crate::labels::agreement::PairPage;
 use crate::labels::codings::CodingTable;
 use crate::labels::export::{ExportScope, Format};
 use crate::labels::import::{validate_batch, LineOutcome, Prepared, PreparedUnit};
 use crate::labels::import_body::{ImportFormat, SplitBody};
-use crate::labels::progress::{session_progress, UnitKind};
+use crate::labels::progress::{session_progress, SessionProgress, UnitKind};
 use crate::labels::queue::{QueueAsk, Reservation};
 use crate::labels::speechact::{self, SpeechActImport};
 use crate::labels::validate::{check_annotator, check_ids, check_model, Invalid};
@@ -518,10 +519,30 @@ fn queue_annotator(
     Ok(annotator)
 }
 
+/// A session's progress as `GET /api/labels/progress` lists it: the figures, then what the
+/// sessions page shows of the session itself.
+#[derive(Debug, serde::Serialize)]
+struct ListedProgress {
+    /// Units labeled, per unit type and annotator.
+    #[serde(flatten)]
+    progress: SessionProgress,
+    /// Its framework (`claudecode`, `pi`, `autogen`).
+    framework: &'static str,
+    /// Its main log's name.
+    file_name: String,
+    /// The folder below the sessions directory holding it (`null` for an upload).
+    project: Option<String>,
+    /// When its log was last written: an upload's time, a file's modification time.
+    modified_at: String,
+    /// The latest write of a set the asker may see (`null`: none yet).
+    last_labeled_at: Option<String>,
+}
+
 /// `GET /api/labels/progress` (`?session=ID`; `?all=true` for every session, labeled or
 /// not): per session and annotator, units labeled out of the session's by unit type,
-/// drafts, skips, median lead time, agreement with the adjudicated sets. In blind mode,
-/// over the sets the asker may see.
+/// drafts, skips, median lead time, agreement with the adjudicated sets; the session's
+/// framework, file name, project, the time of its log and of its latest label. In blind
+/// mode, over the sets the asker may see.
 pub async fn progress(
     State(state): State<AppState>,
     identity: Option<Extension<Identity>>,
@@ -546,12 +567,12 @@ pub async fn progress(
     let mut out = Vec::with_capacity(sessions.len());
     for session_id in sessions {
         let sets = state.labels.list(&codebook.id, &session_id).await?;
-        let Ok((_, loaded)) = state.store.get(&session_id).await else {
+        let Ok((slot, loaded)) = state.store.get(&session_id).await else {
             continue;
         };
         let (id, viewer, blind) = (session_id.clone(), viewer.clone(), state.labels.policy().blind);
         let codebook = codebook.clone();
-        let progress = tokio::task::spawn_blocking(move || {
+        let (progress, last_labeled_at) = tokio::task::spawn_blocking(move || {
             let units: Vec<UnitKind> = loaded
                 .units()
                 .units()
@@ -562,10 +583,19 @@ pub async fn progress(
                     unit_type: u.unit_type,
                 })
                 .collect();
-            session_progress(&id, &units, &visible_in(&viewer, &sets, blind))
+            let visible = visible_in(&viewer, &sets, blind);
+            let last = visible.iter().map(|s| &s.updated_at).max().cloned();
+            (session_progress(&id, &units, &visible), last)
         })
         .await?;
-        out.push(progress);
+        out.push(ListedProgress {
+            framework: slot.framework.name(),
+            file_name: slot.file_name(),
+            project: slot.project().map(str::to_owned),
+            modified_at: iso_millis(slot.created_at_ms),
+            last_labeled_at,
+            progress,
+        });
     }
     Ok(json_response(StatusCode::OK, &json!({ "sessions": out })))
 }

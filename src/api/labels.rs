@@ -3,7 +3,8 @@
 //! - `GET /api/codebooks`: the codebooks, by id, with their versions.
 //! - `GET /api/codebook` (`?codebook=ID`): one codebook, with an ETag.
 //! - `GET /api/me`: who the request is made as (the labeling page's sign-in).
-//! - `PUT /api/graph/{id}/labels/{event_id}`: one annotator's set on one unit (`If-Match`).
+//! - `PUT /api/graph/{id}/labels/{event_id}`: one annotator's set on one unit (`If-Match`,
+//!   or `If-None-Match: *` to create it only).
 //! - `DELETE /api/graph/{id}/labels/{event_id}?annotator=NAME`: removes it (`If-Match`).
 //! - `GET /api/graph/{id}/labels`: the session's sets (`annotator`, `status`, `label`).
 //! - `GET /api/graph/{id}/labels/{event_id}/history`: every change (`annotator`).
@@ -104,7 +105,7 @@ pub async fn me(
 /// `PUT /api/graph/{id}/labels/{event_id}`: replaces the body's annotator's set on the unit
 /// (a named key's annotator when the body names none). 201 when the set is new, 200 when
 /// it replaced one; the ETag is the set's version. An `If-Match` that is not an entity tag
-/// is a 400.
+/// is a 400, as are an `If-None-Match` other than `*` and both headers at once.
 pub async fn put_set(
     State(state): State<AppState>,
     Path((id, event_id)): Path<(String, String)>,
@@ -114,7 +115,7 @@ pub async fn put_set(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     check_ids(&id, &event_id)?;
-    let precondition = precondition(&headers)?;
+    let precondition = put_precondition(&headers)?;
     let codebook = requested_codebook(&state, &QueryPairs::parse(query.as_deref()))?;
     let (unit_type, text) = unit_of(&state, &id, &event_id).await?;
     let mut body = json_body(&body)?;
@@ -419,6 +420,42 @@ fn precondition(headers: &HeaderMap) -> Result<Precondition, ApiError> {
         });
     }
     Ok(Precondition::parse(values))
+}
+
+/// A `PUT`'s precondition: its `If-Match` (see [`precondition`]), or `If-None-Match: *`,
+/// which creates the set only if there is none (a first write that must not replace a set
+/// someone else wrote meanwhile). 400 naming `If-None-Match` for any other value of it
+/// (a label write is never conditional on a set's tags not matching), or when both headers
+/// are sent (they could never both hold).
+fn put_precondition(headers: &HeaderMap) -> Result<Precondition, ApiError> {
+    let if_match = precondition(headers)?;
+    let tags: Vec<&str> = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .map(|v| v.to_str().unwrap_or("?"))
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|tag| !tag.is_empty())
+        .collect();
+    if tags.is_empty() {
+        return Ok(if_match);
+    }
+    let refusal = |message: String| ApiError::Invalid {
+        message,
+        details: json!({ "field": "If-None-Match" }),
+    };
+    if let Some(tag) = tags.iter().find(|tag| **tag != "*") {
+        return Err(refusal(format!(
+            "If-None-Match: '{}' is not supported on a label write: send * to create the set only if it does not exist",
+            echo(tag)
+        )));
+    }
+    if if_match != Precondition::None {
+        return Err(refusal(
+            "If-None-Match: sent with If-Match, which it can never hold with: send one of them".into(),
+        ));
+    }
+    Ok(Precondition::Absent)
 }
 
 /// True when `tag` is `*`, or a quoted entity tag, weak (`W/"..."`) or strong.

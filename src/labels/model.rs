@@ -193,6 +193,8 @@ pub enum Precondition {
     /// `If-Match: "labels-N", ...`: the set's version must be one of these (an empty list,
     /// from tags that are not ours or weak, never matches).
     Versions(Vec<i64>),
+    /// `If-None-Match: *`: no set may exist (the write creates it, never replaces one).
+    Absent,
 }
 
 impl Precondition {
@@ -229,6 +231,7 @@ impl Precondition {
             Precondition::None => true,
             Precondition::Exists => current.is_some(),
             Precondition::Versions(vs) => current.is_some_and(|c| vs.contains(&c)),
+            Precondition::Absent => current.is_none(),
         }
     }
 }
@@ -330,6 +333,7 @@ mod tests {
         assert!(!Precondition::parse(["\"nope\""]).holds(Some(1)));
         assert!(Precondition::Exists.holds(Some(1)) && !Precondition::Exists.holds(None));
         assert!(Precondition::None.holds(None));
+        assert!(Precondition::Absent.holds(None) && !Precondition::Absent.holds(Some(1)));
     }
 
     #[test]

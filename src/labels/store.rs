@@ -193,6 +193,13 @@ pub enum LabelError {
         /// The set as it stands (`None`: there is none).
         current: Option<Box<LabelSet>>,
     },
+    /// `If-None-Match: *` does not hold: a set exists (another write created it first).
+    /// Carries it.
+    #[error("a label set exists already (If-None-Match: * does not hold)")]
+    Exists {
+        /// The set as it stands.
+        current: Box<LabelSet>,
+    },
     /// The database failed.
     #[error("label database: {0}")]
     Database(sqlx::Error),
@@ -717,9 +724,7 @@ pub(super) async fn write_set(
     for _ in 0..WRITE_ATTEMPTS {
         let current = lock_and_read(conn, key).await?;
         if !write.precondition.holds(current.as_ref().map(|c| c.version)) {
-            return Err(LabelError::Conflict {
-                current: current.map(Box::new),
-            });
+            return Err(refused(write.precondition, current));
         }
         if write.unchanged == Unchanged::Skip
             && current.as_ref().is_some_and(|c| {
@@ -769,6 +774,18 @@ pub(super) async fn write_set(
         }));
     }
     Err(moved_too_often())
+}
+
+/// Why `precondition` refused a write to the set `current` (`None`: there is none).
+fn refused(precondition: &Precondition, current: Option<LabelSet>) -> LabelError {
+    match (precondition, current) {
+        (Precondition::Absent, Some(current)) => LabelError::Exists {
+            current: Box::new(current),
+        },
+        (_, current) => LabelError::Conflict {
+            current: current.map(Box::new),
+        },
+    }
 }
 
 /// Ends the annotator's queue reservation of the unit once their set is submitted or

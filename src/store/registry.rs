@@ -145,6 +145,27 @@ impl Slot {
         }
     }
 
+    /// The name of its main log: an upload's as the client sent it, a file's on disk.
+    pub fn file_name(&self) -> String {
+        match &self.source {
+            Source::Upload(manifest) => manifest.main_name().to_owned(),
+            Source::Disk(found) => found
+                .main
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The folder below the sessions directory that holds it (Claude Code's project), for
+    /// a session on disk; `None` for an upload.
+    pub fn project(&self) -> Option<&str> {
+        match &self.source {
+            Source::Upload(_) => None,
+            Source::Disk(found) => Some(&found.project),
+        }
+    }
+
     /// Last time a request used it (ms since the epoch).
     pub fn last_accessed_ms(&self) -> i64 {
         self.last_accessed_ms.load(Ordering::Relaxed)

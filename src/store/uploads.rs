@@ -70,6 +70,22 @@ pub struct Manifest {
     pub counts: Counts,
 }
 
+impl Manifest {
+    /// The position of the main session file among [`Manifest::names`]: the first file
+    /// named as one, else the first file.
+    pub fn main_index(&self) -> usize {
+        self.names
+            .iter()
+            .position(|n| FileRole::of(base_name(n)) == FileRole::Main)
+            .unwrap_or(0)
+    }
+
+    /// The main session file's name, as the client sent it (empty for an upload without files).
+    pub fn main_name(&self) -> &str {
+        self.names.get(self.main_index()).map_or("", String::as_str)
+    }
+}
+
 /// What the uploads directory holds.
 #[derive(Debug, Default)]
 pub struct Stored {
@@ -237,11 +253,7 @@ impl UploadDir {
     /// first file) with its original name: a handle that stays readable even if the upload
     /// is deleted meanwhile.
     pub fn open_main(&self, manifest: &Manifest) -> io::Result<(String, File)> {
-        let main = manifest
-            .names
-            .iter()
-            .position(|n| FileRole::of(base_name(n)) == FileRole::Main)
-            .unwrap_or(0);
+        let main = manifest.main_index();
         let name = manifest.names.get(main).cloned().unwrap_or_default();
         let path = self.dir_of(&manifest.id)?.join("files").join(main.to_string());
         Ok((name, File::open(path)?))

@@ -3,6 +3,9 @@
 //! its API calls, which stay under `/api`).
 //!
 //! Every page URL answers the same HTML shell; `main.js` reads the path and draws the view.
+//! The shell says whether the server wants an API key (its `sg-api-key` meta tag reads
+//! `open` or `required`), so that the page asks for the key before calling the API rather
+//! than after a 401.
 //! Every response carries a strict Content-Security-Policy of its own (scripts, styles and
 //! connections to this origin only, no inline code) and a strong ETag (a digest of the
 //! bytes; `If-None-Match` gives 304). An unknown asset path is a JSON 404.
@@ -79,22 +82,36 @@ pub fn asset_names() -> impl Iterator<Item = &'static str> {
 }
 
 /// Each asset's strong ETag, computed once.
-static ETAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
-    ASSETS
-        .iter()
-        .map(|a| {
-            let digest = Sha256::digest(a.bytes);
-            let hex = hex::encode(&digest[..12]);
-            format!("\"web-{hex}\"")
-        })
-        .collect()
+static ETAGS: LazyLock<Vec<String>> = LazyLock::new(|| ASSETS.iter().map(|a| etag_of(a.bytes)).collect());
+
+/// The strong ETag of `bytes`: a digest of them.
+fn etag_of(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    format!("\"web-{}\"", hex::encode(&digest[..12]))
+}
+
+/// The shell's meta tag saying that no API key is needed, as `index.html` holds it.
+const KEY_OPEN: &str = r#"<meta name="sg-api-key" content="open">"#;
+
+/// The shell of a server that wants an API key: `index.html` with [`KEY_OPEN`] saying
+/// `required`, and its ETag.
+static SHELL_WITH_KEY: LazyLock<(Vec<u8>, String)> = LazyLock::new(|| {
+    let html = String::from_utf8_lossy(ASSETS[SHELL].bytes).replacen(
+        KEY_OPEN,
+        r#"<meta name="sg-api-key" content="required">"#,
+        1,
+    );
+    let etag = etag_of(html.as_bytes());
+    (html.into_bytes(), etag)
 });
 
 /// The page's routes: the shell at `/`, `/sessions`, `/label/{session_id}/{event_id}`,
 /// `/label/{session_id}`, `/label`, `/review/{session_id}`, `/agreement`, `/rounds` (and a
 /// round's `/label`, `/review` and `/agreement`), and the files at
-/// `/assets/{name}`. None wants an API key.
-pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
+/// `/assets/{name}`. None wants an API key; `key_required` says whether the API does (the
+/// shell tells the page).
+pub fn router<S: Clone + Send + Sync + 'static>(key_required: bool) -> Router<S> {
+    let shell = move |headers: HeaderMap| async move { shell(key_required, &headers) };
     Router::new()
         .route("/", get(shell))
         .route("/sessions", get(shell))
@@ -110,9 +127,14 @@ pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route("/assets/{*name}", get(asset))
 }
 
-/// The HTML shell, for every page URL.
-async fn shell(headers: HeaderMap) -> Response {
-    serve(SHELL, &headers)
+/// The HTML shell, for every page URL (saying whether the API wants a key).
+fn shell(key_required: bool, headers: &HeaderMap) -> Response {
+    if key_required {
+        let (bytes, etag) = &*SHELL_WITH_KEY;
+        respond(&ASSETS[SHELL], bytes, etag, headers)
+    } else {
+        serve(SHELL, headers)
+    }
 }
 
 /// `GET /assets/{name}`: an embedded file, or a JSON 404.
@@ -129,8 +151,12 @@ async fn asset(Path(name): Path<String>, headers: HeaderMap) -> Response {
 
 /// Asset `i` (or 304 when the client's copy is current), with its ETag and the CSP.
 fn serve(i: usize, headers: &HeaderMap) -> Response {
-    let asset = &ASSETS[i];
-    let etag = &ETAGS[i];
+    respond(&ASSETS[i], ASSETS[i].bytes, &ETAGS[i], headers)
+}
+
+/// `bytes` as `asset` (its content type), with `etag` and the CSP; 304 when the client's
+/// copy is current.
+fn respond(asset: &Asset, bytes: &'static [u8], etag: &str, headers: &HeaderMap) -> Response {
     let common = [
         (header::ETAG, HeaderValue::from_str(etag).ok()),
         (header::CACHE_CONTROL, Some(HeaderValue::from_static("no-cache"))),
@@ -144,7 +170,7 @@ fn serve(i: usize, headers: &HeaderMap) -> Response {
     } else {
         (
             [(header::CONTENT_TYPE, HeaderValue::from_static(asset.content_type))],
-            asset.bytes,
+            bytes,
         )
             .into_response()
     };
@@ -168,5 +194,16 @@ mod tests {
         assert_eq!(names.len(), ASSETS.len());
         assert!(ETAGS.iter().all(|e| e.starts_with("\"web-") && e.len() == 30));
         assert_eq!(ASSETS[SHELL].name, "index.html");
+    }
+
+    #[test]
+    fn the_shell_of_a_server_wanting_a_key_says_so() {
+        let html = String::from_utf8_lossy(ASSETS[SHELL].bytes);
+        assert_eq!(html.matches(KEY_OPEN).count(), 1, "index.html holds the tag once");
+        let (with_key, etag) = &*SHELL_WITH_KEY;
+        let with_key = String::from_utf8_lossy(with_key);
+        assert!(with_key.contains(r#"<meta name="sg-api-key" content="required">"#));
+        assert!(!with_key.contains(KEY_OPEN));
+        assert_ne!(etag, &ETAGS[SHELL], "two shells, two ETags");
     }
 }

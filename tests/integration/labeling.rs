@@ -697,6 +697,65 @@ async fn export_round_trip(db: &TestDb, fresh: &TestDb) {
     server.stop().await;
 }
 
+/// The sessions page showed only ids: the progress listing names each session's
+/// framework, main log, project (for a session on disk), the time of its log and of the
+/// latest label the asker may see, beside the figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_lists_each_sessions_file_framework_project_and_times() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![crate::helpers::fixture("commugraph-sample")],
+        ..Options::default()
+    })
+    .await;
+    let on_disk = server.first_session(&[]).await;
+    let uploaded = server
+        .upload_fixture("autogen", "autogen/agentchat/swarm_task_result.json")
+        .await;
+    let units = server.get(&format!("/api/graph/{on_disk}/annotations")).await;
+    let event = crate::labels::first_coded_unit(&units.json);
+    let written = put(
+        &server,
+        &format!("/api/graph/{on_disk}/labels/{event}"),
+        &set("a", "draft", &["EXEC_COGNITIVE"]),
+        None,
+    )
+    .await;
+    assert_eq!(written.status, StatusCode::CREATED, "{}", written.json);
+
+    let listed = server.get("/api/labels/progress?all=true").await;
+    assert_eq!(listed.status, StatusCode::OK, "{}", listed.json);
+    let session = |id: &str| {
+        listed.json["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["session_id"] == id)
+            .unwrap_or_else(|| panic!("{id} listed: {}", listed.json))
+            .clone()
+    };
+    let disk = session(&on_disk);
+    assert_eq!(disk["framework"], "claudecode");
+    assert_eq!(disk["file_name"], format!("{on_disk}.jsonl"));
+    assert_eq!(disk["project"], "", "the sessions directory itself");
+    assert_eq!(disk["last_labeled_at"], written.json["updated_at"]);
+    let upload = session(&uploaded);
+    assert_eq!(upload["framework"], "autogen");
+    assert_eq!(upload["file_name"], "swarm_task_result.json");
+    assert_eq!(upload["project"], Value::Null);
+    assert_eq!(upload["last_labeled_at"], Value::Null);
+    assert_eq!(upload["units"]["total"], 27);
+    let sessions = server.get("/api/sessions").await;
+    for s in sessions.json["sessions"].as_array().unwrap() {
+        let id = s["id"].as_str().unwrap();
+        assert_eq!(session(id)["modified_at"], s["created_at"], "{id}");
+        assert!(
+            s.get("file_name").is_none(),
+            "the CommuGraph listing is unchanged"
+        );
+    }
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_and_agreement_report_the_submitted_sets() {
     let (server, id, units) = sample_server(with_reviewer_lead()).await;

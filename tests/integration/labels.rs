@@ -593,6 +593,116 @@ async fn race(db: &TestDb) {
     std::sync::Arc::into_inner(server).unwrap().stop().await;
 }
 
+/// `PUT` with the given extra headers (`If-Match`, `If-None-Match`, ...).
+pub async fn put_with(server: &TestServer, path: &str, body: &Value, headers: &[(&str, &str)]) -> Reply {
+    let mut request = server.client.put(format!("{}{path}", server.url)).json(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    Reply::read(request.send().await.unwrap()).await
+}
+
+/// The page's first write of a unit used to go without a precondition, and silently
+/// replaced a set written meanwhile (in another tab, by an import). `If-None-Match: *`
+/// creates the set only if there is none: else 412 with the set as it stands, and nothing
+/// changes; of concurrent creators exactly one wins. Per annotator and codebook.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn if_none_match_star_creates_a_set_only_when_there_is_none() {
+    TestDb::each(create_only).await;
+}
+
+async fn create_only(db: &TestDb) {
+    let (server, id, units) = sample_server(db.options()).await;
+    let (event, _) = texty(&units);
+    let path = format!("/api/graph/{id}/labels/{event}");
+    let create = [("if-none-match", "*")];
+    let first = put_with(
+        &server,
+        &path,
+        &set("ann.a", "draft", json!([{"id": "EXEC_COGNITIVE"}])),
+        &create,
+    )
+    .await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.json);
+    assert_eq!(first.headers["etag"], "\"labels-1\"");
+
+    let again = put_with(&server, &path, &set("ann.a", "submitted", json!([])), &create).await;
+    assert_eq!(again.status, StatusCode::PRECONDITION_FAILED, "{}", again.json);
+    assert_eq!(again.json["error"], "Precondition Failed");
+    assert!(
+        again.json["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("If-None-Match: * does not hold"),
+        "{}",
+        again.json
+    );
+    assert_eq!(
+        again.json["details"]["current"], first.json,
+        "the set as it stands"
+    );
+    assert_eq!(again.headers["etag"], "\"labels-1\"");
+    let history = server.get(&format!("{path}/history?annotator=ann.a")).await;
+    assert_eq!(history.json["total"], 1, "the refused write changed nothing");
+
+    // Another annotator's set, and the same annotator's under another codebook, are other sets.
+    let other = put_with(&server, &path, &set("ann.b", "draft", json!([])), &create).await;
+    assert_eq!(other.status, StatusCode::CREATED, "{}", other.json);
+    let speechact = format!("{path}?codebook=speechact");
+    let book = put_with(&server, &speechact, &set("ann.a", "draft", json!([])), &create).await;
+    assert_eq!(book.status, StatusCode::CREATED, "{}", book.json);
+
+    for (headers, what) in [
+        (vec![("if-none-match", "\"labels-1\"")], "a tag"),
+        (
+            vec![("if-none-match", "*"), ("if-match", "\"labels-1\"")],
+            "both headers",
+        ),
+    ] {
+        let refused = put_with(&server, &path, &set("ann.a", "draft", json!([])), &headers).await;
+        assert_eq!(
+            refused.status,
+            StatusCode::BAD_REQUEST,
+            "{what}: {}",
+            refused.json
+        );
+        assert_eq!(refused.json["details"]["field"], "If-None-Match", "{what}");
+    }
+    concurrent_creates(&server, &path).await;
+    server.stop().await;
+}
+
+/// Twenty first writes of one set at once, each with `If-None-Match: *`: exactly one is
+/// created, every other is a 412 carrying it, and the history holds that one write.
+async fn concurrent_creates(server: &TestServer, path: &str) {
+    let answers = futures_util::future::join_all((0..20).map(|i| {
+        let body = set(
+            "racer",
+            "submitted",
+            json!([{"id": "EXEC_COGNITIVE", "confidence": i as f64 / 20.0}]),
+        );
+        async move { put_with(server, path, &body, &[("if-none-match", "*")]).await }
+    }))
+    .await;
+    let created: Vec<&Reply> = answers
+        .iter()
+        .filter(|r| r.status == StatusCode::CREATED)
+        .collect();
+    assert_eq!(created.len(), 1, "exactly one creator wins");
+    for refused in answers.iter().filter(|r| r.status != StatusCode::CREATED) {
+        assert_eq!(
+            refused.status,
+            StatusCode::PRECONDITION_FAILED,
+            "{}",
+            refused.json
+        );
+        assert_eq!(refused.json["details"]["current"], created[0].json);
+    }
+    let stored = server.get(&format!("{path}/history?annotator=racer")).await;
+    assert_eq!(stored.json["total"], 1, "{}", stored.json);
+    assert_eq!(stored.json["history"][0]["after"], created[0].json);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn labels_survive_a_restart_and_read_only_mode_serves_them() {
     TestDb::each(restart).await;

@@ -40,6 +40,10 @@ async fn web_page_and_assets_are_served_without_a_key_with_csp_and_etags() {
     }
     let html = String::from_utf8(shell.bytes.clone()).unwrap();
     assert!(html.contains("/assets/main.js") && !html.contains("<script>"));
+    assert!(
+        html.contains(r#"<meta name="sg-api-key" content="required">"#),
+        "the shell tells the page that the API wants a key"
+    );
 
     for name in sessiongraph::web::asset_names() {
         let path = format!("/assets/{name}");
@@ -153,6 +157,7 @@ fn the_embedded_files_are_the_web_folder_and_the_shell_names_each() {
     }
 }
 
+mod reports;
 mod walkthrough;
 mod webdriver;
 
@@ -681,8 +686,8 @@ async fn web_queue_in_two_browsers_never_gives_the_same_unit_beyond_the_overlap(
     server.stop().await;
 }
 
-/// `who` opens the session, ticks "this session only" and presses n: the unit the queue
-/// reserved for them, once the page shows it.
+/// `who` opens the session ("this session only" is ticked by default) and presses n: the
+/// unit the queue reserved for them, once the page shows it.
 async fn take_from_queue(
     server: &TestServer,
     browser: &webdriver::Browser,
@@ -694,12 +699,9 @@ async fn take_from_queue(
     browser
         .goto(&format!("{}/label/{id}/{event}?annotator={who}", server.url))
         .await;
-    let ready = "return !!document.querySelector('.queue input[type=checkbox]') && \
+    let ready = "return !!document.querySelector('.queue input[type=checkbox]:checked') && \
                  document.querySelector('.queue .overlap').textContent.includes('1 annotator');";
     browser.wait_for("the queue controls", ready, json!([])).await;
-    let setup =
-        "document.querySelector('.queue input[type=checkbox]').click(); document.activeElement.blur();";
-    browser.run(setup, json!([])).await;
     browser.press(&["n"]).await;
     let reserved = "return document.getElementById('status').textContent.startsWith('Reserved for you') && !!document.querySelector('#current .unit');";
     browser.wait_for("a reserved unit", reserved, json!([])).await;
@@ -894,9 +896,11 @@ async fn web_a_link_naming_an_annotator_asks_before_labeling_as_them() {
         let address = browser.run("return location.search;", json!([])).await;
         assert_eq!(address, json!(""), "the link's name is gone from the address");
 
-        // A fresh tab: the link's name is offered, and taken on Enter.
+        // A fresh browser: the link's name is offered, and taken on Enter.
         browser.goto(&format!("{}/healthz", server.url)).await;
-        browser.run("sessionStorage.clear();", json!([])).await;
+        browser
+            .run("sessionStorage.clear(); localStorage.clear();", json!([]))
+            .await;
         browser
             .goto(&format!("{}/label/{id}?annotator=bob", server.url))
             .await;

@@ -202,6 +202,7 @@ async fn web_reviewer_adjudicates_by_keyboard_only() {
     let (server, id, units) = super::sample_server_with_a_reviewer().await;
     let codebook = server.get("/api/codebook").await.json;
     let label = |i: usize| codebook["labels"][i]["id"].as_str().unwrap().to_owned();
+    let name = |i: usize| codebook["labels"][i]["name"].as_str().unwrap().to_owned();
     let [majority, split, agreed] = [&units[10].0, &units[20].0, &units[30].0];
     let sets = [
         (majority, [("alice", 5), ("bob", 5), ("carol", 6)].as_slice()),
@@ -243,7 +244,7 @@ async fn web_reviewer_adjudicates_by_keyboard_only() {
             .wait_for("the first card focused", on_card, json!([majority]))
             .await;
         browser.press(&["a"]).await;
-        saved(&browser, majority, &label(5)).await;
+        saved(&browser, majority, &name(5)).await;
 
         browser.press(&["j"]).await;
         browser
@@ -260,7 +261,7 @@ async fn web_reviewer_adjudicates_by_keyboard_only() {
             .wait_for("back on the second card", on_card, json!([split]))
             .await;
         browser.press(&[ENTER]).await;
-        saved(&browser, split, &label(6)).await;
+        saved(&browser, split, &name(6)).await;
     })
     .await;
     let body = server
@@ -298,7 +299,8 @@ async fn tab_to(browser: &Browser, what: &str, script: &str) {
     browser.wait_for(what, script, json!([])).await;
 }
 
-/// Waits until the card of `event` says its adjudicated set, holding exactly `label`, is saved.
+/// Waits until the card of `event` says its adjudicated set, holding exactly the label
+/// named `label`, is saved.
 async fn saved(browser: &Browser, event: &str, label: &str) {
     let result = "const card = [...document.querySelectorAll('.review-unit')].find(c => c.getAttribute('aria-label') === 'Unit ' + arguments[0]); \
                   return !!card && card.querySelector('.result').textContent.startsWith('Adjudicated: ' + arguments[1] + ' (');";

@@ -121,16 +121,34 @@ impl Browser {
         self.command("POST", "/url", &json!({ "url": url })).await;
     }
 
-    /// Makes `name` this tab's annotator on the server at `base`, as signing in on the page
-    /// does (the page keeps it in the tab's `sessionStorage`), without loading the page: a
-    /// link's `?annotator=` is then the tab's own name, and the page does not ask.
+    /// Makes `name` this browser's annotator on the server at `base`, as signing in on the
+    /// page does (the page keeps it for the origin in `localStorage`), without loading the
+    /// page: a link's `?annotator=` is then the annotator's own name, and the page does not
+    /// ask.
     pub async fn keep_annotator(&self, base: &str, name: &str) {
         self.goto(&format!("{base}/healthz")).await;
         self.run(
-            "sessionStorage.setItem('sg.annotator', arguments[0]);",
+            "localStorage.setItem('sg.annotator', arguments[0]);",
             json!([name]),
         )
         .await;
+    }
+
+    /// Sets the viewport to `width` x `height` CSS pixels (device pixel ratio 1; a mobile
+    /// viewport below 600 pixels wide), through the DevTools protocol: a window may not be
+    /// made as narrow as a phone.
+    pub async fn viewport(&self, width: u32, height: u32) {
+        let params = json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600});
+        let body = json!({"cmd": "Emulation.setDeviceMetricsOverride", "params": params});
+        self.command("POST", "/goog/cdp/execute", &body).await;
+    }
+
+    /// Opens a new tab of the same browser and switches to it.
+    pub async fn new_tab(&self) {
+        let opened = self.command("POST", "/window/new", &json!({"type": "tab"})).await;
+        let handle = opened["handle"].as_str().expect("a window handle").to_owned();
+        self.command("POST", "/window", &json!({ "handle": handle }))
+            .await;
     }
 
     /// Panics when the current page recorded a Content-Security-Policy violation.
