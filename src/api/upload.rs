@@ -16,10 +16,11 @@ use crate::core::{LoadOptions, SessionInput, SourceFile};
 use crate::store::{Framework, Loaded, Slot};
 
 /// The frameworks uploads accept, by name.
-pub const FRAMEWORKS: [&str; 3] = [
+pub const FRAMEWORKS: [&str; 4] = [
     Framework::ALL[0].name(),
     Framework::ALL[1].name(),
     Framework::ALL[2].name(),
+    Framework::ALL[3].name(),
 ];
 
 /// The upload response (the reference's keys, in its order, then `diagnostics`).
@@ -50,12 +51,16 @@ struct Upload {
     raw: bool,
 }
 
-/// The framework of a raw upload, from its first line: a pi session header, or a Claude
-/// Code record (it carries `sessionId`, `parentUuid` or a Claude Code record type).
+/// The framework of a raw upload, from its first line: a pi session header, a Gemini CLI
+/// chat (its header, or one JSON object holding one), an AutoGen log, or a Claude Code
+/// record (it carries `sessionId`, `parentUuid` or a Claude Code record type).
 fn detect_framework(bytes: &[u8]) -> Option<&'static str> {
     let first = crate::core::json::frame::lines(bytes).next()?;
     if crate::core::formats::pi::is_pi_header(first.bytes) {
         return Some("pi");
+    }
+    if crate::core::formats::gemini::looks_like(bytes) {
+        return Some("gemini");
     }
     if crate::core::formats::autogen::looks_like_bytes(bytes) {
         return Some("autogen");
@@ -152,9 +157,15 @@ fn check_main_file(input: &SessionInput) -> Result<(), ApiError> {
     }
 }
 
-/// Refuses a pi session uploaded as Claude Code's, and the reverse.
+/// Refuses a pi or Gemini session uploaded as Claude Code's, and the reverse.
 fn check_format(framework: Framework, input: &SessionInput) -> Result<(), ApiError> {
     match (framework, input.detect_format()) {
+        (Framework::Gemini, format) if format != Format::Gemini => Err(ApiError::BadRequest(
+            "Not a Gemini CLI chat: it neither starts with a header holding sessionId and projectHash nor is one JSON object holding them".into(),
+        )),
+        (Framework::ClaudeCode, Format::Gemini) => Err(ApiError::BadRequest(
+            "This is a Gemini CLI chat (it starts with its header); upload it with framework=gemini".into(),
+        )),
         (Framework::Pi, Format::ClaudeCode) => Err(ApiError::BadRequest(
             "Not a pi session: its first line is not a {\"type\":\"session\"} header".into(),
         )),

@@ -45,11 +45,18 @@ pub enum Framework {
     Pi,
     /// `autogen`.
     Autogen,
+    /// `gemini`.
+    Gemini,
 }
 
 impl Framework {
     /// Every framework read here, in the order `/api/frameworks` lists them.
-    pub const ALL: [Framework; 3] = [Framework::ClaudeCode, Framework::Pi, Framework::Autogen];
+    pub const ALL: [Framework; 4] = [
+        Framework::ClaudeCode,
+        Framework::Pi,
+        Framework::Autogen,
+        Framework::Gemini,
+    ];
 
     /// Its name, as listed by `/api/frameworks` and stored.
     pub const fn name(self) -> &'static str {
@@ -57,6 +64,7 @@ impl Framework {
             Framework::ClaudeCode => "claudecode",
             Framework::Pi => "pi",
             Framework::Autogen => "autogen",
+            Framework::Gemini => "gemini",
         }
     }
 
@@ -75,6 +83,7 @@ impl Framework {
             Format::ClaudeCode => Framework::ClaudeCode,
             Format::Pi => Framework::Pi,
             Format::Autogen => Framework::Autogen,
+            Format::Gemini => Framework::Gemini,
         }
     }
 
@@ -84,6 +93,7 @@ impl Framework {
             Framework::ClaudeCode => Format::ClaudeCode,
             Framework::Pi => Format::Pi,
             Framework::Autogen => Format::Autogen,
+            Framework::Gemini => Format::Gemini,
         }
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! Every `*.jsonl` file not named `agent-*` is a session's main log (a session's
 //! `subagents/` folder holds only `agent-*` files), and so is a `*.json` file whose content
-//! is an AutoGen log (an AgentChat or `chat_messages` dump); its id is the file's stem (the
-//! Claude Code session uuid). Only the
+//! is an AutoGen log (an AgentChat or `chat_messages` dump) or a Gemini CLI chat; its id is
+//! the file's stem (the Claude Code session uuid, Gemini's `session-<time>-<short id>`). A
+//! Gemini sub-agent's chat (`chats/<session id>/<agent id>.json(l)`, `kind: "subagent"`)
+//! is no session of its own: it is read with its parent's. Only the
 //! configured directories are walked, and nothing else is ever read: symbolic links are
 //! not followed, and a log is opened as every file of a sessions directory is
 //! ([`super::confined`]).
@@ -97,14 +99,15 @@ pub fn scan_dir(root: &Path, taken: &mut HashSet<String>, mut progress: impl FnM
             if !is_log {
                 continue;
             }
-            let (meta, format) = match inspect(&sessions_root, path.strip_prefix(root).unwrap_or(&path)) {
-                Ok(found) => found,
-                Err(reason) => {
-                    out.skipped.push((path, reason));
-                    continue;
-                }
-            };
-            if is_json && format != Format::Autogen {
+            let (meta, (format, sub_agent)) =
+                match inspect(&sessions_root, path.strip_prefix(root).unwrap_or(&path)) {
+                    Ok(found) => found,
+                    Err(reason) => {
+                        out.skipped.push((path, reason));
+                        continue;
+                    }
+                };
+            if is_json && !matches!(format, Format::Autogen | Format::Gemini) || sub_agent {
                 continue;
             }
             let stem = path
@@ -160,23 +163,40 @@ fn unique_id(stem: &str, path: &Path, taken: &mut HashSet<String>) -> String {
 }
 
 /// Opens a log the walk found (a regular file then, which may have been swapped since):
-/// its size and time from the opened handle, and its format.
-fn inspect(root: &SessionsRoot, log: &Path) -> Result<(fs::Metadata, Format), String> {
+/// its size and time from the opened handle, its format, and whether it is a Gemini
+/// sub-agent's chat.
+fn inspect(root: &SessionsRoot, log: &Path) -> Result<(fs::Metadata, (Format, bool)), String> {
     let file = root.open(log).map_err(|e| e.to_string())?;
     let meta = file.metadata().map_err(|e| e.to_string())?;
-    Ok((meta, format_of(file)))
+    Ok((meta, format_of(file, log)))
 }
 
-/// The format of a log, from its start (a pi session starts with a `{"type":"session"}`
-/// header; an AutoGen log's first message is told by [`crate::core::formats::autogen::looks_like`]).
-fn format_of(file: fs::File) -> Format {
+/// The format of the log at `path`, from its start (a pi session starts with a
+/// `{"type":"session"}` header; a Gemini chat is told by
+/// [`crate::core::formats::gemini::sniff`]; an AutoGen log's first message by
+/// [`crate::core::formats::autogen::looks_like`]), and whether it is a Gemini sub-agent's
+/// chat: its header says `kind: "subagent"`, or (a long legacy chat whose start does not
+/// say) it lies in `chats/<session id>/`.
+fn format_of(file: fs::File, path: &Path) -> (Format, bool) {
     let mut head = Vec::with_capacity(4096);
     let read = file.take(64 * 1024).read_to_end(&mut head);
     let first = head.split(|&b| b == b'\n').find(|l| !l.trim_ascii().is_empty());
+    let gemini = crate::core::formats::gemini::sniff(&head);
     match (read, first) {
-        (Ok(_), Some(line)) if is_pi_header(line) => Format::Pi,
-        (Ok(_), Some(_)) if crate::core::formats::autogen::looks_like_bytes(&head) => Format::Autogen,
-        _ => Format::ClaudeCode,
+        (Ok(_), Some(line)) if is_pi_header(line) => (Format::Pi, false),
+        (Ok(_), Some(_)) if gemini.is_some() => {
+            let in_chat_folder = path
+                .parent()
+                .and_then(Path::parent)
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == "chats");
+            let kind = gemini.and_then(|h| h.kind);
+            (Format::Gemini, kind.map_or(in_chat_folder, |k| k == "subagent"))
+        }
+        (Ok(_), Some(_)) if crate::core::formats::autogen::looks_like_bytes(&head) => {
+            (Format::Autogen, false)
+        }
+        _ => (Format::ClaudeCode, false),
     }
 }
 

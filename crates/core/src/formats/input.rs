@@ -52,7 +52,8 @@ impl SessionInput {
     }
 
     /// The format of the session, told by its main file's start: a pi session starts with a
-    /// `{"type":"session"}` header; an AutoGen log's first message has `sender` or
+    /// `{"type":"session"}` header; a Gemini CLI chat with its header or is one JSON object
+    /// holding one ([`super::gemini::sniff`]); an AutoGen log's first message has `sender` or
     /// `recipient`, or is an AgentChat or 0.2 chat message ([`super::autogen::looks_like`]);
     /// anything else is read as Claude Code.
     pub fn detect_format(&self) -> Format {
@@ -61,6 +62,7 @@ impl SessionInput {
         };
         match crate::json::frame::lines(main).next() {
             Some(line) if super::pi::is_pi_header(line.bytes) => Format::Pi,
+            Some(_) if super::gemini::looks_like(main) => Format::Gemini,
             Some(_) if super::autogen::looks_like_bytes(main) => Format::Autogen,
             _ => Format::ClaudeCode,
         }
@@ -83,15 +85,18 @@ pub enum Format {
     /// AutoGen (one file): sender and recipient messages, JSON lines or a JSON array, or
     /// AutoGen's own AgentChat and 0.2 dumps.
     Autogen,
+    /// Google Gemini CLI: a chat (one JSON object, or JSON lines) plus its sub-agents' chats.
+    Gemini,
 }
 
 impl Format {
-    /// The framework name (`claudecode`, `pi`).
+    /// The framework name (`claudecode`, `pi`, `autogen`, `gemini`).
     pub fn name(self) -> &'static str {
         match self {
             Format::ClaudeCode => "claudecode",
             Format::Pi => "pi",
             Format::Autogen => "autogen",
+            Format::Gemini => "gemini",
         }
     }
 }

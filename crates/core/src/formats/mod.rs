@@ -3,5 +3,6 @@
 
 pub mod autogen;
 pub mod claude_code;
+pub mod gemini;
 pub mod input;
 pub mod pi;

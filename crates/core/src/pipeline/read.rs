@@ -8,6 +8,7 @@ use crate::diagnostics::{Diagnostics, LineIssue, TypeCounts};
 use crate::formats::autogen::{AgMessage, ReadError};
 use crate::formats::claude_code::parse::{parse_file_parts, FileIdentity, ParsedFile};
 use crate::formats::claude_code::records::Record;
+use crate::formats::gemini::{parse_gemini_file_within, GeminiHeader};
 use crate::formats::input::{FileRole, Format, SessionInput, SourceFile};
 use crate::formats::pi::{parse_pi_file_within, PiHeader};
 use crate::heap::HeapSize;
@@ -38,7 +39,12 @@ pub(crate) struct ReadSession<'i> {
     pub(crate) file_stats: Vec<FileStats>,
     /// The pi header, for pi sessions.
     pub(crate) pi_header: Option<PiHeader>,
-    /// The session's id: the pi header's, else the main log's first `sessionId`.
+    /// The main chat's header, for Gemini sessions.
+    pub(crate) gemini_header: Option<GeminiHeader>,
+    /// Each file's role, as `sources`: by its name ([`SourceFile::role`]), but for a
+    /// Gemini session by its header (a `kind: "subagent"` chat is a sub-agent's).
+    pub(crate) roles: Vec<FileRole>,
+    /// The session's id: the pi or Gemini header's, else the main log's first `sessionId`.
     pub(crate) session_id: Option<String>,
     /// The messages of an AutoGen log.
     pub(crate) autogen: Option<Vec<AgMessage>>,
@@ -63,24 +69,34 @@ pub(crate) fn read_session(
             kind,
         });
     }
-    let main_input = input.main_index().ok_or(SessionError::NoMainFile)?;
+    let mut main_input = input.main_index().ok_or(SessionError::NoMainFile)?;
+    let format = options.format.unwrap_or_else(|| input.detect_format());
+    if format == Format::Gemini {
+        main_input = gemini_main(input).unwrap_or(main_input);
+    }
     // The main log is file 0: it comes first in the stream (dedup keeps first copies).
     let sources: Vec<&SourceFile> = std::iter::once(main_input)
         .chain((0..input.files.len()).filter(|&i| i != main_input))
         .map(|i| &input.files[i])
         .collect();
 
-    let format = options.format.unwrap_or_else(|| input.detect_format());
     let budget = record_budget(&sources, options.memory_bound);
     let autogen = match format {
         Format::Autogen => Some(budget.read_autogen(&input.files[main_input].bytes)?),
         _ => None,
     };
     let mut diagnostics = Diagnostics::default();
-    let (records, file_stats, pi_header) = read_files(&sources, format, options, &budget, &mut diagnostics)?;
-    let session_id = match &pi_header {
-        Some(h) => h.id.clone(),
-        None => file_stats[0].identity.nonempty_session_id.clone(),
+    let (records, file_stats, headers) = read_files(&sources, format, options, &budget, &mut diagnostics)?;
+    let roles = file_roles(&sources, &headers);
+    let (pi_header, gemini_header) = match headers.into_iter().next().flatten() {
+        Some(FileHeader::Pi(h)) => (Some(h), None),
+        Some(FileHeader::Gemini(h)) => (None, Some(h)),
+        None => (None, None),
+    };
+    let session_id = match (&pi_header, &gemini_header) {
+        (Some(h), _) => h.id.clone(),
+        (_, Some(h)) => h.session_id.clone(),
+        _ => file_stats[0].identity.nonempty_session_id.clone(),
     };
     Ok(ReadSession {
         sources,
@@ -88,6 +104,8 @@ pub(crate) fn read_session(
         records,
         file_stats,
         pi_header,
+        gemini_header,
+        roles,
         session_id,
         autogen,
         diagnostics,
@@ -104,12 +122,44 @@ pub(crate) struct FileStats {
     pub(crate) identity: FileIdentity,
 }
 
-/// What reading the files gives: the records, each file's counts, and a pi session's header.
-type ReadFiles = (Vec<Record>, Vec<FileStats>, Option<PiHeader>);
+/// The header a file of a pi or Gemini session starts with.
+pub(crate) enum FileHeader {
+    /// A pi session's.
+    Pi(PiHeader),
+    /// A Gemini chat's.
+    Gemini(GeminiHeader),
+}
+
+/// What reading the files gives: the records, each file's counts, and each file's header.
+type ReadFiles = (Vec<Record>, Vec<FileStats>, Vec<Option<FileHeader>>);
 
 /// What reading one file gives: its counts, its records in the parts they were read in,
-/// and a pi session's header.
-type FileRead = (ParsedFile, Vec<Vec<Record>>, Option<PiHeader>);
+/// and its header.
+type FileRead = (ParsedFile, Vec<Vec<Record>>, Option<FileHeader>);
+
+/// The main chat of a Gemini session: the first file that is no sub-agent's chat.
+fn gemini_main(input: &SessionInput) -> Option<usize> {
+    input.files.iter().position(|f| {
+        f.role() != FileRole::SubAgentMeta
+            && crate::formats::gemini::sniff(&f.bytes).is_none_or(|h| !h.is_subagent())
+    })
+}
+
+/// Each file's role: by its name, but in a Gemini session a file other than the main chat
+/// is a sub-agent's when its header says `kind: "subagent"` (another main chat stays a
+/// main log, which linking leaves out).
+fn file_roles(sources: &[&SourceFile], headers: &[Option<FileHeader>]) -> Vec<FileRole> {
+    sources
+        .iter()
+        .zip(headers)
+        .enumerate()
+        .map(|(fi, (f, header))| match header {
+            Some(FileHeader::Gemini(h)) if fi > 0 && h.is_subagent() => FileRole::SubAgent,
+            Some(FileHeader::Gemini(_)) => FileRole::Main,
+            _ => f.role(),
+        })
+        .collect()
+}
 
 /// Frames and parses every log (meta files are read by linking), recording bad and
 /// repaired lines. Returns the records and each file's counts.
@@ -137,7 +187,12 @@ fn read_files(
                 Format::Pi => {
                     let mut pi = parse_pi_file_within(fi as u32, &f.bytes, &budget.records);
                     let records = std::mem::take(&mut pi.parsed.records);
-                    (pi.parsed, vec![records], Some(pi.header))
+                    (pi.parsed, vec![records], Some(FileHeader::Pi(pi.header)))
+                }
+                Format::Gemini => {
+                    let mut chat = parse_gemini_file_within(fi as u32, &f.bytes, &budget.records);
+                    let records = std::mem::take(&mut chat.parsed.records);
+                    (chat.parsed, vec![records], Some(FileHeader::Gemini(chat.header)))
                 }
             })
         })
@@ -151,15 +206,14 @@ fn read_files(
     // Each record is moved once, from the part it was read in.
     let mut records = Vec::with_capacity(kept);
     let mut file_stats = Vec::with_capacity(sources.len());
-    let mut pi_header = None;
+    let mut headers = Vec::with_capacity(sources.len());
     for (f, parsed) in sources.iter().zip(parsed_files) {
         let Some((mut parsed, parts, header)) = parsed else {
             file_stats.push(FileStats::default());
+            headers.push(None);
             continue;
         };
-        if header.is_some() {
-            pi_header = header;
-        }
+        headers.push(header);
         if let (true, Some(bad)) = (options.strict, parsed.bad_lines.samples.first()) {
             return Err(SessionError::InvalidLine {
                 file: f.name.clone(),
@@ -178,7 +232,7 @@ fn read_files(
             records.append(&mut part);
         }
     }
-    Ok((records, file_stats, pi_header))
+    Ok((records, file_stats, headers))
 }
 
 /// The [`RecordBudget`] of a session's reading, and what it is measured against.

@@ -11,12 +11,15 @@ use super::items::{build_items, Item};
 use super::lanes::{assign_lanes, Lane};
 use super::load::{LoadOptions, SessionError};
 use super::read::{read_session, FileInfo, FileStats, ReadSession};
-use super::subagents::{index_tool_uses, link_subagents, Agent, LinkFile, Linking, ToolUseIndex};
+use super::subagents::{
+    finish_gemini_linking, index_tool_uses, link_subagents, Agent, LinkFile, Linking, ToolUseIndex,
+};
 use super::tree::Tree;
 use super::units::{kept_uuid_index, order_records, Ordered, Unit};
 use super::workflow::{build_workflow, order_lanes, Node, Workflow, WorkflowInput};
 use crate::diagnostics::{Diagnostics, LineIssue};
 use crate::formats::claude_code::records::Record;
+use crate::formats::gemini::GeminiHeader;
 use crate::formats::input::{FileRole, Format, SessionInput, SourceFile};
 use crate::formats::pi::PiHeader;
 use crate::heap::HeapSize;
@@ -77,6 +80,8 @@ pub struct Session {
     pub format: Format,
     /// The pi header, for pi sessions.
     pub pi_header: Option<PiHeader>,
+    /// The main chat's header, for Gemini sessions.
+    pub gemini_header: Option<GeminiHeader>,
     /// The units of the order.
     pub units: Vec<Unit>,
     /// Unit indices in session order.
@@ -165,12 +170,21 @@ impl Session {
             records,
             file_stats,
             pi_header,
+            gemini_header,
+            roles,
             session_id,
             autogen,
             mut diagnostics,
         } = read;
 
-        let linking = link_files(&records, &sources, &file_stats, format, session_id.as_deref());
+        let linking = link_files(
+            &records,
+            &sources,
+            &roles,
+            &file_stats,
+            format,
+            session_id.as_deref(),
+        );
         let included = &linking.file_included;
         let participates = |i: usize| included[records[i].pos.file as usize];
         for (stats, _) in file_stats.iter().zip(included).filter(|(_, &inc)| inc) {
@@ -206,7 +220,7 @@ impl Session {
         drop(uuid_index);
         timings.mark("items");
 
-        let files = file_infos(&sources, included);
+        let files = file_infos(&sources, &roles, included);
         Findings {
             files: &files,
             records: &records,
@@ -246,6 +260,7 @@ impl Session {
             input: kept_input(&sources, format),
             format,
             pi_header,
+            gemini_header,
             units,
             unit_sequence: ordering.sequence,
             unit_of_record,
@@ -330,20 +345,23 @@ impl Session {
 }
 
 /// Ties each sub-agent log to the Task call that spawned it (see [`link_subagents`]). A pi
-/// session is one file: every other file given with it is left out.
+/// session is one file: every other file given with it is left out. A Gemini session is
+/// its main chat and its sub-agents' chats: another main chat given with it is left out.
 fn link_files(
     records: &[Record],
     sources: &[&SourceFile],
+    roles: &[FileRole],
     file_stats: &[FileStats],
     format: Format,
     session_id: Option<&str>,
 ) -> Linking {
     let files: Vec<LinkFile> = sources
         .iter()
+        .zip(roles)
         .zip(file_stats)
-        .map(|(f, stats)| LinkFile {
+        .map(|((f, &role), stats)| LinkFile {
             name: &f.name,
-            role: f.role(),
+            role,
             bytes: &f.bytes,
             session_id: stats.identity.session_id.as_deref(),
             agent_id: stats.identity.agent_id.as_deref(),
@@ -360,25 +378,38 @@ fn link_files(
         linking.agents.clear();
         linking.unlinked.clear();
     }
+    if format == Format::Gemini {
+        for (fi, role) in roles.iter().enumerate().skip(1) {
+            if *role == FileRole::Main {
+                linking.file_included[fi] = false;
+                linking
+                    .ignored
+                    .push((fi, "another Gemini session's main chat".to_owned()));
+            }
+        }
+        finish_gemini_linking(&mut linking, records);
+    }
     linking
 }
 
-/// The session's files as it reports them; `included` says which logs take part.
-fn file_infos(sources: &[&SourceFile], included: &[bool]) -> Vec<FileInfo> {
+/// The session's files as it reports them, with their `roles`; `included` says which logs
+/// take part.
+fn file_infos(sources: &[&SourceFile], roles: &[FileRole], included: &[bool]) -> Vec<FileInfo> {
     sources
         .iter()
+        .zip(roles)
         .enumerate()
-        .map(|(fi, f)| FileInfo {
+        .map(|(fi, (f, &role))| FileInfo {
             name: f.name.clone(),
-            role: f.role(),
+            role,
             bytes: f.bytes.len(),
-            included: f.role() == FileRole::SubAgentMeta || included[fi],
+            included: role == FileRole::SubAgentMeta || included[fi],
         })
         .collect()
 }
 
 /// The input the session keeps: a Claude Code session's records borrow the text of its
-/// logs; pi and AutoGen sessions own theirs.
+/// logs; pi, AutoGen and Gemini sessions own theirs.
 fn kept_input(sources: &[&SourceFile], format: Format) -> Vec<Bytes> {
     match format {
         Format::ClaudeCode => sources
@@ -387,6 +418,7 @@ fn kept_input(sources: &[&SourceFile], format: Format) -> Vec<Bytes> {
             .map(|f| f.bytes.clone())
             .collect(),
         Format::Pi | Format::Autogen => Vec::new(),
+        Format::Gemini => Vec::new(),
     }
 }
 
@@ -442,6 +474,7 @@ impl Session {
             ("agents", self.agents.heap_size()),
             ("lanes", self.lanes.heap_size() + self.lane_order.heap_size()),
             ("pi header", self.pi_header.heap_size()),
+            ("gemini header", self.gemini_header.heap_size()),
             ("units", self.units.heap_size()),
             (
                 "order",
