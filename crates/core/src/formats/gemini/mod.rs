@@ -31,6 +31,9 @@ mod read;
 mod records;
 mod wire;
 
+#[cfg(test)]
+mod properties;
+
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
