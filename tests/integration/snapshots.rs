@@ -19,7 +19,7 @@ fn first_line(s: &str, n: usize) -> String {
 }
 
 /// One line per node: step, lane, type, id, incoming edges, content.
-fn workflow_dump(w: &Value) -> String {
+pub(crate) fn workflow_dump(w: &Value) -> String {
     let mut out = String::new();
     for n in w["workflow"]["nodes"].as_array().unwrap() {
         let parents: Vec<String> = n["parentNodeIds"]
@@ -49,7 +49,7 @@ fn workflow_dump(w: &Value) -> String {
 }
 
 /// One line per unit: id, type, text.
-fn annotations_dump(a: &Value) -> String {
+pub(crate) fn annotations_dump(a: &Value) -> String {
     let mut out = String::new();
     for u in a["annotations"].as_array().unwrap() {
         let r = &u["text_or_artifact_ref"];
