@@ -231,6 +231,43 @@ mod tests {
     }
 
     #[test]
+    fn gemini_chats_are_sessions_and_their_subagents_chats_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let chats = dir.path().join("tmp/h1/chats");
+        fs::create_dir_all(chats.join("S1")).unwrap();
+        fs::create_dir_all(chats.join("S2")).unwrap();
+        let header = |id: &str, kind: &str| {
+            format!("{{\"sessionId\":\"{id}\",\"projectHash\":\"h\",\"kind\":\"{kind}\"}}\n")
+        };
+        fs::write(chats.join("session-a-S1.jsonl"), header("S1", "main")).unwrap();
+        fs::write(chats.join("S1/A1.jsonl"), header("A1", "subagent")).unwrap();
+        fs::write(
+            chats.join("session-b-S2.json"),
+            "{\n  \"sessionId\": \"S2\",\n  \"projectHash\": \"h\",\n  \"messages\": [\n",
+        )
+        .unwrap();
+        // A legacy sub-agent chat whose start does not say its kind: told by its folder.
+        fs::write(
+            chats.join("S2/A2.json"),
+            "{\n  \"sessionId\": \"A2\",\n  \"projectHash\": \"h\",\n  \"messages\": [\n",
+        )
+        .unwrap();
+        let found = scan_dir(dir.path(), &mut HashSet::new(), |_| {});
+        let got: Vec<(&str, &str, Format)> = found
+            .sessions
+            .iter()
+            .map(|s| (s.id.as_str(), s.project.as_str(), s.format))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("session-a-S1", "tmp/h1/chats", Format::Gemini),
+                ("session-b-S2", "tmp/h1/chats", Format::Gemini)
+            ]
+        );
+    }
+
+    #[test]
     fn agentchat_and_chat_message_dumps_on_disk_are_autogen_logs() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
