@@ -1,5 +1,6 @@
 //! Google Gemini CLI chat recordings (`~/.gemini/tmp/<project>/chats/session-*.json` and
-//! `.jsonl`), read into the same [`Record`]s as Claude Code so that one pipeline serves
+//! `.jsonl`), read into the same
+//! [`Record`](crate::formats::claude_code::records::Record)s as Claude Code so that one pipeline serves
 //! both.
 //!
 //! Two layouts:
@@ -9,7 +10,7 @@
 //! - **JSONL** (from v0.39): a header line, then message lines (a message appended again
 //!   with the same `id` replaces the earlier copy), `{"$set": {...}}` lines (header
 //!   updates; `messages` there is a checkpoint of the whole list) and `{"$rewindTo": id}`
-//!   lines ([`read`] says how each is taken).
+//!   lines (the `read` module says how each is taken).
 //!
 //! A sub-agent's chat is a file of its own (`chats/<parent session id>/<agent id>.jsonl`,
 //! header `kind: "subagent"`, its `sessionId` the agent's id): its records carry that id as
@@ -22,7 +23,7 @@
 //! |---|---|
 //! | `user` | `user`: the prompt as typed (`displayContent` when it holds text, else `content`) and its images; one whose `displayContent` is only a tool's response is the CLI's, not the human's: `system`, subtype `continuation` |
 //! | `gemini` | `assistant` (`message.id` = the message id): a thinking block per thought, the text, a `tool_use` per tool call (`args` as input); `model`; usage `input`, `output` + `thoughts` |
-//! | each answered tool call of it | `user` holding a `tool_result` (`tool_use_id` = the call id, `is_error` by [`records`]' verdict), uuid `<call id>:result` |
+//! | each answered tool call of it | `user` holding a `tool_result` (`tool_use_id` = the call id, `is_error` by the log's verdict, CONTRACT 3.16), uuid `<call id>:result` |
 //! | `info`, `warning`, `error` | `system` with that subtype |
 //! | a compression checkpoint | `system`, subtype `compact_boundary`, its summary as content |
 //! | any other type | kept by its type (a parent in the order), shown nowhere |
@@ -39,7 +40,6 @@ use serde_json::Value;
 
 use crate::formats::claude_code::cost::fixed_cost;
 use crate::formats::claude_code::parse::ParsedFile;
-use crate::formats::claude_code::records::Record;
 use crate::heap::HeapSize;
 use crate::json::frame;
 use crate::memory_bound::RecordBudget;
@@ -272,11 +272,6 @@ impl<'de> Visitor<'de> for StringOrSkip {
     fn visit_unit<E>(self) -> Result<Value, E> {
         Ok(Value::Null)
     }
-}
-
-/// The records of a file as [`parse_gemini_file`] gives them (for tests and tools).
-pub fn records(data: &[u8]) -> Vec<Record> {
-    parse_gemini_file(0, data).parsed.records
 }
 
 impl HeapSize for GeminiHeader {

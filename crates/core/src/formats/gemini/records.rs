@@ -268,11 +268,8 @@ fn result_texts(call: &WireToolCall) -> Vec<String> {
 /// CLI records such a call `success`, the command's failure only in that line). The
 /// `Error:` line (the command's stderr) alone never fails a call.
 pub(super) fn call_failed(call: &WireToolCall, texts: &[String]) -> bool {
-    match call.status.as_deref() {
-        Some("error" | "cancelled") => return true,
-        _ => {}
-    }
-    call.name.as_deref() == Some("run_shell_command") && texts.iter().any(|t| nonzero_exit(t))
+    matches!(call.status.as_deref(), Some("error" | "cancelled"))
+        || call.name.as_deref() == Some("run_shell_command") && texts.iter().any(|t| nonzero_exit(t))
 }
 
 /// True when the last line of `output` starting `Exit Code: ` gives a number other than 0.
