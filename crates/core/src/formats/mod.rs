@@ -1,6 +1,5 @@
 //! The log formats the pipeline reads: Claude Code's JSONL, pi's session tree, Gemini CLI's
-//! chats and AutoGen's
-//! message logs, and [`input`], which tells them apart.
+//! chats and AutoGen's message logs, and [`input`], which tells them apart.
 
 pub mod autogen;
 pub mod claude_code;
