@@ -254,7 +254,7 @@ fn add_filter(q: &mut SearchQuery, rng: &mut Rng, built: &Built, day_ms: i64) {
     const TOOLS: [&str; 5] = ["Bash", "Read", "Write", "Edit", "Task"];
     match rng.below(10) {
         0 => q.unit_types = vec![["user_turn", "assistant_turn", "system_turn"][rng.below(3)].into()],
-        1 => q.frameworks = vec![["claudecode", "pi", "autogen"][rng.below(3)].into()],
+        1 => q.frameworks = vec![["claudecode", "pi", "autogen", "codex", "gemini"][rng.below(5)].into()],
         2 => q.tools = vec![rng.pick(&TOOLS).to_string()],
         3 => q.failed = Some(rng.below(2) == 0),
         4 => q.delegation = Some(true),

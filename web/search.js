@@ -13,7 +13,7 @@ export function searchBox() {
   const q = h('input', { type: 'search', id: 'search-q', 'aria-label': 'Search units', placeholder: 'Search every session' });
   const select = (id, label, options) => h('select', { id, 'aria-label': label },
     options.map(([value, text]) => h('option', { value, text })));
-  const framework = select('search-framework', 'Framework', [['', 'any framework'], ['claudecode', 'Claude Code'], ['pi', 'pi'], ['autogen', 'AutoGen'], ['codex', 'Codex CLI']]);
+  const framework = select('search-framework', 'Framework', [['', 'any framework'], ['claudecode', 'Claude Code'], ['pi', 'pi'], ['autogen', 'AutoGen'], ['codex', 'Codex CLI'], ['gemini', 'Gemini CLI']]);
   const unitType = select('search-unit-type', 'Unit type', [['', 'any unit'], ['user_turn', 'user turns'], ['assistant_turn', 'assistant turns'], ['system_turn', 'system turns']]);
   const failed = h('input', { type: 'checkbox', id: 'search-failed' });
   const delegation = h('input', { type: 'checkbox', id: 'search-delegation' });

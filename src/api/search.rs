@@ -185,8 +185,9 @@ fn search_query(pairs: &QueryPairs) -> Result<SearchQuery, ApiError> {
                     invalid(
                         "framework",
                         format!(
-                            "unknown framework '{}' (expected claudecode, pi, autogen or codex)",
-                            echo(f)
+                            "unknown framework '{}' (expected one of: {})",
+                            echo(f),
+                            super::upload::FRAMEWORKS.join(", ")
                         ),
                     )
                 })

@@ -16,11 +16,12 @@ use crate::core::{LoadOptions, SessionInput, SourceFile};
 use crate::store::{Framework, Loaded, Slot};
 
 /// The frameworks uploads accept, by name.
-pub const FRAMEWORKS: [&str; 4] = [
+pub const FRAMEWORKS: [&str; 5] = [
     Framework::ALL[0].name(),
     Framework::ALL[1].name(),
     Framework::ALL[2].name(),
     Framework::ALL[3].name(),
+    Framework::ALL[4].name(),
 ];
 
 /// The upload response (the reference's keys, in its order, then `diagnostics`).
@@ -52,8 +53,9 @@ struct Upload {
 }
 
 /// The framework of a raw upload, from its first line: a pi session header, a Codex
-/// rollout ([`crate::core::formats::codex::looks_like`]), or a Claude Code record (it
-/// carries `sessionId`, `parentUuid` or a Claude Code record type).
+/// rollout ([`crate::core::formats::codex::looks_like`]), a Gemini CLI chat (its header, or
+/// one JSON object holding one), an AutoGen log, or a Claude Code record (it carries
+/// `sessionId`, `parentUuid` or a Claude Code record type).
 fn detect_framework(bytes: &[u8]) -> Option<&'static str> {
     let first = crate::core::json::frame::lines(bytes).next()?;
     if crate::core::formats::pi::is_pi_header(first.bytes) {
@@ -61,6 +63,9 @@ fn detect_framework(bytes: &[u8]) -> Option<&'static str> {
     }
     if crate::core::formats::codex::looks_like(bytes) {
         return Some("codex");
+    }
+    if crate::core::formats::gemini::looks_like(bytes) {
+        return Some("gemini");
     }
     if crate::core::formats::autogen::looks_like_bytes(bytes) {
         return Some("autogen");
@@ -157,8 +162,8 @@ fn check_main_file(input: &SessionInput) -> Result<(), ApiError> {
     }
 }
 
-/// Refuses a pi session uploaded as Claude Code's, and the reverse; and a Codex rollout
-/// uploaded as another framework's, and the reverse.
+/// Refuses a pi or Gemini session uploaded as Claude Code's, and the reverse; and a Codex
+/// rollout uploaded as another framework's, and the reverse.
 fn check_format(framework: Framework, input: &SessionInput) -> Result<(), ApiError> {
     match (framework, input.detect_format()) {
         (Framework::Codex, found) if found != Format::Codex => Err(ApiError::BadRequest(
@@ -166,6 +171,12 @@ fn check_format(framework: Framework, input: &SessionInput) -> Result<(), ApiErr
         )),
         (other, Format::Codex) if other != Framework::Codex => Err(ApiError::BadRequest(
             "This is a Codex session (a Codex CLI rollout); upload it with framework=codex".into(),
+        )),
+        (Framework::Gemini, format) if format != Format::Gemini => Err(ApiError::BadRequest(
+            "Not a Gemini CLI chat: it neither starts with a header holding sessionId and projectHash nor is one JSON object holding them".into(),
+        )),
+        (Framework::ClaudeCode, Format::Gemini) => Err(ApiError::BadRequest(
+            "This is a Gemini CLI chat (it starts with its header); upload it with framework=gemini".into(),
         )),
         (Framework::Pi, Format::ClaudeCode) => Err(ApiError::BadRequest(
             "Not a pi session: its first line is not a {\"type\":\"session\"} header".into(),

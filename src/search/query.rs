@@ -25,7 +25,7 @@ pub const MAX_QUERY_BYTES: usize = 4096;
 pub struct SearchQuery {
     /// The query text (`None` or blank: every unit the filters keep).
     pub text: Option<String>,
-    /// Frameworks (`claudecode`, `pi`, `autogen`, `codex`).
+    /// Frameworks (`claudecode`, `pi`, `autogen`, `codex`, `gemini`).
     pub frameworks: Vec<String>,
     /// Session ids.
     pub sessions: Vec<String>,

@@ -31,7 +31,7 @@ pub struct Fields {
     /// The hash of `session_id` and `event_id` ([`unit_hash`]): what label filters find
     /// units by (a column; a marker's is 0).
     pub unit_hash: Field,
-    /// `claudecode`, `pi`, `autogen` or `codex`.
+    /// `claudecode`, `pi`, `autogen`, `codex` or `gemini`.
     pub framework: Field,
     /// `user_turn`, `assistant_turn` or `system_turn`.
     pub unit_type: Field,

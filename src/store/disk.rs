@@ -11,6 +11,13 @@
 //! In the flat layout a folder holds the agents of many sessions, so an `agent-<id>.jsonl`
 //! there belongs to a session only when the session names the agent (`"agentId":"<id>"`)
 //! or the agent's log carries the session's `sessionId`.
+//!
+//! Gemini CLI keeps a sub-agent's chat in a folder named after its parent's session id:
+//!
+//! ```text
+//! ~/.gemini/tmp/<project>/chats/session-<time>-<short id>.json(l)   the main chat
+//! ~/.gemini/tmp/<project>/chats/<session id>/<agent id>.json(l)    its sub-agents' chats
+//! ```
 
 use std::ffi::OsStr;
 use std::fs;
@@ -269,8 +276,13 @@ fn with_subagents(
             skipped: Vec::new(),
         },
     };
-    read_nested(&mut gathered, &stem);
-    read_flat(&mut gathered, &bytes)?;
+    match crate::core::formats::gemini::sniff(&bytes) {
+        Some(header) => read_gemini_children(&mut gathered, header.session_id.as_deref()),
+        None => {
+            read_nested(&mut gathered, &stem);
+            read_flat(&mut gathered, &bytes)?;
+        }
+    }
     gathered.session.input.files[0].bytes = bytes;
     Ok(gathered.session)
 }
@@ -296,6 +308,39 @@ fn read_nested(gathered: &mut Gathered<'_>, stem: &str) {
         }
         gathered.read(&nested.join(&entry.name), format!("{stem}/subagents/{name}"));
     }
+}
+
+/// A Gemini chat's sub-agents: every `*.json` and `*.jsonl` file in `<session id>/` beside
+/// it (the core tells the sub-agents' chats, `kind: "subagent"`, from anything else).
+fn read_gemini_children(gathered: &mut Gathered<'_>, session_id: Option<&str>) {
+    let Some(id) = session_id.filter(|id| is_plain_name(id)) else {
+        return;
+    };
+    let nested = gathered.folder.join(id);
+    let entries = match gathered.root.list(&nested) {
+        Ok(entries) => entries,
+        Err(e) if e.is_not_found() => return,
+        Err(e) => {
+            let name = shown_name(gathered.folder, e.file());
+            let path = gathered.root.path().join(e.file());
+            gathered.skip(&e, name, path);
+            return;
+        }
+    };
+    for entry in entries {
+        let json = Path::new(&entry.name)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json") || e.eq_ignore_ascii_case("jsonl"));
+        if entry.kind != EntryKind::Directory && json {
+            let name = entry.name.to_string_lossy().into_owned();
+            gathered.read(&nested.join(&entry.name), format!("{id}/{name}"));
+        }
+    }
+}
+
+/// True for a name that is one path component (no separator, not `.` or `..`).
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 
 /// Flat layout: agents beside the main log that the session names, or whose log carries its

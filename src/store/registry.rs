@@ -47,15 +47,18 @@ pub enum Framework {
     Autogen,
     /// `codex`: OpenAI Codex CLI rollouts.
     Codex,
+    /// `gemini`.
+    Gemini,
 }
 
 impl Framework {
     /// Every framework read here, in the order `/api/frameworks` lists them.
-    pub const ALL: [Framework; 4] = [
+    pub const ALL: [Framework; 5] = [
         Framework::ClaudeCode,
         Framework::Pi,
         Framework::Autogen,
         Framework::Codex,
+        Framework::Gemini,
     ];
 
     /// Its name, as listed by `/api/frameworks` and stored.
@@ -65,6 +68,7 @@ impl Framework {
             Framework::Pi => "pi",
             Framework::Autogen => "autogen",
             Framework::Codex => "codex",
+            Framework::Gemini => "gemini",
         }
     }
 
@@ -84,6 +88,7 @@ impl Framework {
             Format::Pi => Framework::Pi,
             Format::Autogen => Framework::Autogen,
             Format::Codex => Framework::Codex,
+            Format::Gemini => Framework::Gemini,
         }
     }
 
@@ -94,6 +99,7 @@ impl Framework {
             Framework::Pi => Format::Pi,
             Framework::Autogen => Format::Autogen,
             Framework::Codex => Format::Codex,
+            Framework::Gemini => Format::Gemini,
         }
     }
 }

@@ -3,11 +3,13 @@
 //!
 //! Every `*.jsonl` file not named `agent-*` is a session's main log (a session's
 //! `subagents/` folder holds only `agent-*` files), and so is a `*.json` file whose content
-//! is an AutoGen log (an AgentChat or `chat_messages` dump) or a Codex single-object
-//! session; its id is the file's stem (the Claude Code session uuid). A Codex rollout whose
-//! thread another rollout of the directory spawned is not a session of its own: it is
-//! attached to the top of its chain of parents ([`FoundSession::companions`]), wherever
-//! its date folder is. Only the
+//! is an AutoGen log (an AgentChat or `chat_messages` dump), a Codex single-object session
+//! or a Gemini CLI chat; its id is the file's stem (the Claude Code session uuid, Gemini's
+//! `session-<time>-<short id>`). A Codex rollout whose thread another rollout of the
+//! directory spawned is not a session of its own: it is attached to the top of its chain
+//! of parents ([`FoundSession::companions`]), wherever its date folder is. A Gemini
+//! sub-agent's chat (`chats/<session id>/<agent id>.json(l)`, `kind: "subagent"`) is no
+//! session of its own either: it is read with its parent's. Only the
 //! configured directories are walked, and nothing else is ever read: symbolic links are
 //! not followed, and a log is opened as every file of a sessions directory is
 //! ([`super::confined`]).
@@ -113,15 +115,21 @@ pub fn scan_dir(root: &Path, taken: &mut HashSet<String>, mut progress: impl FnM
             if !is_log {
                 continue;
             }
-            let (meta, format, thread) =
-                match inspect(&sessions_root, path.strip_prefix(root).unwrap_or(&path)) {
-                    Ok(found) => found,
-                    Err(reason) => {
-                        out.skipped.push((path, reason));
-                        continue;
-                    }
-                };
-            if is_json && !matches!(format, Format::Autogen | Format::Codex) {
+            let (
+                meta,
+                Inspected {
+                    format,
+                    thread,
+                    sub_agent,
+                },
+            ) = match inspect(&sessions_root, path.strip_prefix(root).unwrap_or(&path)) {
+                Ok(found) => found,
+                Err(reason) => {
+                    out.skipped.push((path, reason));
+                    continue;
+                }
+            };
+            if is_json && !matches!(format, Format::Autogen | Format::Codex | Format::Gemini) || sub_agent {
                 continue;
             }
             let stem = path
@@ -229,29 +237,73 @@ fn unique_id(stem: &str, path: &Path, taken: &mut HashSet<String>) -> String {
     id
 }
 
-/// Opens a log the walk found (a regular file then, which may have been swapped since):
-/// its size and time from the opened handle, its format, and for a Codex rollout its thread.
-fn inspect(root: &SessionsRoot, log: &Path) -> Result<(fs::Metadata, Format, Option<Thread>), String> {
-    let file = root.open(log).map_err(|e| e.to_string())?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    let (format, thread) = format_of(file);
-    Ok((meta, format, thread))
+impl Inspected {
+    /// A log of `format` that is neither a Codex rollout nor a Gemini sub-agent's chat.
+    fn of(format: Format) -> Inspected {
+        Inspected {
+            format,
+            thread: None,
+            sub_agent: false,
+        }
+    }
 }
 
-/// The format of a log, from its start (a pi session starts with a `{"type":"session"}`
-/// header; a Codex rollout is told by [`crate::core::formats::codex::looks_like`], or when
-/// its first line is longer than the head read, by that line's start; an AutoGen log's
-/// first message is told by [`crate::core::formats::autogen::looks_like`]), and a Codex
-/// rollout's thread.
-fn format_of(file: fs::File) -> (Format, Option<Thread>) {
+/// Opens a log the walk found (a regular file then, which may have been swapped since):
+/// What the walk learns of a log from its start.
+struct Inspected {
+    /// Its format.
+    format: Format,
+    /// A Codex rollout's thread.
+    thread: Option<Thread>,
+    /// True for a Gemini sub-agent's chat.
+    sub_agent: bool,
+}
+
+/// Opens a log the walk found (a regular file then, which may have been swapped since):
+/// its size and time from the opened handle, and what its start says.
+fn inspect(root: &SessionsRoot, log: &Path) -> Result<(fs::Metadata, Inspected), String> {
+    let file = root.open(log).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    Ok((meta, format_of(file, log)))
+}
+
+/// The format of the log at `path`, from its start (a pi session starts with a
+/// `{"type":"session"}` header; a Codex rollout is told by
+/// [`crate::core::formats::codex::looks_like`], or when its first line is longer than the
+/// head read, by that line's start; a Gemini chat by
+/// [`crate::core::formats::gemini::sniff`]; an AutoGen log's first message by
+/// [`crate::core::formats::autogen::looks_like`]), a Codex rollout's thread, and whether
+/// it is a Gemini sub-agent's chat: its header says `kind: "subagent"`, or (a long legacy
+/// chat whose start does not say) it lies in `chats/<session id>/`.
+fn format_of(file: fs::File, path: &Path) -> Inspected {
     let mut head = Vec::with_capacity(4096);
     let read = file.take(64 * 1024).read_to_end(&mut head);
     let first = head.split(|&b| b == b'\n').find(|l| !l.trim_ascii().is_empty());
+    let gemini = crate::core::formats::gemini::sniff(&head);
     match (read, first) {
-        (Ok(_), Some(line)) if is_pi_header(line) => (Format::Pi, None),
-        (Ok(_), Some(_)) if is_codex(&head) => (Format::Codex, Some(codex_thread(&head))),
-        (Ok(_), Some(_)) if crate::core::formats::autogen::looks_like_bytes(&head) => (Format::Autogen, None),
-        _ => (Format::ClaudeCode, None),
+        (Ok(_), Some(line)) if is_pi_header(line) => Inspected::of(Format::Pi),
+        (Ok(_), Some(_)) if is_codex(&head) => Inspected {
+            format: Format::Codex,
+            thread: Some(codex_thread(&head)),
+            sub_agent: false,
+        },
+        (Ok(_), Some(_)) if gemini.is_some() => {
+            let in_chat_folder = path
+                .parent()
+                .and_then(Path::parent)
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == "chats");
+            let kind = gemini.and_then(|h| h.kind);
+            Inspected {
+                format: Format::Gemini,
+                thread: None,
+                sub_agent: kind.map_or(in_chat_folder, |k| k == "subagent"),
+            }
+        }
+        (Ok(_), Some(_)) if crate::core::formats::autogen::looks_like_bytes(&head) => {
+            Inspected::of(Format::Autogen)
+        }
+        _ => Inspected::of(Format::ClaudeCode),
     }
 }
 
@@ -319,6 +371,43 @@ mod tests {
         assert_eq!(got[1], ("pi", "proj-b", Format::Pi));
         assert!(got[2].0.starts_with("s1-") && got[2].1 == "proj-b", "{got:?}");
         assert!(found.skipped.is_empty());
+    }
+
+    #[test]
+    fn gemini_chats_are_sessions_and_their_subagents_chats_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let chats = dir.path().join("tmp/h1/chats");
+        fs::create_dir_all(chats.join("S1")).unwrap();
+        fs::create_dir_all(chats.join("S2")).unwrap();
+        let header = |id: &str, kind: &str| {
+            format!("{{\"sessionId\":\"{id}\",\"projectHash\":\"h\",\"kind\":\"{kind}\"}}\n")
+        };
+        fs::write(chats.join("session-a-S1.jsonl"), header("S1", "main")).unwrap();
+        fs::write(chats.join("S1/A1.jsonl"), header("A1", "subagent")).unwrap();
+        fs::write(
+            chats.join("session-b-S2.json"),
+            "{\n  \"sessionId\": \"S2\",\n  \"projectHash\": \"h\",\n  \"messages\": [\n",
+        )
+        .unwrap();
+        // A legacy sub-agent chat whose start does not say its kind: told by its folder.
+        fs::write(
+            chats.join("S2/A2.json"),
+            "{\n  \"sessionId\": \"A2\",\n  \"projectHash\": \"h\",\n  \"messages\": [\n",
+        )
+        .unwrap();
+        let found = scan_dir(dir.path(), &mut HashSet::new(), |_| {});
+        let got: Vec<(&str, &str, Format)> = found
+            .sessions
+            .iter()
+            .map(|s| (s.id.as_str(), s.project.as_str(), s.format))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("session-a-S1", "tmp/h1/chats", Format::Gemini),
+                ("session-b-S2", "tmp/h1/chats", Format::Gemini)
+            ]
+        );
     }
 
     #[test]

@@ -470,7 +470,7 @@ async fn pi_sessions_upload_with_or_without_a_framework_and_export_as_v3() {
     assert_eq!(branch.status, StatusCode::BAD_REQUEST);
     assert_eq!(
         server.get("/api/frameworks").await.json["frameworks"],
-        serde_json::json!(["claudecode", "pi", "autogen", "codex"])
+        serde_json::json!(["claudecode", "pi", "autogen", "codex", "gemini"])
     );
 }
 

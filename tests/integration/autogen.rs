@@ -26,7 +26,7 @@ async fn the_autogen_sample_is_served_as_commugraph_serves_it() {
     let frameworks = server.get("/api/frameworks").await;
     assert_eq!(
         frameworks.json["frameworks"],
-        json!(["claudecode", "pi", "autogen", "codex"])
+        json!(["claudecode", "pi", "autogen", "codex", "gemini"])
     );
 
     let files = vec![("mock_chat_history.jsonl".to_owned(), sample())];

@@ -14,6 +14,7 @@ mod docker;
 mod docs_examples;
 mod durability;
 mod fuzz;
+mod gemini;
 mod graph;
 mod helpers;
 mod hostile;

@@ -93,7 +93,7 @@ async fn upload_errors_are_the_references() {
         "12_upload_unknown_framework",
         &unknown,
         StatusCode::BAD_REQUEST,
-        json!({"error": "Parse Error", "message": "Unknown framework: crewai. Available: claudecode, pi, autogen, codex", "details": {}}),
+        json!({"error": "Parse Error", "message": "Unknown framework: crewai. Available: claudecode, pi, autogen, codex, gemini", "details": {}}),
         "the frameworks read here",
     );
 
@@ -284,7 +284,7 @@ async fn an_autogen_log_without_messages_gets_the_references_error() {
         unknown.json["message"]
             .as_str()
             .unwrap()
-            .ends_with("claudecode, pi, autogen, codex"),
+            .ends_with("claudecode, pi, autogen, codex, gemini"),
         "the same set as /api/frameworks: {}",
         unknown.json
     );
@@ -317,7 +317,7 @@ async fn unknown_ids_are_404_with_the_references_messages() {
         "28_frameworks",
         &frameworks,
         StatusCode::OK,
-        json!({"frameworks": ["claudecode", "pi", "autogen", "codex"]}),
+        json!({"frameworks": ["claudecode", "pi", "autogen", "codex", "gemini"]}),
         "CONTRACT 2",
     );
 }

@@ -15,7 +15,7 @@ use crate::server::{Options, Reply, TestServer};
 
 /// GET `/api/search?{query}` once the index has caught up with the store (`index.pending`
 /// false); panics if it never does.
-async fn search_indexed(server: &TestServer, query: &str) -> Reply {
+pub(crate) async fn search_indexed(server: &TestServer, query: &str) -> Reply {
     for _ in 0..3000 {
         let reply = server.get(&format!("/api/search?{query}")).await;
         assert_eq!(reply.status, StatusCode::OK, "{query}: {}", reply.json);
@@ -35,7 +35,7 @@ async fn total(server: &TestServer, query: &str) -> u64 {
 }
 
 /// `(session_id, event_id)` of each result.
-fn keys(reply: &Reply) -> Vec<(String, String)> {
+pub(crate) fn keys(reply: &Reply) -> Vec<(String, String)> {
     reply.json["results"]
         .as_array()
         .expect("results")

@@ -53,9 +53,10 @@ impl SessionInput {
 
     /// The format of the session, told by its main file's start: a pi session starts with a
     /// `{"type":"session"}` header; a Codex rollout is told by [`super::codex::looks_like`];
-    /// an AutoGen log's first message has `sender` or `recipient`, or is an AgentChat or
-    /// 0.2 chat message ([`super::autogen::looks_like`]); anything else is read as Claude
-    /// Code.
+    /// a Gemini CLI chat with its header or is one JSON object holding one
+    /// ([`super::gemini::sniff`]); an AutoGen log's first message has `sender` or
+    /// `recipient`, or is an AgentChat or 0.2 chat message ([`super::autogen::looks_like`]);
+    /// anything else is read as Claude Code.
     pub fn detect_format(&self) -> Format {
         let Some(main) = self.main_index().map(|i| &self.files[i].bytes) else {
             return Format::ClaudeCode;
@@ -63,6 +64,7 @@ impl SessionInput {
         match crate::json::frame::lines(main).next() {
             Some(line) if super::pi::is_pi_header(line.bytes) => Format::Pi,
             Some(_) if super::codex::looks_like(main) => Format::Codex,
+            Some(_) if super::gemini::looks_like(main) => Format::Gemini,
             Some(_) if super::autogen::looks_like_bytes(main) => Format::Autogen,
             _ => Format::ClaudeCode,
         }
@@ -87,16 +89,19 @@ pub enum Format {
     Autogen,
     /// OpenAI Codex CLI: a rollout, plus the rollouts of the threads it spawned.
     Codex,
+    /// Google Gemini CLI: a chat (one JSON object, or JSON lines) plus its sub-agents' chats.
+    Gemini,
 }
 
 impl Format {
-    /// The framework name (`claudecode`, `pi`, `autogen`, `codex`).
+    /// The framework name (`claudecode`, `pi`, `autogen`, `codex`, `gemini`).
     pub fn name(self) -> &'static str {
         match self {
             Format::ClaudeCode => "claudecode",
             Format::Pi => "pi",
             Format::Autogen => "autogen",
             Format::Codex => "codex",
+            Format::Gemini => "gemini",
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::formats::autogen::{AgMessage, ReadError};
 use crate::formats::claude_code::parse::{parse_file_parts, FileIdentity, ParsedFile};
 use crate::formats::claude_code::records::Record;
 use crate::formats::codex::{parse_codex_file_within, session_roles};
+use crate::formats::gemini::{parse_gemini_file_within, GeminiHeader};
 use crate::formats::input::{FileRole, Format, SessionInput, SourceFile};
 use crate::formats::pi::{parse_pi_file_within, PiHeader};
 use crate::heap::HeapSize;
@@ -31,9 +32,6 @@ pub struct FileInfo {
 pub(crate) struct ReadSession<'i> {
     /// The files, main log first (dedup keeps first copies).
     pub(crate) sources: Vec<&'i SourceFile>,
-    /// What each of `sources` is to the session: by its name, or for Codex by its
-    /// content (the rollouts of spawned threads are sub-agent logs).
-    pub(crate) roles: Vec<FileRole>,
     /// The log format.
     pub(crate) format: Format,
     /// Every record read, file by file.
@@ -42,7 +40,13 @@ pub(crate) struct ReadSession<'i> {
     pub(crate) file_stats: Vec<FileStats>,
     /// The pi header, for pi sessions.
     pub(crate) pi_header: Option<PiHeader>,
-    /// The session's id: the pi header's, else the main log's first `sessionId`.
+    /// The main chat's header, for Gemini sessions.
+    pub(crate) gemini_header: Option<GeminiHeader>,
+    /// Each file's role, as `sources`: by its name ([`SourceFile::role`]), but for Codex by
+    /// its content (the rollouts of spawned threads are sub-agent logs) and for Gemini by
+    /// its header (a `kind: "subagent"` chat is a sub-agent's).
+    pub(crate) roles: Vec<FileRole>,
+    /// The session's id: the pi or Gemini header's, else the main log's first `sessionId`.
     pub(crate) session_id: Option<String>,
     /// The messages of an AutoGen log.
     pub(crate) autogen: Option<Vec<AgMessage>>,
@@ -74,6 +78,10 @@ pub(crate) fn read_session(
             let bytes: Vec<&[u8]> = input.files.iter().map(|f| &f.bytes[..]).collect();
             session_roles(&bytes)
         }
+        Format::Gemini => (
+            gemini_main(input).unwrap_or(named_main),
+            input.files.iter().map(SourceFile::role).collect(),
+        ),
         _ => (named_main, input.files.iter().map(SourceFile::role).collect()),
     };
     // The main log is file 0: it comes first in the stream (dedup keeps first copies).
@@ -91,8 +99,9 @@ pub(crate) fn read_session(
         _ => None,
     };
     let mut diagnostics = Diagnostics::default();
-    let (mut records, file_stats, pi_header) =
+    let (mut records, file_stats, headers) =
         read_files(&sources, format, options, &budget, &mut diagnostics)?;
+    let roles = file_roles(roles, &headers);
     if format == Format::Codex {
         // A spawned thread's records are a sidechain, as a Claude Code sub-agent's are.
         for r in &mut records {
@@ -101,17 +110,24 @@ pub(crate) fn read_session(
             }
         }
     }
-    let session_id = match &pi_header {
-        Some(h) => h.id.clone(),
-        None => file_stats[0].identity.nonempty_session_id.clone(),
+    let (pi_header, gemini_header) = match headers.into_iter().next().flatten() {
+        Some(FileHeader::Pi(h)) => (Some(h), None),
+        Some(FileHeader::Gemini(h)) => (None, Some(h)),
+        None => (None, None),
+    };
+    let session_id = match (&pi_header, &gemini_header) {
+        (Some(h), _) => h.id.clone(),
+        (_, Some(h)) => h.session_id.clone(),
+        _ => file_stats[0].identity.nonempty_session_id.clone(),
     };
     Ok(ReadSession {
         sources,
-        roles,
         format,
         records,
         file_stats,
         pi_header,
+        gemini_header,
+        roles,
         session_id,
         autogen,
         diagnostics,
@@ -128,12 +144,44 @@ pub(crate) struct FileStats {
     pub(crate) identity: FileIdentity,
 }
 
-/// What reading the files gives: the records, each file's counts, and a pi session's header.
-type ReadFiles = (Vec<Record>, Vec<FileStats>, Option<PiHeader>);
+/// The header a file of a pi or Gemini session starts with.
+pub(crate) enum FileHeader {
+    /// A pi session's.
+    Pi(PiHeader),
+    /// A Gemini chat's.
+    Gemini(GeminiHeader),
+}
+
+/// What reading the files gives: the records, each file's counts, and each file's header.
+type ReadFiles = (Vec<Record>, Vec<FileStats>, Vec<Option<FileHeader>>);
 
 /// What reading one file gives: its counts, its records in the parts they were read in,
-/// and a pi session's header.
-type FileRead = (ParsedFile, Vec<Vec<Record>>, Option<PiHeader>);
+/// and its header.
+type FileRead = (ParsedFile, Vec<Vec<Record>>, Option<FileHeader>);
+
+/// The main chat of a Gemini session: the first file that is no sub-agent's chat.
+fn gemini_main(input: &SessionInput) -> Option<usize> {
+    input.files.iter().position(|f| {
+        f.role() != FileRole::SubAgentMeta
+            && crate::formats::gemini::sniff(&f.bytes).is_none_or(|h| !h.is_subagent())
+    })
+}
+
+/// Each file's role: `roles` (by its name, or a Codex rollout's by its content), but in a
+/// Gemini session a file other than the main chat is a sub-agent's when its header says
+/// `kind: "subagent"` (another main chat stays a main log, which linking leaves out).
+fn file_roles(roles: Vec<FileRole>, headers: &[Option<FileHeader>]) -> Vec<FileRole> {
+    roles
+        .into_iter()
+        .zip(headers)
+        .enumerate()
+        .map(|(fi, (role, header))| match header {
+            Some(FileHeader::Gemini(h)) if fi > 0 && h.is_subagent() => FileRole::SubAgent,
+            Some(FileHeader::Gemini(_)) => FileRole::Main,
+            _ => role,
+        })
+        .collect()
+}
 
 /// Frames and parses every log (meta files are read by linking), recording bad and
 /// repaired lines. Returns the records and each file's counts.
@@ -161,7 +209,12 @@ fn read_files(
                 Format::Pi => {
                     let mut pi = parse_pi_file_within(fi as u32, &f.bytes, &budget.records);
                     let records = std::mem::take(&mut pi.parsed.records);
-                    (pi.parsed, vec![records], Some(pi.header))
+                    (pi.parsed, vec![records], Some(FileHeader::Pi(pi.header)))
+                }
+                Format::Gemini => {
+                    let mut chat = parse_gemini_file_within(fi as u32, &f.bytes, &budget.records);
+                    let records = std::mem::take(&mut chat.parsed.records);
+                    (chat.parsed, vec![records], Some(FileHeader::Gemini(chat.header)))
                 }
                 Format::Codex => {
                     let mut codex = parse_codex_file_within(fi as u32, &f.bytes, &budget.records);
@@ -180,15 +233,14 @@ fn read_files(
     // Each record is moved once, from the part it was read in.
     let mut records = Vec::with_capacity(kept);
     let mut file_stats = Vec::with_capacity(sources.len());
-    let mut pi_header = None;
+    let mut headers = Vec::with_capacity(sources.len());
     for (f, parsed) in sources.iter().zip(parsed_files) {
         let Some((mut parsed, parts, header)) = parsed else {
             file_stats.push(FileStats::default());
+            headers.push(None);
             continue;
         };
-        if header.is_some() {
-            pi_header = header;
-        }
+        headers.push(header);
         if let (true, Some(bad)) = (options.strict, parsed.bad_lines.samples.first()) {
             return Err(SessionError::InvalidLine {
                 file: f.name.clone(),
@@ -207,7 +259,7 @@ fn read_files(
             records.append(&mut part);
         }
     }
-    Ok((records, file_stats, pi_header))
+    Ok((records, file_stats, headers))
 }
 
 /// The [`RecordBudget`] of a session's reading, and what it is measured against.

@@ -11,12 +11,15 @@ use super::items::{build_items, Item};
 use super::lanes::{assign_lanes, Lane};
 use super::load::{LoadOptions, SessionError};
 use super::read::{read_session, FileInfo, FileStats, ReadSession};
-use super::subagents::{index_tool_uses, link_subagents, Agent, LinkFile, Linking, ToolUseIndex};
+use super::subagents::{
+    finish_gemini_linking, index_tool_uses, link_subagents, Agent, LinkFile, Linking, ToolUseIndex,
+};
 use super::tree::Tree;
 use super::units::{kept_uuid_index, order_records, Ordered, Unit};
 use super::workflow::{build_workflow, order_lanes, Node, Workflow, WorkflowInput};
 use crate::diagnostics::{Diagnostics, LineIssue};
 use crate::formats::claude_code::records::Record;
+use crate::formats::gemini::GeminiHeader;
 use crate::formats::input::{FileRole, Format, SessionInput, SourceFile};
 use crate::formats::pi::PiHeader;
 use crate::heap::HeapSize;
@@ -77,6 +80,8 @@ pub struct Session {
     pub format: Format,
     /// The pi header, for pi sessions.
     pub pi_header: Option<PiHeader>,
+    /// The main chat's header, for Gemini sessions.
+    pub gemini_header: Option<GeminiHeader>,
     /// The units of the order.
     pub units: Vec<Unit>,
     /// Unit indices in session order.
@@ -161,11 +166,12 @@ impl Session {
         timings.mark("parse");
         let ReadSession {
             sources,
-            roles,
             format,
             records,
             file_stats,
             pi_header,
+            gemini_header,
+            roles,
             session_id,
             autogen,
             mut diagnostics,
@@ -254,6 +260,7 @@ impl Session {
             input: kept_input(&sources, format),
             format,
             pi_header,
+            gemini_header,
             units,
             unit_sequence: ordering.sequence,
             unit_of_record,
@@ -338,7 +345,8 @@ impl Session {
 }
 
 /// Ties each sub-agent log to the Task call that spawned it (see [`link_subagents`]). A pi
-/// session is one file: every other file given with it is left out.
+/// session is one file: every other file given with it is left out. A Gemini session is
+/// its main chat and its sub-agents' chats: another main chat given with it is left out.
 fn link_files(
     records: &[Record],
     sources: &[&SourceFile],
@@ -370,6 +378,17 @@ fn link_files(
         linking.agents.clear();
         linking.unlinked.clear();
     }
+    if format == Format::Gemini {
+        for (fi, role) in roles.iter().enumerate().skip(1) {
+            if *role == FileRole::Main {
+                linking.file_included[fi] = false;
+                linking
+                    .ignored
+                    .push((fi, "another Gemini session's main chat".to_owned()));
+            }
+        }
+        finish_gemini_linking(&mut linking, records);
+    }
     linking
 }
 
@@ -390,7 +409,7 @@ fn file_infos(sources: &[&SourceFile], roles: &[FileRole], included: &[bool]) ->
 }
 
 /// The input the session keeps: a Claude Code session's records borrow the text of its
-/// logs; pi, Codex and AutoGen sessions own theirs.
+/// logs; pi, Codex, Gemini and AutoGen sessions own theirs.
 fn kept_input(sources: &[&SourceFile], format: Format) -> Vec<Bytes> {
     match format {
         Format::ClaudeCode => sources
@@ -398,7 +417,7 @@ fn kept_input(sources: &[&SourceFile], format: Format) -> Vec<Bytes> {
             .filter(|f| f.role() != FileRole::SubAgentMeta)
             .map(|f| f.bytes.clone())
             .collect(),
-        Format::Pi | Format::Autogen | Format::Codex => Vec::new(),
+        Format::Pi | Format::Autogen | Format::Codex | Format::Gemini => Vec::new(),
     }
 }
 
@@ -457,6 +476,7 @@ impl Session {
             ("agents", self.agents.heap_size()),
             ("lanes", self.lanes.heap_size() + self.lane_order.heap_size()),
             ("pi header", self.pi_header.heap_size()),
+            ("gemini header", self.gemini_header.heap_size()),
             ("units", self.units.heap_size()),
             (
                 "order",

@@ -33,6 +33,8 @@ pub enum LinkSource {
     MetaFile,
     /// By the agent's first prompt.
     Prompt,
+    /// By time (Gemini before v0.39): the call that was running when the agent started.
+    Time,
 }
 
 /// One sub-agent of the session.
@@ -382,6 +384,70 @@ impl<'r> Linker<'r> {
                     agent.prompt = text(["prompt", "message"]).map(JsonStr::new);
                 }
             }
+        }
+    }
+}
+
+/// Gemini sessions, after [`link_subagents`]: an agent tied to a call takes the call's
+/// tool name as its type (Gemini names the delegating tool after the agent,
+/// `codebase_investigator`). An agent no call names (before v0.39 the call carries no
+/// `agentId`; only the folder tells whose the chat is) is tied by time: to the main chat's
+/// latest call, not otherwise tied, made at or before the agent's first record and
+/// answered (if at all) at or after it.
+pub(crate) fn finish_gemini_linking(linking: &mut Linking, records: &[Record]) {
+    let in_main = |i: usize| records[i].pos.file == 0;
+    let tool_uses = index_tool_uses(records, in_main);
+    let mut answered: HashMap<&str, Option<i64>> = HashMap::new();
+    for r in records
+        .iter()
+        .filter(|r| r.pos.file == 0 && r.kind == RecordKind::User)
+    {
+        if let Some(id) = r.first_tool_use_id() {
+            answered.insert(id, r.time);
+        }
+    }
+    let mut taken: HashSet<String> = linking
+        .agents
+        .iter()
+        .filter_map(|a| a.tool_use_id.clone())
+        .collect();
+    for agent in &mut linking.agents {
+        let Some(file) = agent.file.filter(|_| agent.tool_use_id.is_none()) else {
+            continue;
+        };
+        let Some(start) = records
+            .iter()
+            .filter(|r| r.pos.file as usize == file)
+            .filter_map(|r| r.time)
+            .min()
+        else {
+            continue;
+        };
+        let running = tool_uses
+            .iter()
+            .filter(|(id, _)| !taken.contains(*id))
+            .filter(|(_, &(rec, _))| records[rec].time.is_some_and(|t| t <= start))
+            .filter(|(id, _)| {
+                answered
+                    .get(id.as_str())
+                    .is_none_or(|t| t.is_none_or(|t| t >= start))
+            })
+            .max_by_key(|(_, &(rec, block))| (records[rec].time, records[rec].pos, block));
+        if let Some((id, &(rec, _))) = running {
+            taken.insert(id.clone());
+            agent.tool_use_id = Some(id.clone());
+            agent.task_record = Some(rec);
+            agent.linked_by = Some(LinkSource::Time);
+            agent.depth = Some(1);
+            linking.unlinked.retain(|u| *u != agent.agent_id);
+        }
+    }
+    for agent in &mut linking.agents {
+        if let (None, Some(at)) = (
+            &agent.subagent_type,
+            agent.tool_use_id.as_ref().and_then(|t| tool_uses.get(t)),
+        ) {
+            agent.subagent_type = tool_use_at(records, *at).map(|t| t.name.clone());
         }
     }
 }
