@@ -38,7 +38,8 @@ pub(crate) struct ReadSession<'i> {
     pub(crate) file_stats: Vec<FileStats>,
     /// The pi header, for pi sessions.
     pub(crate) pi_header: Option<PiHeader>,
-    /// The session's id: the pi header's, else the main log's first `sessionId`.
+    /// The session's id: the pi header's, an AutoGen log's name without its extension,
+    /// else the main log's first `sessionId`.
     pub(crate) session_id: Option<String>,
     /// The messages of an AutoGen log.
     pub(crate) autogen: Option<Vec<AgMessage>>,
@@ -77,10 +78,15 @@ pub(crate) fn read_session(
         _ => None,
     };
     let mut diagnostics = Diagnostics::default();
-    let (records, file_stats, pi_header) = read_files(&sources, format, options, &budget, &mut diagnostics)?;
-    let session_id = match &pi_header {
-        Some(h) => h.id.clone(),
-        None => file_stats[0].identity.nonempty_session_id.clone(),
+    let (records, mut file_stats, pi_header) =
+        read_files(&sources, format, options, &budget, &mut diagnostics)?;
+    let session_id = match (&pi_header, &autogen) {
+        (Some(h), _) => h.id.clone(),
+        (None, Some(messages)) => {
+            file_stats[0].count_autogen(&sources[0].bytes, messages.len());
+            autogen_session_id(sources[0].base_name())
+        }
+        (None, None) => file_stats[0].identity.nonempty_session_id.clone(),
     };
     Ok(ReadSession {
         sources,
@@ -102,6 +108,23 @@ pub(crate) struct FileStats {
     pub(crate) records: usize,
     pub(crate) types: TypeCounts,
     pub(crate) identity: FileIdentity,
+}
+
+impl FileStats {
+    /// An AutoGen log's counts: its non-blank lines, and its messages as its records (the
+    /// log is read whole, not line by line, and an entry without text is no message).
+    fn count_autogen(&mut self, log: &[u8], messages: usize) {
+        self.lines = crate::json::frame::lines(log).count();
+        self.records = messages;
+    }
+}
+
+/// The id of an AutoGen session, whose log names none: its main log's name without the
+/// extension (`swarm_handoffs` for `swarm_handoffs.json`), as a sessions directory names
+/// it (unless two logs share the name). `None` for a name that is only an extension.
+fn autogen_session_id(main_log: &str) -> Option<String> {
+    let stem = main_log.rsplit_once('.').map_or(main_log, |(stem, _)| stem);
+    (!stem.is_empty()).then(|| stem.to_owned())
 }
 
 /// What reading the files gives: the records, each file's counts, and a pi session's header.
