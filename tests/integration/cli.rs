@@ -354,3 +354,45 @@ fn f10_export_refuses_autogen_messages_past_the_memory_bound() {
         String::from_utf8_lossy(&loaded.stderr)
     );
 }
+
+/// Item 11 of the labeling team's report: a label database that refuses the connection, or
+/// rejects the password, waited for the pool and then said "pool timed out". The server now
+/// stops with the driver's own reason (password hidden). The wrong password is tried when
+/// `DATABASE_URL` names a PostgreSQL server.
+#[test]
+fn item11_a_bad_postgresql_url_fails_with_the_connection_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cases = vec![(
+        "postgres://u:secret@127.0.0.1:1/db".to_owned(),
+        "refused".to_owned(),
+    )];
+    if let Some(url) = std::env::var("DATABASE_URL")
+        .ok()
+        .filter(|u| u.starts_with("postgres"))
+    {
+        let (scheme, rest) = url.split_once("://").unwrap();
+        let (userinfo, host) = rest.split_once('@').unwrap();
+        let user = userinfo.split(':').next().unwrap();
+        cases.push((
+            format!("{scheme}://{user}:secret@{host}"),
+            "password authentication failed".to_owned(),
+        ));
+    }
+    for (url, reason) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_sessiongraph"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--database-url", &url])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .output()
+            .expect("the binary runs");
+        assert_eq!(out.status.code(), Some(1), "{url}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("error: cannot open the label database postgres://"),
+            "{err}"
+        );
+        assert!(err.contains(&reason), "{url}: {err}");
+        assert!(!err.contains("pool timed out"), "{err}");
+        assert!(!err.contains("secret"), "{err}");
+    }
+}
