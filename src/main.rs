@@ -155,7 +155,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    init_logging(args.log_format, "sessiongraph=info,tower_http=info");
+    init_logging(args.server.log_format, "sessiongraph=info,tower_http=info");
     let settings = args.app_settings()?;
     for codebook in settings.codebooks.iter() {
         for key in &codebook.repeated_keys {
@@ -168,12 +168,20 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         }
     }
+    if args.sessions.sessions_dirs.is_empty() && settings.store.sessions_dirs.is_empty() {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        tracing::warn!(
+            cwd = %cwd.display(),
+            "no sessions directory: none given (--sessions-dir), and no ./{} here; only uploads are served",
+            sessiongraph::config::DEFAULT_SESSIONS_DIR
+        );
+    }
     let codebook = settings.codebooks.default();
     let api = &settings.api;
     let policy = &settings.label_policy;
     tracing::info!(
-        listen = %args.listen,
-        data_dir = %args.data_dir.display(),
+        listen = %args.server.listen,
+        data_dir = %args.store.data_dir.display(),
         sessions_dirs = ?settings.store.sessions_dirs,
         api_keys = api.api_keys.len(),
         read_only = api.read_only,
@@ -185,7 +193,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         labels = codebook.labels.len(),
         "starting"
     );
-    if api.api_keys.is_empty() && !args.listen.ip().is_loopback() {
+    let listen = args.server.listen;
+    if api.api_keys.is_empty() && !listen.ip().is_loopback() {
         tracing::warn!(
             "listening beyond this machine without API keys: anyone who can reach it can read and upload"
         );
@@ -195,9 +204,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let state = AppState::build(settings).await?;
         tracing::info!(backend = state.labels.backend().name(), "label database ready");
         let labels = state.labels.clone();
-        let listener = tokio::net::TcpListener::bind(args.listen)
+        let listener = tokio::net::TcpListener::bind(listen)
             .await
-            .with_context(|| format!("failed to listen on {}", args.listen))?;
+            .with_context(|| format!("failed to listen on {listen}"))?;
         tracing::info!(address = %listener.local_addr()?, "listening");
         sessiongraph::run(listener, state, shutdown_signal()).await?;
         labels.close().await;
