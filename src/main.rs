@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use sessiongraph::cli::{self, ExportArgs, HealthcheckArgs, LabelsExportArgs};
 use sessiongraph::config::{LogFormat, ServeArgs};
 use sessiongraph::AppState;
@@ -79,6 +79,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Export(args)) => {
+            if let Err(e) = args.check_flags() {
+                usage_error("export", e);
+            }
             // Warnings (a sub-agent file left out) and, with RUST_LOG=sessiongraph=debug,
             // the time of each stage, on standard error.
             init_logging(LogFormat::Text, "sessiongraph=warn");
@@ -99,6 +102,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Ends the process as clap ends it on a usage error of `subcommand` (the message, the
+/// subcommand's usage, exit status 2).
+fn usage_error(subcommand: &str, message: impl std::fmt::Display) -> ! {
+    let mut cli = Cli::command();
+    // Built, so that the subcommand's usage names the binary.
+    cli.build();
+    let command = cli
+        .find_subcommand_mut(subcommand)
+        .unwrap_or_else(|| unreachable!("{subcommand} is a subcommand"));
+    command
+        .error(clap::error::ErrorKind::ArgumentConflict, message)
+        .exit()
 }
 
 /// The error and its causes joined with `: `, leaving out a cause whose text the message

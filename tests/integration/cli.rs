@@ -2,6 +2,7 @@
 
 use std::process::{Command, Output};
 
+use serde_json::Value;
 use sessiongraph::core::views::{self, View, ViewOptions};
 
 use crate::helpers::{fixture, load_path, sample_main};
@@ -19,23 +20,22 @@ fn export_prints_exactly_the_body_of_each_view() {
     let main = sample_main();
     let session = load_path(&main);
     for view in View::ALL {
-        for (flags, options) in [
-            (vec![], ViewOptions::default()),
-            (
-                vec!["--include-subagents"],
-                ViewOptions {
-                    include_subagents: true,
-                    ..Default::default()
-                },
-            ),
-            (
-                vec!["--step", "50"],
-                ViewOptions {
-                    step: Some(50),
-                    ..Default::default()
-                },
-            ),
-        ] {
+        let mut cases = vec![(vec![], ViewOptions::default())];
+        if view.takes_subagents() {
+            let options = ViewOptions {
+                include_subagents: true,
+                ..Default::default()
+            };
+            cases.push((vec!["--include-subagents"], options));
+        }
+        if view.takes_step() {
+            let options = ViewOptions {
+                step: Some(50),
+                ..Default::default()
+            };
+            cases.push((vec!["--step", "50"], options));
+        }
+        for (flags, options) in cases {
             let mut args = vec!["--view", view.name()];
             args.extend(flags.iter().copied());
             args.push(main.to_str().unwrap());
@@ -355,6 +355,50 @@ fn f10_export_refuses_autogen_messages_past_the_memory_bound() {
     );
 }
 
+/// Item 11 of the labeling team's report: `export --step` and `--leaf` were ignored on the
+/// views they do not apply to. Every such flag is now a usage error naming the flag and the
+/// views it applies to, and nothing is printed.
+#[test]
+fn item11_export_refuses_flags_that_do_not_apply_to_the_view() {
+    let main = sample_main();
+    let main = main.to_str().unwrap();
+    for (view, flags, applies_to) in [
+        ("annotations", vec!["--step", "3"], "workflow, graph"),
+        ("chatlog", vec!["--leaf", "u1"], "context"),
+        (
+            "graph",
+            vec!["--include-subagents"],
+            "annotations, dialog, chatlog",
+        ),
+        (
+            "metrics",
+            vec!["--branch", "active"],
+            "annotations, dialog, workflow, chatlog",
+        ),
+        ("workflow", vec!["--no-edges"], "graph, metrics"),
+    ] {
+        let mut args = vec!["--view", view];
+        args.extend(&flags);
+        args.push(main);
+        let out = export(&args);
+        assert_eq!(out.status.code(), Some(2), "{view} {flags:?}");
+        assert!(out.stdout.is_empty(), "{view} {flags:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let expected = format!(
+            "error: {} does not apply to --view {view}: it applies to {applies_to}",
+            flags[0]
+        );
+        assert!(err.starts_with(&expected), "{view} {flags:?}: {err}");
+        assert!(err.contains("Usage: sessiongraph export"), "{err}");
+    }
+    let context = export(&["--view", "context", "--leaf", "nope", main]);
+    assert_eq!(
+        context.status.code(),
+        Some(1),
+        "--leaf applies to context: read, then refused"
+    );
+}
+
 /// Item 11 of the labeling team's report: a label database that refuses the connection, or
 /// rejects the password, waited for the pool and then said "pool timed out". The server now
 /// stops with the driver's own reason (password hidden). The wrong password is tried when
@@ -573,6 +617,11 @@ fn item9_each_subcommand_lists_only_the_flags_it_reads() {
         "--leaf",
         "--memory-per-input-byte",
         "--memory-allowance",
+        "--data-dir",
+        "--database-url",
+        "--session-id",
+        "--codebook-id",
+        "--codebook",
         "--help",
     ];
     let serve = [
@@ -616,6 +665,120 @@ fn item9_each_subcommand_lists_only_the_flags_it_reads() {
         assert!(out.status.success(), "{subcommand:?}");
         assert_eq!(flags_of(&out.stdout), expected, "{subcommand:?}");
     }
+}
+
+/// Item 12 of the labeling team's report: `export --view annotations` printed `labels: []`
+/// whatever the label store held, although the README says it prints what the route
+/// returns. Given the server's data directory (or database), it prints the route's body
+/// for annotations and dialog, and the orphaned labels diagnostics lists, reading the
+/// store without changing it; on SQLite and, with `DATABASE_URL`, PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item12_export_shows_the_labels_of_a_label_store_as_the_route_does() {
+    crate::labels::TestDb::each(async |db: &crate::labels::TestDb| {
+        let data = tempfile::tempdir().unwrap();
+        let sessions = crate::helpers::fixture("commugraph-sample");
+        let server = crate::server::TestServer::start(crate::server::Options {
+            data_dir: Some(data.path().to_owned()),
+            sessions_dirs: vec![sessions.clone()],
+            ..db.options()
+        })
+        .await;
+        let id = server.first_session(&[]).await;
+        let units = crate::labels::units(&server, &id).await;
+        let (event, _) = units.iter().find(|(_, t, side)| !side && t.len() > 20).map(|(e, t, _)| (e.clone(), t.clone())).unwrap();
+        let body = serde_json::json!({"annotator": "ann.a", "status": "submitted", "labels": [{"id": "EXEC_COGNITIVE"}]});
+        let path = format!("/api/graph/{id}/labels/{event}");
+        assert!(crate::labels::put(&server, &path, &body, None).await.status.is_success());
+        let annotations = server.get(&format!("/api/graph/{id}/annotations")).await.bytes;
+        let dialog = server.get(&format!("/api/graph/{id}/dialog")).await.bytes;
+        server.stop().await;
+        let before = files_under(data.path());
+
+        let store: Vec<std::ffi::OsString> = match &db.url {
+            Some(url) => vec!["--database-url".into(), url.into()],
+            None => vec!["--data-dir".into(), data.path().into()],
+        };
+        let run = |view: &str, path: &std::path::Path| {
+            Command::new(env!("CARGO_BIN_EXE_sessiongraph"))
+                .args(["export", "--view", view])
+                .args(&store)
+                .arg(path)
+                .output()
+                .unwrap()
+        };
+        for (view, served) in [("annotations", &annotations), ("dialog", &dialog)] {
+            let out = run(view, &sessions);
+            assert!(out.status.success(), "{view}: {}", String::from_utf8_lossy(&out.stderr));
+            assert_eq!(out.stdout, [served.clone(), b"\n".to_vec()].concat(), "{view}");
+        }
+        let shown: Value = serde_json::from_slice(&run("annotations", &sessions).stdout).unwrap();
+        let unit = shown["annotations"].as_array().unwrap().iter().find(|u| u["event_id"] == event.as_str()).unwrap();
+        assert_eq!(unit["labels"][0]["id"], "EXEC_COGNITIVE", "{unit}");
+        assert_eq!(files_under(data.path()), before, "the data directory is as the server left it");
+
+        // The same log cut short, where the unit is gone: its labels are orphaned.
+        let short = tempfile::tempdir().unwrap();
+        let main = "ab51623b-c26d-45f5-b98e-f9d0cfa17018.jsonl";
+        let text = std::fs::read_to_string(sessions.join(main)).unwrap();
+        let first: String = text.lines().take(3).map(|l| format!("{l}\n")).collect();
+        std::fs::write(short.path().join(main), first).unwrap();
+        let diagnostics: Value = serde_json::from_slice(&run("diagnostics", &short.path().join(main)).stdout).unwrap();
+        assert_eq!(
+            diagnostics["orphaned_labels"],
+            serde_json::json!([{"event_id": event, "annotators": ["ann.a"]}])
+        );
+    })
+    .await;
+}
+
+/// Item 12: without a label store the units show no labels, and the flags that name what
+/// to read need one.
+#[test]
+fn item12_export_without_a_label_store_shows_no_labels_and_says_what_is_missing() {
+    let main = sample_main();
+    let plain = export(&["--view", "annotations", main.to_str().unwrap()]);
+    let body: Value = serde_json::from_slice(&plain.stdout).unwrap();
+    assert!(body["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|u| u["labels"] == serde_json::json!([])));
+    let named = export(&[
+        "--view",
+        "annotations",
+        "--session-id",
+        "x",
+        main.to_str().unwrap(),
+    ]);
+    assert_eq!(named.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&named.stderr);
+    assert!(
+        err.contains("--session-id needs a label store to read: give --data-dir or --database-url"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo");
+    let missing = export(&[
+        "--view",
+        "annotations",
+        "--data-dir",
+        typo.to_str().unwrap(),
+        main.to_str().unwrap(),
+    ]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("does not exist (--data-dir)"));
+    assert!(!typo.exists());
+    let not_here = export(&[
+        "--view",
+        "workflow",
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        main.to_str().unwrap(),
+    ]);
+    assert_eq!(not_here.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&not_here.stderr).contains(
+        "--data-dir does not apply to --view workflow: it applies to annotations, dialog, diagnostics"
+    ));
 }
 
 /// Item 10 of the labeling team's report: `serve --sessions-dir DIR` with a missing DIR
