@@ -5,6 +5,9 @@
 #   docker run -p 8080:8080 -v sessiongraph-data:/data \
 #     -v ~/.claude/projects:/sessions:ro -e SESSIONGRAPH_SESSIONS_DIRS=/sessions sessiongraph
 #
+# The image holds no fixtures: without SESSIONGRAPH_SESSIONS_DIRS it serves uploads only
+# (and warns so at start); a sessions directory named but not mounted stops it.
+#
 # Stages: cargo-chef plans and builds the dependencies once (a cached layer), then the
 # binary; the runtime image is distroless, holds only the binary, and runs as non-root.
 

@@ -1,7 +1,12 @@
-//! `sessiongraph serve` settings: flags, each with an environment fallback.
+//! The command line's settings, in groups by concern, each flag with an environment
+//! fallback: where things are stored ([`StoreArgs`]), where sessions come from
+//! ([`SessionsArgs`], with the [`MemoryBoundArgs`]), the codebooks ([`CodebookArgs`]), and
+//! what only a running server needs ([`ServerArgs`], [`CacheArgs`], [`SearchArgs`],
+//! [`LabelPolicyArgs`]). `serve` takes them all ([`ServeArgs`]); each other subcommand
+//! flattens only the groups it reads, so that its `--help` lists only flags it uses.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use axum::http::HeaderValue;
@@ -23,39 +28,43 @@ pub enum LogFormat {
     Json,
 }
 
-/// Arguments of `sessiongraph serve`.
+/// Arguments of `sessiongraph serve`: every group.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
+    /// The HTTP server.
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// Where uploads, labels and the search index are kept.
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Where sessions come from.
+    #[command(flatten)]
+    pub sessions: SessionsArgs,
+    /// The memory budgets of parsed sessions and renders.
+    #[command(flatten)]
+    pub cache: CacheArgs,
+    /// Full-text search.
+    #[command(flatten)]
+    pub search: SearchArgs,
+    /// The labeling codebooks.
+    #[command(flatten)]
+    pub codebooks: CodebookArgs,
+    /// Who reviews, blind mode, the queue.
+    #[command(flatten)]
+    pub policy: LabelPolicyArgs,
+}
+
+/// The HTTP server: where it listens, what it accepts, who may call it, its logs.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Server")]
+pub struct ServerArgs {
     /// Address to listen on.
     #[arg(long, env = "SESSIONGRAPH_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Where uploads are stored (created if missing).
-    #[arg(long, env = "SESSIONGRAPH_DATA_DIR", default_value = "./data")]
-    pub data_dir: PathBuf,
-    /// A directory of sessions to list and serve, e.g. ~/.claude/projects (repeatable; the
-    /// environment variable takes a comma-separated list). Without any, the bundled
-    /// fixtures are served.
-    #[arg(
-        long = "sessions-dir",
-        env = "SESSIONGRAPH_SESSIONS_DIRS",
-        value_delimiter = ','
-    )]
-    pub sessions_dirs: Vec<PathBuf>,
-    /// Largest accepted upload (bytes; K, M, G suffixes are powers of 1024).
+    /// Largest accepted upload (bytes; K, M, G suffixes are powers of 1024); a larger body
+    /// is answered 413, naming this limit.
     #[arg(long, env = "SESSIONGRAPH_MAX_UPLOAD_BYTES", default_value = "1G", value_parser = parse_size)]
     pub max_upload_bytes: usize,
-    /// Memory budget for parsed sessions; the least recently used are unloaded beyond it
-    /// (they reload from disk on their next request).
-    #[arg(long, env = "SESSIONGRAPH_CACHE_BYTES", default_value = "4G", value_parser = parse_size)]
-    pub cache_bytes: usize,
-    /// Memory budget for renders not served from the cache (bodies cut at a step, first
-    /// renders, contexts at an entry), held until their body is sent; past it a request
-    /// waits briefly, then is answered 503 with Retry-After.
-    #[arg(long, env = "SESSIONGRAPH_RENDER_BUDGET_BYTES", default_value = "512M", value_parser = parse_size)]
-    pub render_budget_bytes: usize,
-    /// The memory bound of a session.
-    #[command(flatten)]
-    pub memory: MemoryBoundArgs,
     /// An origin allowed to call the API from a browser, e.g. http://localhost:3000
     /// (repeatable; comma-separated in the environment variable).
     #[arg(
@@ -103,6 +112,65 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, env = "SESSIONGRAPH_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+}
+
+/// Where the server keeps what it stores: the data directory (uploads, and by default the
+/// label database) and the label database.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Storage")]
+pub struct StoreArgs {
+    /// The data directory: uploads, the search index and, without --database-url, the
+    /// label database (`labels.sqlite3`). `serve` creates them when missing; a command that
+    /// only reads (`labels export`) creates nothing and refuses what is not there.
+    #[arg(long, env = "SESSIONGRAPH_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// Where labels are stored: `postgres://user:password@host/db` for PostgreSQL (several
+    /// replicas may share it); default: SQLite at `<data-dir>/labels.sqlite3`, created on
+    /// the server's first start. The environment fallback is SESSIONGRAPH_DATABASE_URL,
+    /// then DATABASE_URL.
+    #[arg(long, env = "SESSIONGRAPH_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+}
+
+/// Where sessions come from besides uploads, and the memory bound they load under.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Sessions")]
+pub struct SessionsArgs {
+    /// A directory of sessions to list and serve, e.g. ~/.claude/projects (repeatable; the
+    /// environment variable takes a comma-separated list); one that does not exist stops
+    /// the command. Default: `./fixtures` relative to where the command runs (the bundled
+    /// fixtures when run from the checkout, as `cargo run` does) if that directory exists,
+    /// else none (`serve` then warns that it serves uploads only).
+    #[arg(
+        long = "sessions-dir",
+        env = "SESSIONGRAPH_SESSIONS_DIRS",
+        value_delimiter = ','
+    )]
+    pub sessions_dirs: Vec<PathBuf>,
+    /// The memory bound of a session.
+    #[command(flatten)]
+    pub memory: MemoryBoundArgs,
+}
+
+/// The memory budgets of a running server.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Memory")]
+pub struct CacheArgs {
+    /// Memory budget for parsed sessions; the least recently used are unloaded beyond it
+    /// (they reload from disk on their next request).
+    #[arg(long, env = "SESSIONGRAPH_CACHE_BYTES", default_value = "4G", value_parser = parse_size)]
+    pub cache_bytes: usize,
+    /// Memory budget for renders not served from the cache (bodies cut at a step, first
+    /// renders, contexts at an entry), held until their body is sent; past it a request
+    /// waits briefly, then is answered 503 with Retry-After.
+    #[arg(long, env = "SESSIONGRAPH_RENDER_BUDGET_BYTES", default_value = "512M", value_parser = parse_size)]
+    pub render_budget_bytes: usize,
+}
+
+/// Full-text search.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Search")]
+pub struct SearchArgs {
     /// Keep no search index and serve no `GET /api/search`.
     #[arg(long, env = "SESSIONGRAPH_NO_SEARCH")]
     pub no_search: bool,
@@ -111,7 +179,12 @@ pub struct ServeArgs {
     /// uploads, deletions and sessions reloaded by a request are indexed as they happen).
     #[arg(long, env = "SESSIONGRAPH_SEARCH_RECHECK_SECS", default_value_t = 60)]
     pub search_recheck_secs: u64,
+}
 
+/// The labeling codebooks.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Labels")]
+pub struct CodebookArgs {
     /// A labeling codebook (YAML of CommuGraph's annotation schema shape), or a directory of
     /// them (repeatable; comma-separated in the environment). The first is the default; the
     /// built-in ones (`delegation`, CommuGraph's schema v0.2, and `speechact`) stay
@@ -119,12 +192,12 @@ pub struct ServeArgs {
     /// the default.
     #[arg(long, env = "SESSIONGRAPH_CODEBOOK", value_delimiter = ',')]
     pub codebook: Vec<PathBuf>,
-    /// Where labels are stored: `postgres://user:password@host/db` for PostgreSQL (several
-    /// replicas may share it); default: SQLite at `<data-dir>/labels.sqlite3`, created on
-    /// first start. The environment fallback is SESSIONGRAPH_DATABASE_URL, then
-    /// DATABASE_URL.
-    #[arg(long, env = "SESSIONGRAPH_DATABASE_URL", hide_env_values = true)]
-    pub database_url: Option<String>,
+}
+
+/// How a team labels on a running server.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Labels")]
+pub struct LabelPolicyArgs {
     /// An annotator allowed to write `adjudicated` sets (repeatable; comma-separated in the
     /// environment variable).
     #[arg(long = "reviewer", env = "SESSIONGRAPH_REVIEWERS", value_delimiter = ',')]
@@ -170,41 +243,52 @@ pub enum ConfigError {
     /// UTF-8).
     #[error(transparent)]
     DatabaseUrl(#[from] OpenError),
+    /// A sessions directory given (`--sessions-dir`, SESSIONGRAPH_SESSIONS_DIRS) cannot be
+    /// served: it does not exist, is not a directory, or cannot be read.
+    #[error("the sessions directory {} {problem} (--sessions-dir, SESSIONGRAPH_SESSIONS_DIRS)", .dir.display())]
+    SessionsDir {
+        /// The directory as given.
+        dir: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The data directory a command that only reads was given does not exist.
+    #[error(
+        "the data directory {} does not exist (--data-dir, SESSIONGRAPH_DATA_DIR): it holds \
+         the uploads and, without --database-url, the label database",
+        .0.display()
+    )]
+    NoDataDir(PathBuf),
 }
 
-impl ServeArgs {
-    /// The sessions directories to serve: those given, else the bundled fixtures.
-    pub fn effective_sessions_dirs(&self) -> Vec<PathBuf> {
-        if !self.sessions_dirs.is_empty() {
-            return self.sessions_dirs.clone();
+/// The directory the sessions directories default to, relative to where the command runs.
+pub const DEFAULT_SESSIONS_DIR: &str = "fixtures";
+
+impl SessionsArgs {
+    /// The sessions directories to read: those given, each checked to be a directory one
+    /// can list; else [`DEFAULT_SESSIONS_DIR`] when it is one, else none.
+    pub fn dirs(&self) -> Result<Vec<PathBuf>, ConfigError> {
+        if self.sessions_dirs.is_empty() {
+            let default = PathBuf::from(DEFAULT_SESSIONS_DIR);
+            return Ok(default.is_dir().then_some(default).into_iter().collect());
         }
-        [
-            PathBuf::from("fixtures"),
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
-        ]
-        .into_iter()
-        .find(|p| p.is_dir())
-        .into_iter()
-        .collect()
-    }
-
-    /// The store's settings.
-    pub fn store_config(&self) -> StoreConfig {
-        StoreConfig {
-            data_dir: Some(self.data_dir.clone()),
-            sessions_dirs: self.effective_sessions_dirs(),
-            cache_bytes: self.cache_bytes,
-            background_counts: true,
-            render_budget_bytes: self.render_budget_bytes,
-            memory_bound: Some(self.memory.bound()),
+        for dir in &self.sessions_dirs {
+            let problem = match std::fs::read_dir(dir) {
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => "does not exist".to_owned(),
+                Err(_) if dir.exists() && !dir.is_dir() => "is not a directory".to_owned(),
+                Err(e) => format!("cannot be read: {e}"),
+            };
+            return Err(ConfigError::SessionsDir {
+                dir: dir.clone(),
+                problem,
+            });
         }
+        Ok(self.sessions_dirs.clone())
     }
+}
 
-    /// The labeling codebooks: those given (files or directories), then the built-in ones.
-    pub fn codebooks(&self) -> Result<Codebooks, CodebookError> {
-        Codebooks::load(&self.codebook)
-    }
-
+impl StoreArgs {
     /// The label database's URL: `--database-url` (or SESSIONGRAPH_DATABASE_URL), else
     /// DATABASE_URL, else SQLite in the data directory.
     pub fn database_url(&self) -> Result<String, OpenError> {
@@ -219,8 +303,47 @@ impl ServeArgs {
         }
     }
 
+    /// The data directory, for a command that only reads it: [`ConfigError::NoDataDir`]
+    /// when it does not exist.
+    pub fn existing_data_dir(&self) -> Result<&Path, ConfigError> {
+        if self.data_dir.is_dir() {
+            Ok(&self.data_dir)
+        } else {
+            Err(ConfigError::NoDataDir(self.data_dir.clone()))
+        }
+    }
+
+    /// The store's settings for sessions from `sessions_dirs`, under `memory`, with the
+    /// server's budgets `cache` and its background counts; `None` for a one-shot read
+    /// (`labels export`): no cache (only the session in use stays parsed), no counts.
+    pub fn store_config(
+        &self,
+        sessions_dirs: Vec<PathBuf>,
+        memory: &MemoryBoundArgs,
+        cache: Option<&CacheArgs>,
+    ) -> StoreConfig {
+        let defaults = StoreConfig::default();
+        StoreConfig {
+            data_dir: Some(self.data_dir.clone()),
+            sessions_dirs,
+            cache_bytes: cache.map_or(0, |c| c.cache_bytes),
+            background_counts: cache.is_some(),
+            render_budget_bytes: cache.map_or(defaults.render_budget_bytes, |c| c.render_budget_bytes),
+            memory_bound: Some(memory.bound()),
+        }
+    }
+}
+
+impl CodebookArgs {
+    /// The labeling codebooks: those given (files or directories), then the built-in ones.
+    pub fn load(&self) -> Result<Codebooks, CodebookError> {
+        Codebooks::load(&self.codebook)
+    }
+}
+
+impl LabelPolicyArgs {
     /// The labeling policy: the reviewers named (blanks left out), blind mode, the queue's
-    /// reservation time.
+    /// reservation time and overlap.
     pub fn label_policy(&self) -> LabelPolicy {
         LabelPolicy {
             reviewers: self
@@ -234,21 +357,9 @@ impl ServeArgs {
             overlap: self.queue_overlap as usize,
         }
     }
+}
 
-    /// Everything the application state is built from ([`crate::AppState::build`]): the
-    /// HTTP layer's settings, the codebook, the store's settings, the label database's URL
-    /// and the labeling policy.
-    pub fn app_settings(&self) -> Result<AppSettings, ConfigError> {
-        Ok(AppSettings {
-            api: self.api_config()?,
-            codebooks: self.codebooks()?,
-            store: self.store_config(),
-            database_url: self.database_url()?,
-            label_policy: self.label_policy(),
-            search: self.search_config(),
-        })
-    }
-
+impl SearchArgs {
     /// The search settings.
     pub fn search_config(&self) -> SearchConfig {
         SearchConfig {
@@ -257,7 +368,28 @@ impl ServeArgs {
             ..SearchConfig::default()
         }
     }
+}
 
+impl ServeArgs {
+    /// Everything the application state is built from ([`crate::AppState::build`]): the
+    /// HTTP layer's settings, the codebooks, the store's settings (the sessions directories
+    /// checked), the label database's URL, the labeling policy and search.
+    pub fn app_settings(&self) -> Result<AppSettings, ConfigError> {
+        let sessions_dirs = self.sessions.dirs()?;
+        Ok(AppSettings {
+            api: self.server.api_config()?,
+            codebooks: self.codebooks.load()?,
+            store: self
+                .store
+                .store_config(sessions_dirs, &self.sessions.memory, Some(&self.cache)),
+            database_url: self.store.database_url()?,
+            label_policy: self.policy.label_policy(),
+            search: self.search.search_config(),
+        })
+    }
+}
+
+impl ServerArgs {
     /// The HTTP layer's settings.
     pub fn api_config(&self) -> Result<ApiConfig, ConfigError> {
         let cors_origins = self
@@ -268,20 +400,7 @@ impl ServeArgs {
             .collect::<Result<_, _>>()?;
         let mut keys = self.api_keys.clone();
         if let Some(path) = &self.api_key_file {
-            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ApiKeyFile {
-                path: path.clone(),
-                source,
-            })?;
-            let from_file: Vec<String> = text
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(str::to_owned)
-                .collect();
-            if ApiKeys::new(&from_file).is_empty() {
-                return Err(ConfigError::EmptyApiKeyFile(path.clone()));
-            }
-            keys.extend(from_file);
+            keys.extend(keys_in_file(path)?);
         }
         Ok(ApiConfig {
             max_upload_bytes: self.max_upload_bytes,
@@ -298,9 +417,28 @@ impl ServeArgs {
     }
 }
 
+/// The API keys of a key file ([`ServerArgs::api_key_file`]); one without any is refused.
+fn keys_in_file(path: &Path) -> Result<Vec<String>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ApiKeyFile {
+        path: path.to_owned(),
+        source,
+    })?;
+    let keys: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect();
+    if ApiKeys::new(&keys).is_empty() {
+        return Err(ConfigError::EmptyApiKeyFile(path.to_owned()));
+    }
+    Ok(keys)
+}
+
 /// The memory a session may take while it loads and its views are first rendered
 /// ([`MemoryBound`]): a session whose records would pass it is refused.
 #[derive(Debug, Clone, Copy, Args)]
+#[command(next_help_heading = "Memory")]
 pub struct MemoryBoundArgs {
     /// Memory a session may take, per byte of its files (`inf` lifts the bound).
     #[arg(long, env = "SESSIONGRAPH_MEMORY_PER_INPUT_BYTE", default_value_t = 4.0, value_parser = parse_ratio)]
@@ -358,11 +496,11 @@ mod tests {
         #[derive(Parser)]
         struct Cli {
             #[command(flatten)]
-            serve: ServeArgs,
+            server: ServerArgs,
         }
         let dir = tempfile::tempdir().unwrap();
         let args = |file: &std::path::Path| {
-            Cli::parse_from(["sessiongraph", "--api-key-file", file.to_str().unwrap()]).serve
+            Cli::parse_from(["sessiongraph", "--api-key-file", file.to_str().unwrap()]).server
         };
         for (name, text) in [("empty", ""), ("comments", "# keys go here\n\n   \n# none yet\n")] {
             let file = dir.path().join(name);
@@ -376,6 +514,34 @@ mod tests {
         std::fs::write(&file, "# the team\nalice:k-alice\n").unwrap();
         let config = args(&file).api_config().unwrap();
         assert_eq!(config.api_keys.named(), ["alice"]);
+    }
+
+    /// Item 10 of the labeling team's report: the default sessions directory was the build
+    /// checkout's absolute path, compiled in. It is `fixtures` relative to where the command
+    /// runs (here, the crate's root, which holds the bundled fixtures).
+    #[test]
+    fn item10_the_default_sessions_dir_is_relative_to_where_it_runs() {
+        let none = SessionsArgs {
+            sessions_dirs: Vec::new(),
+            memory: MemoryBoundArgs {
+                memory_per_input_byte: 4.0,
+                memory_allowance: 0,
+            },
+        };
+        assert_eq!(none.dirs().unwrap(), [PathBuf::from("fixtures")]);
+        let given = SessionsArgs {
+            sessions_dirs: vec![PathBuf::from("fixtures/pi"), PathBuf::from("no/such/dir")],
+            ..none
+        };
+        match given.dirs() {
+            Err(ConfigError::SessionsDir { dir, problem }) => {
+                assert_eq!(
+                    (dir.to_str(), problem.as_str()),
+                    (Some("no/such/dir"), "does not exist")
+                )
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use sessiongraph::cli::{self, ExportArgs, HealthcheckArgs, LabelsExportArgs};
 use sessiongraph::config::{LogFormat, ServeArgs};
 use sessiongraph::AppState;
@@ -80,6 +80,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Export(args)) => {
+            if let Err(e) = args.check_flags() {
+                usage_error("export", e);
+            }
             // Warnings (a sub-agent file left out) and, with RUST_LOG=sessiongraph=debug,
             // the time of each stage, on standard error.
             init_logging(LogFormat::Text, "sessiongraph=warn");
@@ -100,6 +103,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Ends the process as clap ends it on a usage error of `subcommand` (the message, the
+/// subcommand's usage, exit status 2).
+fn usage_error(subcommand: &str, message: impl std::fmt::Display) -> ! {
+    let mut cli = Cli::command();
+    // Built, so that the subcommand's usage names the binary.
+    cli.build();
+    let command = cli
+        .find_subcommand_mut(subcommand)
+        .unwrap_or_else(|| unreachable!("{subcommand} is a subcommand"));
+    command
+        .error(clap::error::ErrorKind::ArgumentConflict, message)
+        .exit()
 }
 
 /// The error and its causes joined with `: `, leaving out a cause whose text the message
@@ -156,7 +173,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    init_logging(args.log_format, "sessiongraph=info,tower_http=info");
+    init_logging(args.server.log_format, "sessiongraph=info,tower_http=info");
     let settings = args.app_settings()?;
     for codebook in settings.codebooks.iter() {
         for key in &codebook.repeated_keys {
@@ -169,12 +186,20 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         }
     }
+    if args.sessions.sessions_dirs.is_empty() && settings.store.sessions_dirs.is_empty() {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        tracing::warn!(
+            cwd = %cwd.display(),
+            "no sessions directory: none given (--sessions-dir), and no ./{} here; only uploads are served",
+            sessiongraph::config::DEFAULT_SESSIONS_DIR
+        );
+    }
     let codebook = settings.codebooks.default();
     let api = &settings.api;
     let policy = &settings.label_policy;
     tracing::info!(
-        listen = %args.listen,
-        data_dir = %args.data_dir.display(),
+        listen = %args.server.listen,
+        data_dir = %args.store.data_dir.display(),
         sessions_dirs = ?settings.store.sessions_dirs,
         api_keys = api.api_keys.len(),
         read_only = api.read_only,
@@ -186,7 +211,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         labels = codebook.labels.len(),
         "starting"
     );
-    if api.api_keys.is_empty() && !args.listen.ip().is_loopback() {
+    let listen = args.server.listen;
+    if api.api_keys.is_empty() && !listen.ip().is_loopback() {
         tracing::warn!(
             "listening beyond this machine without API keys: anyone who can reach it can read and upload"
         );
@@ -196,9 +222,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let state = AppState::build(settings).await?;
         tracing::info!(backend = state.labels.backend().name(), "label database ready");
         let labels = state.labels.clone();
-        let listener = tokio::net::TcpListener::bind(args.listen)
+        let listener = tokio::net::TcpListener::bind(listen)
             .await
-            .with_context(|| format!("failed to listen on {}", args.listen))?;
+            .with_context(|| format!("failed to listen on {listen}"))?;
         tracing::info!(address = %listener.local_addr()?, "listening");
         sessiongraph::run(listener, state, shutdown_signal()).await?;
         labels.close().await;

@@ -66,6 +66,15 @@ pub enum ApiError {
     /// 413 `Payload Too Large`.
     #[error("{0}")]
     TooLarge(String),
+    /// 413 `Payload Too Large`: a request body past a route's size limit; the message and
+    /// the details name the limit and, when the operator can change it, the setting.
+    #[error("{}", BodyLimit::message(*.limit, *.setting))]
+    BodyTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+        /// The limit's setting (a flag of `serve`), if it has one.
+        setting: Option<BodyLimit>,
+    },
     /// 415 `Unsupported Media Type`: a body sent with another `Content-Type` than the
     /// route's.
     #[error("{0}")]
@@ -99,6 +108,83 @@ pub enum ApiError {
         /// When to try again.
         retry_after: std::time::Duration,
     },
+}
+
+/// The setting behind a request body limit: only the upload limit has one; the import's is
+/// fixed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyLimit {
+    /// `--max-upload-bytes` (`SESSIONGRAPH_MAX_UPLOAD_BYTES`): uploads and
+    /// `parse-for-dialog`.
+    MaxUploadBytes,
+}
+
+impl BodyLimit {
+    /// The flag.
+    fn flag(self) -> &'static str {
+        match self {
+            BodyLimit::MaxUploadBytes => "--max-upload-bytes",
+        }
+    }
+
+    /// The environment variable.
+    fn env(self) -> &'static str {
+        match self {
+            BodyLimit::MaxUploadBytes => "SESSIONGRAPH_MAX_UPLOAD_BYTES",
+        }
+    }
+
+    /// The 413's message: the limit, and how to change it.
+    fn message(limit: usize, setting: Option<BodyLimit>) -> String {
+        let size = match human_size(limit) {
+            exact if exact.ends_with(" bytes") => exact,
+            rounded => format!("{rounded} ({limit} bytes)"),
+        };
+        match setting {
+            Some(s) => format!(
+                "The request body is larger than this server's limit of {size}, set by {} ({}); \
+                 send a smaller body, or ask the operator to raise the limit",
+                s.flag(),
+                s.env()
+            ),
+            None => format!("The request body is larger than this route's limit of {size}"),
+        }
+    }
+
+    /// The 413's details: `{"limit_bytes", "setting"?, "env"?}`.
+    fn details(limit: usize, setting: Option<BodyLimit>) -> Value {
+        let mut details = serde_json::json!({ "limit_bytes": limit });
+        if let Some(s) = setting {
+            details["setting"] = s.flag().into();
+            details["env"] = s.env().into();
+        }
+        details
+    }
+}
+
+/// `response` with a bare 413 (the body limit layer's, answered before the handler reads
+/// a declared length past `limit`) made the JSON 413 naming the limit and its `setting`.
+pub fn named_body_limit(response: Response, limit: usize, setting: Option<BodyLimit>) -> Response {
+    let bare = response.status() == StatusCode::PAYLOAD_TOO_LARGE
+        && !response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if bare {
+        ApiError::BodyTooLarge { limit, setting }.into_response()
+    } else {
+        response
+    }
+}
+
+/// `bytes` in the largest binary unit that divides it (`64 MiB`, `1 GiB`), else in bytes.
+pub fn human_size(bytes: usize) -> String {
+    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes} bytes")
 }
 
 /// What a write that found no space would have stored.
@@ -143,7 +229,7 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::TooLarge(_) | ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::InsufficientStorage { .. } => StatusCode::INSUFFICIENT_STORAGE,
@@ -417,6 +503,10 @@ impl IntoResponse for ApiError {
             }
             ApiError::Invalid { message, details } => {
                 return error_response(status, &message, Some(&details));
+            }
+            ApiError::BodyTooLarge { limit, setting } => {
+                let message = BodyLimit::message(limit, setting);
+                return error_response(status, &message, Some(&BodyLimit::details(limit, setting)));
             }
             ApiError::PreconditionFailed {
                 message,

@@ -555,7 +555,7 @@ pub async fn progress(
             known_session(&state, id)?;
             vec![id.to_owned()]
         }
-        None if query.flag("all") => state
+        None if query.flag("all")? => state
             .store
             .list()
             .into_iter()
@@ -652,7 +652,7 @@ pub async fn export(
             .first("session")
             .filter(|s| !s.is_empty())
             .map(str::to_owned),
-        all_units: query.flag("all_units"),
+        all_units: query.flag("all_units")?,
         viewer: viewer(&state, &identity, &query),
         // A blind round's export is blind on any server.
         blind: round_is_blind(&state, round.as_ref()),

@@ -44,6 +44,7 @@ pub mod views;
 
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::routing::{delete, get, post, put};
@@ -51,6 +52,11 @@ use axum::Router;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
 
+/// A response from behind a [`RequestBodyLimitLayer`] (its 413 is mapped to the JSON one
+/// naming the limit: [`error::named_body_limit`]).
+type LimitedResponse = axum::http::Response<tower_http::limit::ResponseBody<Body>>;
+
+use error::BodyLimit;
 pub use state::{AppSettings, AppState, BuildError, SharedState};
 
 /// Settings of the HTTP layer.
@@ -112,10 +118,14 @@ pub fn router(state: AppState) -> Router {
 /// agreement, progress, exports, the probes, and `parse-for-dialog` (a body read, parsed
 /// and answered, never stored; JSON only, up to the upload limit).
 fn read_routes(config: &ApiConfig) -> Router<AppState> {
+    let limit = config.max_upload_bytes;
     let parse_for_dialog = post(dialog::parse_for_dialog).layer((
         axum::middleware::from_fn(origin::require_json),
         DefaultBodyLimit::disable(),
-        RequestBodyLimitLayer::new(config.max_upload_bytes),
+        axum::middleware::map_response(move |r: LimitedResponse| async move {
+            error::named_body_limit(r.map(Body::new), limit, Some(BodyLimit::MaxUploadBytes))
+        }),
+        RequestBodyLimitLayer::new(limit),
     ));
     Router::new()
         .route("/api/frameworks", get(sessions::frameworks))
@@ -154,10 +164,14 @@ fn read_routes(config: &ApiConfig) -> Router<AppState> {
 fn write_routes(state: &AppState) -> Router<AppState> {
     let read_only = axum::middleware::from_fn_with_state(state.clone(), auth::refuse_when_read_only);
     let json = axum::middleware::from_fn(origin::require_json);
+    let limit = state.config.max_upload_bytes;
     let upload = post(upload::upload).layer((
         read_only.clone(),
         DefaultBodyLimit::disable(),
-        RequestBodyLimitLayer::new(state.config.max_upload_bytes),
+        axum::middleware::map_response(move |r: LimitedResponse| async move {
+            error::named_body_limit(r.map(Body::new), limit, Some(BodyLimit::MaxUploadBytes))
+        }),
+        RequestBodyLimitLayer::new(limit),
     ));
     let label_writes = put(labels::put_set)
         .layer(json.clone())
@@ -167,6 +181,9 @@ fn write_routes(state: &AppState) -> Router<AppState> {
         read_only.clone(),
         axum::middleware::from_fn(origin::require_json_lines),
         DefaultBodyLimit::disable(),
+        axum::middleware::map_response(|r: LimitedResponse| async move {
+            error::named_body_limit(r.map(Body::new), labeling::MAX_IMPORT_BYTES, None)
+        }),
         RequestBodyLimitLayer::new(labeling::MAX_IMPORT_BYTES),
     ));
     let queue_next = post(labeling::queue_next).layer((read_only.clone(), json.clone()));

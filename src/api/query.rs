@@ -71,10 +71,35 @@ impl QueryPairs {
         }
     }
 
-    /// A boolean flag: `true`, `1`, `yes` or `on` (any case).
-    pub fn flag(&self, key: &str) -> bool {
-        self.first(key)
-            .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on"))
+    /// A boolean flag, off when absent: see [`QueryPairs::boolean`].
+    pub fn flag(&self, key: &str) -> Result<bool, ApiError> {
+        Ok(self.boolean(key)?.unwrap_or(false))
+    }
+
+    /// A boolean parameter: `None` when absent or empty, else [`parse_boolean`]'s reading;
+    /// any other value is 400, naming the parameter.
+    pub fn boolean(&self, key: &str) -> Result<Option<bool>, ApiError> {
+        match self.first(key) {
+            None | Some("") => Ok(None),
+            Some(value) => parse_boolean(key, value).map(Some),
+        }
+    }
+}
+
+/// A boolean value of parameter (or form field) `key`: `true`, `1`, `yes`, `on` or
+/// `false`, `0`, `no`, `off`, in any case, around blanks; anything else is 400 naming
+/// `key` (a typo such as `?include_sidechains=ture` would otherwise read as false).
+pub fn parse_boolean(key: &str, value: &str) -> Result<bool, ApiError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(ApiError::Invalid {
+            message: format!(
+                "{key}: expected true or false (or 1/0, yes/no, on/off), got '{}'",
+                echo(value)
+            ),
+            details: serde_json::json!({ "field": key }),
+        }),
     }
 }
 
@@ -144,5 +169,34 @@ mod tests {
             step("step=1e99").unwrap_err(),
             "Invalid step parameter: expected a whole number from 0 to 9007199254740991, in digits only; got '1e99'"
         );
+    }
+
+    /// Item 11 of the labeling team's report: `?include_sidechains=maybe` read as false.
+    #[test]
+    fn item11_a_boolean_parameter_refuses_values_it_does_not_know() {
+        let flag = |q: &str| QueryPairs::parse(Some(q)).flag("include_sidechains");
+        for (query, expected) in [
+            ("", false),
+            ("include_sidechains=", false),
+            ("include_sidechains=true", true),
+            ("include_sidechains=TRUE", true),
+            ("include_sidechains=1", true),
+            ("include_sidechains=on", true),
+            ("include_sidechains=false", false),
+            ("include_sidechains=No", false),
+            ("include_sidechains=0", false),
+        ] {
+            assert_eq!(flag(query).unwrap(), expected, "{query}");
+        }
+        for bad in ["maybe", "ture", "2", "yes please"] {
+            let e = flag(&format!("include_sidechains={bad}")).unwrap_err();
+            assert_eq!(e.status(), axum::http::StatusCode::BAD_REQUEST);
+            let message = e.to_string();
+            assert!(
+                message.starts_with("include_sidechains: expected true or false"),
+                "{message}"
+            );
+            assert!(message.contains(&format!("got '{bad}'")), "{message}");
+        }
     }
 }

@@ -44,7 +44,7 @@ pub async fn create(
     RawQuery(query): RawQuery,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let query = QueryPairs::parse(query.as_deref());
+    let dry_run = QueryPairs::parse(query.as_deref()).flag("dry_run")?;
     let caller = caller(&state, &identity);
     caller.may_manage_rounds(&state.labels.policy().reviewers)?;
     let policy = state.labels.policy();
@@ -61,7 +61,7 @@ pub async fn create(
     let count = candidates.len();
     let spec = definition.sample.clone();
     let units = tokio::task::spawn_blocking(move || draw(&candidates, &spec)).await?;
-    if query.flag("dry_run") {
+    if dry_run {
         let preview = preview(&state, &units).await?;
         let body = json!({ "candidates": count, "units": units.len(), "preview": preview, "by_session": by_key(&units, |c| &c.session_id), "by_unit_type": by_key(&units, |c| &c.unit_type) });
         return Ok(json_response(StatusCode::OK, &body));

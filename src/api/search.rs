@@ -210,8 +210,8 @@ fn search_query(pairs: &QueryPairs) -> Result<SearchQuery, ApiError> {
         unit_types,
         actors: strings("actor"),
         tools: strings("tool"),
-        failed: boolean(pairs, "failed")?,
-        delegation: boolean(pairs, "delegation")?,
+        failed: pairs.boolean("failed")?,
+        delegation: pairs.boolean("delegation")?,
         from_ms: time(pairs, "from")?,
         to_ms: time(pairs, "to")?,
         labels: None,
@@ -230,7 +230,7 @@ struct LabelAsk<'q> {
 /// `annotator`, `label` or `codebook` is given), by `annotator`, with `label` (a label of
 /// the codebook), in `codebook`.
 fn label_ask<'q>(state: &AppState, pairs: &'q QueryPairs) -> Result<Option<LabelAsk<'q>>, ApiError> {
-    let labeled = boolean(pairs, "labeled")?;
+    let labeled = pairs.boolean("labeled")?;
     let (annotator, label, codebook) = (
         pairs.first("annotator").filter(|a| !a.is_empty()),
         pairs.first("label").filter(|l| !l.is_empty()),
@@ -275,19 +275,6 @@ fn allowed_label_filter(
         "labels are blind on this server: a label filter may only name your own sets (annotator=<you>)"
             .into(),
     ))
-}
-
-/// `key` as `true` or `false` (absent: `None`); 400 otherwise.
-fn boolean(pairs: &QueryPairs, key: &str) -> Result<Option<bool>, ApiError> {
-    match pairs.first(key) {
-        None | Some("") => Ok(None),
-        Some("true") => Ok(Some(true)),
-        Some("false") => Ok(Some(false)),
-        Some(other) => Err(invalid(
-            key,
-            format!("must be true or false, not '{}'", echo(other)),
-        )),
-    }
 }
 
 /// `key` as an RFC 3339 time, in ms since the epoch (absent: `None`); 400 otherwise.

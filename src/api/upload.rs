@@ -7,8 +7,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 
-use super::error::{echo, upload_error, ApiError};
-use super::query::QueryPairs;
+use super::error::{echo, upload_error, ApiError, BodyLimit};
+use super::query::{parse_boolean, QueryPairs};
 use super::AppState;
 use crate::core::diagnostics::DiagnosticsSummary;
 use crate::core::formats::input::Format;
@@ -116,7 +116,7 @@ async fn read_upload(state: &AppState, request: Request) -> Result<Upload, ApiEr
     if is_multipart {
         read_multipart(state, request, &query).await
     } else {
-        read_raw(request, &query).await
+        read_raw(request, &query, state.config.max_upload_bytes).await
     }
 }
 
@@ -127,11 +127,11 @@ fn framework_of(upload: &Upload) -> Result<Framework, ApiError> {
     let name = match upload.framework.as_deref().map(str::trim) {
         Some(f) if !f.is_empty() => f.to_owned(),
         // A raw upload without a framework is told from its content.
-        _ => match (
-            upload.raw,
-            upload.files.first().and_then(|f| detect_framework(&f.bytes)),
-        ) {
-            (true, Some(detected)) => detected.to_owned(),
+        _ => match (upload.raw, upload.files.first()) {
+            (true, Some(body)) => match detect_framework(&body.bytes) {
+                Some(detected) => detected.to_owned(),
+                None => return Err(undetected(&body.bytes)),
+            },
             _ => return Err(ApiError::BadRequest("No framework specified".into())),
         },
     };
@@ -145,6 +145,45 @@ fn framework_of(upload: &Upload) -> Result<Framework, ApiError> {
             FRAMEWORKS.join(", ")
         ),
         details: serde_json::json!({}),
+    })
+}
+
+/// Why a raw body naming no framework could not be told from its content: it is empty
+/// (or blank), it is not JSON or JSON Lines (the first line that does not parse is named),
+/// or it is JSON of no format read here.
+fn undetected(body: &[u8]) -> ApiError {
+    let usage = "send a session log (JSON Lines, or a JSON document for AutoGen) as the body, \
+                 naming its format with ?framework=claudecode, pi or autogen";
+    if body.iter().all(u8::is_ascii_whitespace) {
+        let what = if body.is_empty() { "empty" } else { "blank" };
+        return ApiError::BadRequest(format!("The request body is {what}: {usage}"));
+    }
+    if let Some((line, column)) = first_line_not_json(body) {
+        return ApiError::Invalid {
+            message: format!(
+                "The request body is not JSON or JSON Lines: line {line} does not parse as JSON \
+                 (column {column}); {usage}"
+            ),
+            details: serde_json::json!({ "lineNumber": line, "column": column }),
+        };
+    }
+    ApiError::BadRequest(format!(
+        "No framework specified, and the body's first record is not one of a format read here \
+         (Claude Code, pi, AutoGen): {usage}"
+    ))
+}
+
+/// The first non-blank line of `body` that is not JSON, and the column where it stops
+/// parsing (1-based both); `None` when every line parses, or the whole body is one JSON
+/// document (an array or an object over several lines).
+fn first_line_not_json(body: &[u8]) -> Option<(u32, usize)> {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() {
+        return None;
+    }
+    crate::core::json::frame::lines(body).find_map(|line| {
+        serde_json::from_slice::<serde::de::IgnoredAny>(line.bytes)
+            .err()
+            .map(|e| (line.number, e.column()))
     })
 }
 
@@ -215,28 +254,26 @@ async fn read_multipart(state: &AppState, request: Request, query: &QueryPairs) 
     let mut multipart = Multipart::from_request(request, state)
         .await
         .map_err(|e| ApiError::BadRequest(format!("Invalid multipart body: {}", echo(&e.body_text()))))?;
+    let limit = state.config.max_upload_bytes;
     let mut framework = None;
-    let mut strict = query.flag("strict");
+    let mut strict = query.flag("strict")?;
     let (mut file_fields, mut files_fields) = (Vec::new(), Vec::new());
     loop {
         let field = match multipart.next_field().await {
             Ok(Some(f)) => f,
             Ok(None) => break,
-            Err(e) => return Err(multipart_error(e)),
+            Err(e) => return Err(multipart_error(e, limit)),
         };
         let name = field.name().unwrap_or_default().to_owned();
         let file_name = field.file_name().map(str::to_owned);
         match (name.as_str(), file_name) {
-            ("framework", _) => framework = Some(field.text().await.map_err(multipart_error)?),
+            ("framework", _) => framework = Some(field.text().await.map_err(|e| multipart_error(e, limit))?),
             ("strict", _) => {
-                let v = field.text().await.map_err(multipart_error)?;
-                strict = matches!(
-                    v.trim().to_ascii_lowercase().as_str(),
-                    "true" | "1" | "yes" | "on"
-                );
+                let v = field.text().await.map_err(|e| multipart_error(e, limit))?;
+                strict = !v.trim().is_empty() && parse_boolean("strict", &v)?;
             }
             (which @ ("file" | "files"), Some(file_name)) => {
-                let bytes = field.bytes().await.map_err(multipart_error)?;
+                let bytes = field.bytes().await.map_err(|e| multipart_error(e, limit))?;
                 let list = if which == "file" {
                     &mut file_fields
                 } else {
@@ -249,7 +286,7 @@ async fn read_multipart(state: &AppState, request: Request, query: &QueryPairs) 
             }
             // Other fields (`subAgentDirectory` among them: no path comes from a client).
             _ => {
-                let _ = field.bytes().await.map_err(multipart_error)?;
+                let _ = field.bytes().await.map_err(|e| multipart_error(e, limit))?;
             }
         }
     }
@@ -270,13 +307,13 @@ async fn read_multipart(state: &AppState, request: Request, query: &QueryPairs) 
     })
 }
 
-async fn read_raw(request: Request, query: &QueryPairs) -> Result<Upload, ApiError> {
+async fn read_raw(request: Request, query: &QueryPairs, limit: usize) -> Result<Upload, ApiError> {
     let body = axum::body::to_bytes(request.into_body(), usize::MAX)
         .await
         .map_err(|e| {
             // The body limit layer stops reading at the limit.
             if is_length_limit(&*e.into_inner()) {
-                too_large()
+                too_large(limit)
             } else {
                 ApiError::BadRequest("Failed to read the request body".into())
             }
@@ -290,7 +327,7 @@ async fn read_raw(request: Request, query: &QueryPairs) -> Result<Upload, ApiErr
     Ok(Upload {
         framework: query.first("framework").map(str::to_owned),
         files,
-        strict: query.flag("strict"),
+        strict: query.flag("strict")?,
         raw: true,
     })
 }
@@ -307,13 +344,17 @@ fn is_length_limit(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-fn too_large() -> ApiError {
-    ApiError::TooLarge("Total size exceeds the configured maximum upload size".into())
+/// The 413 of an upload past `limit` bytes, naming it and `--max-upload-bytes`.
+fn too_large(limit: usize) -> ApiError {
+    ApiError::BodyTooLarge {
+        limit,
+        setting: Some(BodyLimit::MaxUploadBytes),
+    }
 }
 
-fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
+fn multipart_error(e: axum::extract::multipart::MultipartError, limit: usize) -> ApiError {
     if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-        too_large()
+        too_large(limit)
     } else {
         ApiError::BadRequest(format!("Invalid multipart body: {}", echo(&e.body_text())))
     }

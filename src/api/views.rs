@@ -26,93 +26,75 @@ use axum::Extension;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
-/// How a view route names a missing session and which query parameters it reads.
+/// How a view route names a missing session and its sub-agents parameter (when its view
+/// [takes one](View::takes_subagents)); the other parameters it reads are its view's (see
+/// [`View::takes_step`] and the like).
 struct Route {
     view: View,
     not_found: fn(&str) -> String,
-    takes_step: bool,
-    takes_branch: bool,
     subagents_flag: Option<&'static str>,
-    takes_edges: bool,
 }
 
 const GRAPH: Route = Route {
     view: View::Graph,
     not_found: graph_not_found,
-    takes_step: true,
-    takes_branch: false,
     subagents_flag: None,
-    takes_edges: true,
 };
 const WORKFLOW: Route = Route {
     view: View::Workflow,
     not_found: session_not_found,
-    takes_step: true,
-    takes_branch: true,
     subagents_flag: None,
-    takes_edges: false,
 };
 const ANNOTATIONS: Route = Route {
     view: View::Annotations,
     not_found: session_not_found,
-    takes_step: false,
-    takes_branch: true,
     subagents_flag: Some("include_sidechains"),
-    takes_edges: false,
 };
 const DIALOG: Route = Route {
     view: View::Dialog,
     not_found: session_not_found,
-    takes_step: false,
-    takes_branch: true,
     subagents_flag: Some("include_sidechains"),
-    takes_edges: false,
 };
 const CHATLOG: Route = Route {
     view: View::Chatlog,
     not_found: session_not_found,
-    takes_step: false,
-    takes_branch: true,
     subagents_flag: Some("include_subagents"),
-    takes_edges: false,
 };
 const METRICS: Route = Route {
     view: View::Metrics,
     not_found: graph_not_found,
-    takes_step: false,
-    takes_branch: false,
     subagents_flag: None,
-    takes_edges: true,
 };
 const BRANCHES: Route = Route {
     view: View::Branches,
     not_found: session_not_found,
-    takes_step: false,
-    takes_branch: false,
     subagents_flag: None,
-    takes_edges: false,
 };
 const DIAGNOSTICS: Route = Route {
     view: View::Diagnostics,
     not_found: session_not_found,
-    takes_step: false,
-    takes_branch: false,
     subagents_flag: None,
-    takes_edges: false,
 };
 
 impl Route {
     /// The view options `query` asks for, of those the route reads.
     fn options(&self, query: &QueryPairs) -> Result<ViewOptions, ApiError> {
         Ok(ViewOptions {
-            step: if self.takes_step { query.step()? } else { None },
-            include_subagents: self.subagents_flag.is_some_and(|f| query.flag(f)),
-            branch: if self.takes_branch {
+            step: if self.view.takes_step() {
+                query.step()?
+            } else {
+                None
+            },
+            include_subagents: match self.subagents_flag {
+                Some(flag) => query.flag(flag)?,
+                None => false,
+            },
+            branch: if self.view.takes_branch() {
                 query.branch()?
             } else {
                 Branch::All
             },
-            graph: if self.takes_edges {
+            graph: if self.view.takes_edges() {
                 query.graph_mode()?
             } else {
                 GraphMode::Edges

@@ -150,12 +150,31 @@ pub enum OpenError {
     #[error("invalid label database URL: {0}")]
     Url(String),
     /// Connecting failed.
-    #[error("cannot open the label database {url}: {source}")]
+    #[error("cannot open the label database {url}: {reason}")]
     Connect {
         /// The URL, password redacted.
         url: String,
-        /// The cause.
-        source: sqlx::Error,
+        /// The driver's message (password redacted), or the wait that ran out.
+        reason: String,
+    },
+    /// The SQLite file to read does not exist ([`LabelStore::open_existing`]).
+    #[error("no label store at {}: the file does not exist", .0.display())]
+    Missing(std::path::PathBuf),
+    /// The database holds none of the label store's tables ([`LabelStore::open_existing`]).
+    #[error("the database {0} holds no label store (its tables are missing)")]
+    NoLabelStore(String),
+    /// The database's migrations are not all applied ([`LabelStore::open_existing`]).
+    #[error(
+        "the label database {url} is at migration {applied} of {current}: start the server \
+         (sessiongraph serve) on it once to bring it up to date"
+    )]
+    Outdated {
+        /// The URL, password redacted.
+        url: String,
+        /// The latest migration applied.
+        applied: i64,
+        /// The latest this version has.
+        current: i64,
     },
     /// A migration failed.
     #[error("cannot migrate the label database {url}: {source}")]
@@ -310,6 +329,138 @@ impl Default for LabelPolicy {
     }
 }
 
+/// How long opening the label database waits for its first connection (see
+/// [`LabelStore::open`]): a host that drops packets, say, fails after this.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Whether a pool's connections may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    ReadWrite,
+    ReadOnly,
+}
+
+/// The backend of `url`, or [`OpenError::Url`].
+fn backend_of(url: &str) -> Result<Backend, OpenError> {
+    sqlx::any::install_default_drivers();
+    Backend::of_url(url).ok_or_else(|| {
+        OpenError::Url(format!(
+            "{} (expected postgres://, postgresql:// or sqlite:)",
+            redact(url)
+        ))
+    })
+}
+
+/// A pool on `url`, after one connection made within [`CONNECT_TIMEOUT`] (then closed)
+/// has shown that the database answers.
+async fn connect(url: &str, backend: Backend, access: Access) -> Result<AnyPool, OpenError> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, AnyConnection::connect(url)).await {
+        Ok(Ok(first)) => {
+            let _ = first.close().await;
+        }
+        Ok(Err(e)) => return Err(connect_error(url, &e)),
+        Err(_) => {
+            return Err(OpenError::Connect {
+                url: redact(url),
+                reason: format!(
+                    "no connection within {} s (is the server up, and reachable from here?)",
+                    CONNECT_TIMEOUT.as_secs()
+                ),
+            })
+        }
+    }
+    AnyPoolOptions::new()
+        .max_connections(if backend == Backend::Sqlite { 4 } else { 10 })
+        .acquire_timeout(match backend {
+            Backend::Sqlite => SQLITE_ACQUIRE_TIMEOUT,
+            Backend::Postgres => POSTGRES_ACQUIRE_TIMEOUT,
+        })
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                if backend == Backend::Sqlite {
+                    if access == Access::ReadWrite {
+                        // WAL: readers do not wait for writers. FULL: a commit is on disk
+                        // before the write is acknowledged.
+                        conn.execute("PRAGMA journal_mode = WAL").await?;
+                        conn.execute("PRAGMA synchronous = FULL").await?;
+                    }
+                    conn.execute("PRAGMA busy_timeout = 10000").await?;
+                }
+                Ok(())
+            })
+        })
+        .connect(url)
+        .await
+        .map_err(|e| connect_error(url, &e))
+}
+
+/// [`OpenError::Connect`] for `e`, the URL's password redacted from the URL and from the
+/// driver's message.
+fn connect_error(url: &str, e: &sqlx::Error) -> OpenError {
+    let mut reason = e.to_string();
+    if let Some(password) = password_of(url).filter(|p| !p.is_empty()) {
+        reason = reason.replace(password, "***");
+    }
+    OpenError::Connect {
+        url: redact(url),
+        reason,
+    }
+}
+
+/// The password of a database URL, if it has one.
+fn password_of(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("://")?;
+    let (userinfo, _) = rest.split_once('@')?;
+    userinfo.split_once(':').map(|(_, password)| password)
+}
+
+/// `url`, an SQLite database's, made read-only (`mode=ro`), once its file is known to
+/// exist ([`OpenError::Missing`] when it does not). Without a `-wal` file beside it no
+/// connection has it open (the last to close removes it), and the file holds every commit:
+/// it is then read as immutable, which creates no `-wal` or `-shm` file (a read-only
+/// connection to a database in WAL mode would otherwise make both, and leave them).
+fn existing_sqlite(url: &str) -> Result<String, OpenError> {
+    let options = sqlx::sqlite::SqliteConnectOptions::from_str(url)
+        .map_err(|e| OpenError::Url(format!("{}: {e}", redact(url))))?;
+    let file = options.get_filename();
+    if !file.is_file() {
+        return Err(OpenError::Missing(file.to_owned()));
+    }
+    let mut wal = file.as_os_str().to_owned();
+    wal.push("-wal");
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut params: Vec<&str> = query
+        .split('&')
+        .filter(|p| !p.is_empty() && !p.starts_with("mode=") && !p.starts_with("immutable="))
+        .collect();
+    params.push("mode=ro");
+    if !Path::new(&wal).exists() {
+        params.push("immutable=true");
+    }
+    Ok(format!("{base}?{}", params.join("&")))
+}
+
+/// Refuses a database that holds no label store, or one whose migrations are not all
+/// applied (reading it could fail on a column it lacks).
+async fn check_migrated(pool: &AnyPool, url: &str, backend: Backend) -> Result<(), OpenError> {
+    let applied: Result<i64, sqlx::Error> =
+        sqlx::query("SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success")
+            .fetch_one(pool)
+            .await
+            .and_then(|row| row.try_get(0));
+    let current = backend.migrator().iter().count() as i64;
+    match applied {
+        Ok(latest) if latest == current => Ok(()),
+        Ok(latest) => Err(OpenError::Outdated {
+            url: redact(url),
+            applied: latest,
+            current,
+        }),
+        Err(e) if e.to_string().contains("_sqlx_migrations") => Err(OpenError::NoLabelStore(redact(url))),
+        Err(e) => Err(connect_error(url, &e)),
+    }
+}
+
 /// The label store: the pool, the codebook sets are checked against, and the policy.
 #[derive(Debug)]
 pub struct LabelStore {
@@ -367,51 +518,21 @@ pub(super) fn bind_key<'q>(
 }
 
 impl LabelStore {
-    /// Opens (creating if needed) the database at `url` and runs the migrations.
+    /// Opens (creating if needed) the database at `url` and runs the migrations. One
+    /// connection is made first, within [`CONNECT_TIMEOUT`], so that a server that refuses
+    /// it, a password it rejects or a file that cannot be created fails at once with its
+    /// cause, not after the pool's wait with "pool timed out".
     pub async fn open(url: &str, codebooks: Codebooks, policy: LabelPolicy) -> Result<LabelStore, OpenError> {
-        sqlx::any::install_default_drivers();
-        let backend = Backend::of_url(url).ok_or_else(|| {
-            OpenError::Url(format!(
-                "{} (expected postgres://, postgresql:// or sqlite:)",
-                redact(url)
-            ))
-        })?;
-        let connect = |source| OpenError::Connect {
+        let backend = backend_of(url)?;
+        let pool = connect(url, backend, Access::ReadWrite).await?;
+        let failed = |source| OpenError::Migrate {
             url: redact(url),
             source,
         };
-        let pool = AnyPoolOptions::new()
-            .max_connections(if backend == Backend::Sqlite { 4 } else { 10 })
-            .acquire_timeout(match backend {
-                Backend::Sqlite => SQLITE_ACQUIRE_TIMEOUT,
-                Backend::Postgres => POSTGRES_ACQUIRE_TIMEOUT,
-            })
-            .after_connect(move |conn, _| {
-                Box::pin(async move {
-                    if backend == Backend::Sqlite {
-                        // WAL: readers do not wait for writers. FULL: a commit is on disk
-                        // before the write is acknowledged.
-                        conn.execute("PRAGMA journal_mode = WAL").await?;
-                        conn.execute("PRAGMA synchronous = FULL").await?;
-                        conn.execute("PRAGMA busy_timeout = 10000").await?;
-                    }
-                    Ok(())
-                })
-            })
-            .connect(url)
-            .await
-            .map_err(connect)?;
         // One connection for both steps: each connection to `sqlite::memory:` is a
         // database of its own.
-        let mut conn = pool.acquire().await.map_err(connect)?;
-        backend
-            .migrator()
-            .run(&mut *conn)
-            .await
-            .map_err(|source| OpenError::Migrate {
-                url: redact(url),
-                source,
-            })?;
+        let mut conn = pool.acquire().await.map_err(|e| connect_error(url, &e))?;
+        backend.migrator().run(&mut *conn).await.map_err(failed)?;
         adopt_unassigned(&mut conn, &codebooks.default().id)
             .await
             .map_err(|source| OpenError::Adopt {
@@ -419,14 +540,47 @@ impl LabelStore {
                 source,
             })?;
         drop(conn);
-        Ok(LabelStore {
+        Ok(LabelStore::over(pool, url, backend, codebooks, policy))
+    }
+
+    /// Opens the label store at `url` to read it, creating and changing nothing: an SQLite
+    /// file that does not exist, a database without the store's tables, or one whose
+    /// migrations are not all applied (a server of this version brings it up to date at its
+    /// start) is refused with [`OpenError::Missing`], [`OpenError::NoLabelStore`] or
+    /// [`OpenError::Outdated`]. An SQLite file is opened read-only (`mode=ro`): while a
+    /// server has it open (its `-wal` file is there) alongside the server's connections;
+    /// otherwise as immutable, so that SQLite makes no `-wal` or `-shm` file beside it.
+    pub async fn open_existing(
+        url: &str,
+        codebooks: Codebooks,
+        policy: LabelPolicy,
+    ) -> Result<LabelStore, OpenError> {
+        let backend = backend_of(url)?;
+        let url = match backend {
+            Backend::Sqlite => existing_sqlite(url)?,
+            Backend::Postgres => url.to_owned(),
+        };
+        let pool = connect(&url, backend, Access::ReadOnly).await?;
+        check_migrated(&pool, &url, backend).await?;
+        Ok(LabelStore::over(pool, &url, backend, codebooks, policy))
+    }
+
+    /// The store over an open `pool`.
+    fn over(
+        pool: AnyPool,
+        url: &str,
+        backend: Backend,
+        codebooks: Codebooks,
+        policy: LabelPolicy,
+    ) -> LabelStore {
+        LabelStore {
             pool,
             writes_in_progress: AtomicUsize::new(0),
             sets: sets_cache_of(url, backend),
             backend,
             codebooks,
             policy,
-        })
+        }
     }
 
     /// The backend.

@@ -16,6 +16,10 @@ pub enum StoreError {
     /// deleted here.
     #[error("session '{0}' is read from a sessions directory and cannot be deleted")]
     ReadOnly(String),
+    /// The store was opened to read only ([`super::Store::open_read_only`]): it stores and
+    /// deletes nothing.
+    #[error("the session store was opened to read only: it stores and deletes nothing")]
+    OpenedReadOnly,
     /// The upload holds no conversation: only snapshots, summaries, blank lines, or lines
     /// that could not be read.
     #[error(transparent)]

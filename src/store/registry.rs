@@ -413,6 +413,9 @@ pub struct Store {
     watcher: Option<Arc<Watcher>>,
     /// Who is told of uploads, deletions and reloads (the search index).
     listeners: Listeners,
+    /// Opened to read only ([`Store::open_read_only`]): counts found by a parse are kept
+    /// in memory, never written to the data directory.
+    read_only: bool,
 }
 
 /// One entry of the session list.
@@ -443,21 +446,46 @@ impl Store {
         } else {
             Watcher::new()
         };
-        Ok(Store {
+        let disk_counts = config
+            .data_dir
+            .as_deref()
+            .map(|dir| Arc::new(DiskCounts::open(dir)));
+        Ok(Store::assemble(config, uploads, disk_counts, watcher))
+    }
+
+    /// A store that reads what `config`'s data directory and sessions directories hold and
+    /// changes nothing on disk: no directory is created, no leftover of an interrupted
+    /// write removed, no count written, no file watched, and uploads and deletions are
+    /// refused with [`StoreError::OpenedReadOnly`] (for a command that only reads,
+    /// `labels export`). Uploads are read from `<data-dir>/uploads` when it exists. Call
+    /// [`Store::restore`] to find the sessions.
+    pub fn open_read_only(config: StoreConfig) -> Store {
+        let uploads = config.data_dir.as_deref().and_then(UploadDir::existing);
+        let mut store = Store::assemble(config, uploads, None, None);
+        store.read_only = true;
+        store
+    }
+
+    /// The store over its parts.
+    fn assemble(
+        config: StoreConfig,
+        uploads: Option<UploadDir>,
+        disk_counts: Option<Arc<DiskCounts>>,
+        watcher: Option<Arc<Watcher>>,
+    ) -> Store {
+        Store {
             slots: DashMap::new(),
             accepting: DashMap::new(),
             uploads,
-            disk_counts: config
-                .data_dir
-                .as_deref()
-                .map(|dir| Arc::new(DiskCounts::open(dir))),
+            disk_counts,
             budget: RenderBudget::new(config.render_budget_bytes, budget::DEFAULT_WAIT),
             config,
             ready: AtomicBool::new(false),
             parses: Arc::new(AtomicUsize::new(0)),
             watcher,
             listeners: Listeners::default(),
-        })
+            read_only: false,
+        }
     }
 
     /// Tells `listener` of every upload accepted, upload deleted and session on disk
@@ -665,6 +693,9 @@ impl Store {
     fn keep_counts(&self, slot: &Slot, loaded: &Loaded) -> CountsToSave {
         let counts = stored_counts(&loaded.counts);
         let before = lock(&slot.counts).replace(counts);
+        if self.read_only {
+            return CountsToSave::Nothing;
+        }
         match (&slot.source, loaded.stamps.first()) {
             // Once per process: after the rewrite the slot holds these counts (a reload after
             // the cache dropped the session finds them), while its manifest stays as read.
@@ -808,6 +839,9 @@ impl Store {
         input: SessionInput,
         options: LoadOptions,
     ) -> Result<(Arc<Slot>, Arc<Loaded>, bool), StoreError> {
+        if self.read_only {
+            return Err(StoreError::OpenedReadOnly);
+        }
         let store = self.clone();
         tokio::spawn(async move { store.accept_one_at_a_time(framework, input, options).await })
             .await
@@ -947,6 +981,9 @@ impl Store {
     /// never deleted. Requests that got the session before and still need its files
     /// answer that it is not found.
     pub async fn delete(&self, id: &str) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::OpenedReadOnly);
+        }
         if !self.slot(id)?.is_upload() {
             return Err(StoreError::ReadOnly(id.to_owned()));
         }

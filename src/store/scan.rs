@@ -211,8 +211,10 @@ fn attach_spawned_threads(
     *sessions = kept;
 }
 
-/// The stem, or `<stem>-<8 hex of the path's hash>` when the stem is taken.
-fn unique_id(stem: &str, path: &Path, taken: &mut HashSet<String>) -> String {
+/// The id of a session whose main log's name without extension is `stem`, as a sessions
+/// directory gives it when no other log there has the same stem: the stem with every
+/// character but ASCII letters, digits, `-`, `_` and `.` made `_` (`session` for none).
+pub fn id_of_stem(stem: &str) -> String {
     let safe: String = stem
         .chars()
         .map(|c| {
@@ -223,11 +225,16 @@ fn unique_id(stem: &str, path: &Path, taken: &mut HashSet<String>) -> String {
             }
         })
         .collect();
-    let mut id = if safe.is_empty() {
+    if safe.is_empty() {
         "session".to_owned()
     } else {
         safe
-    };
+    }
+}
+
+/// [`id_of_stem`], or `<id>-<8 hex of the path's hash>` when the id is taken.
+fn unique_id(stem: &str, path: &Path, taken: &mut HashSet<String>) -> String {
+    let mut id = id_of_stem(stem);
     if taken.contains(&id) {
         let hash = Sha256::digest(path.to_string_lossy().as_bytes());
         let hex = hex::encode(&hash[..4]);
@@ -248,7 +255,6 @@ impl Inspected {
     }
 }
 
-/// Opens a log the walk found (a regular file then, which may have been swapped since):
 /// What the walk learns of a log from its start.
 struct Inspected {
     /// Its format.

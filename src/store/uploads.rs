@@ -133,6 +133,13 @@ impl UploadDir {
         Ok((UploadDir { root }, removed))
     }
 
+    /// `<data_dir>/uploads` as it is, to read: nothing is created or removed; `None` when
+    /// the directory does not exist (no upload was ever stored there).
+    pub fn existing(data_dir: &Path) -> Option<UploadDir> {
+        let root = data_dir.join("uploads");
+        root.is_dir().then_some(UploadDir { root })
+    }
+
     fn dir_of(&self, id: &str) -> io::Result<PathBuf> {
         if !is_upload_id(id) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "not an upload id"));

@@ -426,9 +426,14 @@ async fn pi_sessions_upload_with_or_without_a_framework_and_export_as_v3() {
         .await;
     assert_eq!(claude.json["framework"], "claudecode");
     let unknown = server.upload_raw("filename=x.jsonl", b"[1,2,3]\n".to_vec()).await;
-    assert_eq!(
-        (unknown.status, unknown.json["message"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("No framework specified"))
+    assert_eq!(unknown.status, StatusCode::BAD_REQUEST);
+    assert!(
+        unknown.json["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("No framework specified"),
+        "{}",
+        unknown.json
     );
     let mismatch = server
         .upload_multipart(
@@ -561,4 +566,166 @@ async fn directory_sessions_are_listed_with_their_counts_after_a_restart() {
     }
     assert_eq!(listed, expected, "counted in the background");
     assert_eq!(counting.state.store.parses(), 0, "and nothing was cached for it");
+}
+
+/// Item 11 of the labeling team's report: a raw upload of non-JSON text, or an empty POST,
+/// was answered "No framework specified". The answer now says what is wrong with the body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item11_a_raw_upload_says_what_is_wrong_with_its_body() {
+    let server = TestServer::start(Options::default()).await;
+    for (name, body, starts, line) in [
+        (
+            "empty",
+            &b""[..],
+            "The request body is empty: send a session log",
+            None,
+        ),
+        (
+            "blank",
+            b" \n\t\n",
+            "The request body is blank: send a session log",
+            None,
+        ),
+        (
+            "text",
+            b"hello there\nthis is no log\n",
+            "The request body is not JSON or JSON Lines: line 1 does not parse as JSON (column 1)",
+            Some(1),
+        ),
+        (
+            "a bad line",
+            b"\n{\"sender\": 1}}\n",
+            "The request body is not JSON or JSON Lines: line 2 does not parse as JSON (column 14)",
+            Some(2),
+        ),
+        (
+            "JSON of no format",
+            b"{\"hello\": \"world\"}\n",
+            "No framework specified, and the body's first record is not one of a format read here",
+            None,
+        ),
+    ] {
+        let reply = server.upload_raw("filename=s.jsonl", body.to_vec()).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{name}");
+        assert_eq!(reply.json["error"], "Bad Request", "{name}");
+        let message = reply.json["message"].as_str().unwrap();
+        assert!(message.starts_with(starts), "{name}: {message}");
+        assert!(
+            message.contains("?framework=claudecode, pi or autogen"),
+            "{name}: {message}"
+        );
+        assert_eq!(
+            reply.json["details"]["lineNumber"].as_u64(),
+            line.map(|l: u64| l),
+            "{name}"
+        );
+    }
+    server.stop().await;
+}
+
+/// Item 11 of the labeling team's report: the upload's 413 named neither the limit nor
+/// `--max-upload-bytes`. Whether refused on its declared length, part way through a body
+/// sent in chunks, or in a multipart form, it now names both, in the message and the
+/// details; so does `parse-for-dialog`, under the same limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item11_a_body_past_the_upload_limit_names_the_limit_and_its_setting() {
+    let limit = 1 << 20;
+    let server = TestServer::start(Options {
+        max_upload_bytes: limit,
+        ..Options::default()
+    })
+    .await;
+    let check = |what: &str, reply: &crate::server::Reply| {
+        assert_eq!(reply.status, StatusCode::PAYLOAD_TOO_LARGE, "{what}");
+        let message = reply.json["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(
+                "limit of 1 MiB (1048576 bytes), set by --max-upload-bytes (SESSIONGRAPH_MAX_UPLOAD_BYTES)"
+            ),
+            "{what}: {message}"
+        );
+        assert_eq!(
+            reply.json["details"],
+            serde_json::json!({"limit_bytes": limit, "setting": "--max-upload-bytes", "env": "SESSIONGRAPH_MAX_UPLOAD_BYTES"}),
+            "{what}"
+        );
+    };
+    for path in ["/api/upload?framework=claudecode", "/api/parse-for-dialog"] {
+        let declared = server.post_head_only(path, "application/json", limit + 1).await;
+        check(&format!("{path}, declared"), &declared);
+    }
+    let chunks = (0..2).map(move |_| Ok::<_, std::io::Error>(vec![b' '; limit]));
+    let streamed = server
+        .client
+        .post(format!("{}/api/upload?framework=claudecode", server.url))
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(chunks)))
+        .send()
+        .await;
+    // The server may close the connection before the client sent it all (the body is
+    // never read whole); when the answer arrives, it is the named 413.
+    if let Ok(response) = streamed {
+        check("streamed", &crate::server::Reply::read(response).await);
+    }
+    let form = reqwest::multipart::Form::new()
+        .text("framework", "claudecode")
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(vec![b' '; limit + 1]).file_name("s.jsonl"),
+        );
+    let multipart = server
+        .client
+        .post(format!("{}/api/upload", server.url))
+        .multipart(form)
+        .send()
+        .await;
+    if let Ok(response) = multipart {
+        check("multipart", &crate::server::Reply::read(response).await);
+    }
+    server.stop().await;
+}
+
+/// Item 11 of the labeling team's report: `?include_sidechains=maybe` was read as false.
+/// Every boolean parameter of the API refuses a value it does not know with a 400 naming
+/// the parameter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item11_boolean_parameters_refuse_values_they_do_not_know() {
+    let server = TestServer::start(Options::default()).await;
+    let id = server.upload_fixture("claudecode", "commugraph-sample").await;
+    let refused = |param: &str, reply: &crate::server::Reply| {
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{param}: {}", reply.json);
+        assert_eq!(reply.json["details"]["field"], param, "{param}");
+        let message = reply.json["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!("{param}: expected true or false"))
+                && message.ends_with("got 'maybe'"),
+            "{param}: {message}"
+        );
+    };
+    for (path, param) in [
+        (format!("/api/graph/{id}/annotations"), "include_sidechains"),
+        (format!("/api/graph/{id}/dialog"), "include_sidechains"),
+        (format!("/api/graph/{id}/chatlog"), "include_subagents"),
+        ("/api/labels/progress".to_owned(), "all"),
+        ("/api/labels/export".to_owned(), "all_units"),
+        ("/api/search?q=x".to_owned(), "failed"),
+        ("/api/search?q=x".to_owned(), "delegation"),
+        ("/api/search?q=x".to_owned(), "labeled"),
+    ] {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        refused(param, &server.get(&format!("{path}{sep}{param}=maybe")).await);
+        let yes = server.get(&format!("{path}{sep}{param}=yes")).await;
+        assert_eq!(yes.status, StatusCode::OK, "{param}=yes: {}", yes.json);
+    }
+    let upload = server
+        .upload_raw(
+            "framework=claudecode&strict=maybe",
+            std::fs::read(sample_main()).unwrap(),
+        )
+        .await;
+    refused("strict", &upload);
+    let round = server
+        .post_json("/api/rounds?dry_run=maybe", &serde_json::json!({}), &[])
+        .await;
+    refused("dry_run", &round);
+    server.stop().await;
 }

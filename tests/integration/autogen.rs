@@ -499,3 +499,48 @@ async fn autogen_json_dumps_in_a_sessions_directory_are_served() {
     }
     server.stop().await;
 }
+
+/// Item 13 of the labeling team's report: `/diagnostics` of the 34-message sample said
+/// `records.read: 0`, and AutoGen units lacked the `session_id` Claude Code units carry.
+/// An AutoGen session's id is its log's name without the extension: the id a sessions
+/// directory serves it under.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item13_autogen_diagnostics_count_the_messages_and_units_carry_the_session_id() {
+    let server = TestServer::start(Options {
+        sessions_dirs: vec![crate::helpers::fixture("autogen/agentchat")],
+        ..Options::default()
+    })
+    .await;
+    let files = vec![("mock_chat_history.jsonl".to_owned(), sample())];
+    let up = server
+        .upload_multipart(&[("framework", "autogen")], "file", &files)
+        .await;
+    let id = graph_id(&up);
+    let diagnostics = server.get(&format!("/api/graph/{id}/diagnostics")).await;
+    assert_eq!(diagnostics.status, StatusCode::OK);
+    assert_eq!(diagnostics.json["session_id"], "mock_chat_history");
+    for count in ["read", "kept", "items"] {
+        assert_eq!(
+            diagnostics.json["records"][count], 34,
+            "{count}: {}",
+            diagnostics.json
+        );
+    }
+    assert_eq!(diagnostics.json["files"][0]["lines"], 34);
+    assert_eq!(diagnostics.json["files"][0]["records"], 34);
+    let units = server.get(&format!("/api/graph/{id}/annotations")).await;
+    let units = units.json["annotations"].as_array().unwrap().clone();
+    assert_eq!(units.len(), 34);
+    assert!(units.iter().all(|u| u["session_id"] == "mock_chat_history"));
+
+    let on_disk = server.get("/api/graph/swarm_handoffs/annotations").await;
+    assert_eq!(on_disk.status, StatusCode::OK, "{}", on_disk.json);
+    let first = &on_disk.json["annotations"][0];
+    assert_eq!(first["session_id"], "swarm_handoffs", "the id it is served under");
+    assert_eq!(
+        first.as_object().unwrap().keys().next().map(String::as_str),
+        Some("session_id"),
+        "first, as in a Claude Code unit"
+    );
+    server.stop().await;
+}

@@ -398,7 +398,7 @@ async fn a_body_over_the_limit_is_refused_before_it_is_read() {
     assert_outcome(
         "a declared body over the limit",
         &reply,
-        &Expect::Error(StatusCode::PAYLOAD_TOO_LARGE, "maximum"),
+        &Expect::Error(StatusCode::PAYLOAD_TOO_LARGE, "--max-upload-bytes"),
     );
     // A body without a declared length, streamed past the limit.
     let chunks = (0..32).map(|_| Ok::<_, std::io::Error>(vec![b'x'; 64 << 10]));
@@ -415,7 +415,7 @@ async fn a_body_over_the_limit_is_refused_before_it_is_read() {
         Ok(response) => assert_outcome(
             "a streamed body over the limit",
             &Reply::read(response).await,
-            &Expect::Error(StatusCode::PAYLOAD_TOO_LARGE, "maximum"),
+            &Expect::Error(StatusCode::PAYLOAD_TOO_LARGE, "--max-upload-bytes"),
         ),
         Err(e) => assert!(e.is_request() || e.is_body(), "the upload failed otherwise: {e}"),
     }

@@ -46,7 +46,8 @@ pub(crate) struct ReadSession<'i> {
     /// its content (the rollouts of spawned threads are sub-agent logs) and for Gemini by
     /// its header (a `kind: "subagent"` chat is a sub-agent's).
     pub(crate) roles: Vec<FileRole>,
-    /// The session's id: the pi or Gemini header's, else the main log's first `sessionId`.
+    /// The session's id: the pi or Gemini header's, an AutoGen log's name without its
+    /// extension, else the main log's first `sessionId`.
     pub(crate) session_id: Option<String>,
     /// The messages of an AutoGen log.
     pub(crate) autogen: Option<Vec<AgMessage>>,
@@ -99,7 +100,7 @@ pub(crate) fn read_session(
         _ => None,
     };
     let mut diagnostics = Diagnostics::default();
-    let (mut records, file_stats, headers) =
+    let (mut records, mut file_stats, headers) =
         read_files(&sources, format, options, &budget, &mut diagnostics)?;
     let roles = file_roles(roles, &headers);
     if format == Format::Codex {
@@ -115,10 +116,14 @@ pub(crate) fn read_session(
         Some(FileHeader::Gemini(h)) => (None, Some(h)),
         None => (None, None),
     };
-    let session_id = match (&pi_header, &gemini_header) {
-        (Some(h), _) => h.id.clone(),
-        (_, Some(h)) => h.session_id.clone(),
-        _ => file_stats[0].identity.nonempty_session_id.clone(),
+    let session_id = match (&pi_header, &gemini_header, &autogen) {
+        (Some(h), _, _) => h.id.clone(),
+        (_, Some(h), _) => h.session_id.clone(),
+        (None, None, Some(messages)) => {
+            file_stats[0].count_autogen(&sources[0].bytes, messages.len());
+            autogen_session_id(sources[0].base_name())
+        }
+        (None, None, None) => file_stats[0].identity.nonempty_session_id.clone(),
     };
     Ok(ReadSession {
         sources,
@@ -142,6 +147,23 @@ pub(crate) struct FileStats {
     pub(crate) records: usize,
     pub(crate) types: TypeCounts,
     pub(crate) identity: FileIdentity,
+}
+
+impl FileStats {
+    /// An AutoGen log's counts: its non-blank lines, and its messages as its records (the
+    /// log is read whole, not line by line, and an entry without text is no message).
+    fn count_autogen(&mut self, log: &[u8], messages: usize) {
+        self.lines = crate::json::frame::lines(log).count();
+        self.records = messages;
+    }
+}
+
+/// The id of an AutoGen session, whose log names none: its main log's name without the
+/// extension (`swarm_handoffs` for `swarm_handoffs.json`), as a sessions directory names
+/// it (unless two logs share the name). `None` for a name that is only an extension.
+fn autogen_session_id(main_log: &str) -> Option<String> {
+    let stem = main_log.rsplit_once('.').map_or(main_log, |(stem, _)| stem);
+    (!stem.is_empty()).then(|| stem.to_owned())
 }
 
 /// The header a file of a pi or Gemini session starts with.

@@ -66,7 +66,8 @@ pub struct Session {
     pub records: Vec<Record>,
     /// Which records were removed as duplicates.
     pub dedup: Dedup,
-    /// The main log's `sessionId` (its first record that has one).
+    /// The main log's `sessionId` (its first record that has one); a pi session's header's
+    /// id; an AutoGen log's file name without its extension (the log names no session).
     pub session_id: Option<String>,
     /// The assistant turns.
     pub turns: Vec<Turn>,

@@ -262,13 +262,17 @@ pub fn dialog_of(annotations: &super::Body) -> Option<super::Body> {
     Some(out.finish())
 }
 
-/// A unit of an AutoGen log: one message (`event_id` `M:<step>`), a `user_turn` when a
+/// A unit of an AutoGen log: one message (`event_id` `M:<step>`, `session_id` the session's
+/// as a Claude Code unit carries it: for AutoGen, the log's name without its extension),
+/// a `user_turn` when a
 /// human speaks (the sender is `user`, any case, the entry's role is user, or a
 /// `UserProxyAgent` relays a human's input) and an `assistant_turn` otherwise, with whom it
 /// addresses, its type and its intent. A tool call's unit says how each call went
 /// (`tool_summary`, as a Claude Code turn's), a failed result's `is_error: true`.
 #[derive(Debug, Serialize)]
 pub struct MessageUnit<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_id: Option<&'a str>,
     event_id: String,
     actor_id: &'a str,
     actor_type: &'static str,
@@ -370,6 +374,7 @@ fn message_units<'a>(
             let human = m.sender.eq_ignore_ascii_case("user") || m.human;
             let line = m.step + 1;
             AnnotationUnit::Message(MessageUnit {
+                session_id: session.session_id.as_deref(),
                 event_id: format!("M:{}", m.step),
                 actor_id: &m.sender,
                 actor_type: if human { "human" } else { "agent" },
@@ -931,5 +936,37 @@ mod tests {
         assert_eq!(manager.actor_id(), "Manager");
         assert!(manager.delegates(), "typed delegation by its content");
         assert!(!manager.shows_failed_tool_call());
+    }
+
+    /// Item 13 of the labeling team's report: an AutoGen log's units lacked the
+    /// `session_id` a Claude Code unit carries, and its diagnostics counted no record read.
+    #[test]
+    fn item13_autogen_units_carry_the_session_id_and_diagnostics_count_the_messages() {
+        let session = session_of(
+            "runs/chat.jsonl",
+            &[
+                r#"{"sender": "User", "recipient": "Manager", "message": "Hello there"}"#,
+                "",
+                r#"{"sender": "Manager", "recipient": "User", "message": "   "}"#,
+                r#"{"sender": "Manager", "recipient": "Coder", "message": "Please implement it"}"#,
+            ],
+        );
+        let body = serde_json::to_value(annotations(&session, false, Branch::All)).unwrap();
+        let ids: Vec<&serde_json::Value> = body["annotations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| &u["session_id"])
+            .collect();
+        assert_eq!(ids, ["chat", "chat"], "{body}");
+        let diagnostics = serde_json::to_value(crate::views::diagnostics::diagnostics(&session)).unwrap();
+        assert_eq!(diagnostics["session_id"], "chat");
+        assert_eq!(
+            diagnostics["records"],
+            serde_json::json!({"read": 2, "kept": 2, "items": 2, "nodes": 0, "edges": 0}),
+            "two messages (the blank one is none)"
+        );
+        assert_eq!(diagnostics["files"][0]["lines"], 3, "{diagnostics}");
+        assert_eq!(diagnostics["files"][0]["records"], 2);
     }
 }

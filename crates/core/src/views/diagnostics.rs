@@ -19,7 +19,9 @@ pub struct DiagnosticsBody<'a> {
     pub details: &'a Diagnostics,
 }
 
-/// How many records were read and how many the views use.
+/// How many records were read and how many the views use. An AutoGen log's records are
+/// its messages, each one unit of the views; its workflow is empty (its graph is the
+/// graph view's).
 #[derive(Debug, Serialize)]
 pub struct RecordCounts {
     /// Records read from the files that take part.
@@ -36,21 +38,38 @@ pub struct RecordCounts {
 
 /// Builds the body.
 pub fn diagnostics(session: &Session) -> DiagnosticsBody<'_> {
-    let included = |i: usize| session.files[session.records[i].pos.file as usize].included;
-    let read = (0..session.records.len()).filter(|&i| included(i)).count();
-    let kept = (0..session.records.len())
-        .filter(|&i| included(i) && session.dedup.is_kept(i))
-        .count();
     DiagnosticsBody {
         session_id: session.session_id.as_deref(),
-        records: RecordCounts {
+        records: RecordCounts::of(session),
+        summary: session.diagnostics.summary(),
+        details: &session.diagnostics,
+    }
+}
+
+impl RecordCounts {
+    /// The counts of `session`.
+    fn of(session: &Session) -> RecordCounts {
+        let workflow = (session.workflow.nodes.len(), session.workflow.edges.len());
+        if let Some(messages) = &session.autogen {
+            return RecordCounts {
+                read: messages.len(),
+                kept: messages.len(),
+                items: messages.len(),
+                nodes: workflow.0,
+                edges: workflow.1,
+            };
+        }
+        let included = |i: usize| session.files[session.records[i].pos.file as usize].included;
+        let read = (0..session.records.len()).filter(|&i| included(i)).count();
+        let kept = (0..session.records.len())
+            .filter(|&i| included(i) && session.dedup.is_kept(i))
+            .count();
+        RecordCounts {
             read,
             kept,
             items: session.items.len(),
-            nodes: session.workflow.nodes.len(),
-            edges: session.workflow.edges.len(),
-        },
-        summary: session.diagnostics.summary(),
-        details: &session.diagnostics,
+            nodes: workflow.0,
+            edges: workflow.1,
+        }
     }
 }

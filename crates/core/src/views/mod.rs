@@ -90,6 +90,40 @@ impl View {
         )
     }
 
+    /// True when a step cuts the view (`?step=N`, `export --step`): the workflow and the
+    /// graph.
+    pub fn takes_step(self) -> bool {
+        matches!(self, View::Workflow | View::Graph)
+    }
+
+    /// True when the view can leave out abandoned branches (`?branch=active`,
+    /// `export --branch`): annotations, dialog, workflow and chat log.
+    pub fn takes_branch(self) -> bool {
+        matches!(
+            self,
+            View::Annotations | View::Dialog | View::Workflow | View::Chatlog
+        )
+    }
+
+    /// True when the view can add the sub-agents' units or messages
+    /// (`?include_sidechains=true`, `?include_subagents=true`, `export --include-subagents`):
+    /// annotations, dialog and chat log.
+    pub fn takes_subagents(self) -> bool {
+        matches!(self, View::Annotations | View::Dialog | View::Chatlog)
+    }
+
+    /// True when the view has CommuGraph's edgeless form (`?edges=none`,
+    /// `export --no-edges`): the graph and its metrics.
+    pub fn takes_edges(self) -> bool {
+        matches!(self, View::Graph | View::Metrics)
+    }
+
+    /// True when the view is built at an entry of the session (`?leaf=`, `export --leaf`):
+    /// the context.
+    pub fn takes_leaf(self) -> bool {
+        self == View::Context
+    }
+
     /// The view's name (`annotations`, ...).
     pub fn name(self) -> &'static str {
         match self {
