@@ -1482,7 +1482,9 @@ async fn blind_export(db: &TestDb) {
     server.stop().await;
 
     let mut cli = std::process::Command::new(env!("CARGO_BIN_EXE_sessiongraph"));
-    cli.args(["labels", "export", "--blind-labels", "--data-dir"])
+    // The operator's export takes no label policy: blind mode is the server's, for its
+    // annotators, and `labels export` does not accept it.
+    cli.args(["labels", "export", "--data-dir"])
         .arg(data.path())
         .arg("--sessions-dir")
         .arg(crate::helpers::fixture("commugraph-sample"))

@@ -157,6 +157,7 @@ fn the_embedded_files_are_the_web_folder_and_the_shell_names_each() {
     }
 }
 
+mod coding_agents;
 mod reports;
 mod walkthrough;
 mod webdriver;
