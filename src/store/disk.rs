@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use foldhash::HashSet;
 
-use super::confined::{EntryKind, ReadError, SessionsRoot};
+use super::confined::{Entry, EntryKind, ReadError, SessionsRoot};
 use crate::core::diagnostics::LineIssue;
 use crate::core::formats::input::{FileRole, SessionInput, SourceFile};
 
@@ -287,19 +287,27 @@ fn with_subagents(
     Ok(gathered.session)
 }
 
-/// `<stem>/subagents/`: every file there is this session's.
-fn read_nested(gathered: &mut Gathered<'_>, stem: &str) {
-    let nested = gathered.folder.join(stem).join("subagents");
-    let entries = match gathered.root.list(&nested) {
-        Ok(entries) => entries,
-        // Most sessions have no sub-agents folder.
-        Err(e) if e.is_not_found() => return,
+/// The entries of `folder`, a folder beside the main log: `None` when there is none, or
+/// when it cannot be listed (then recorded as skipped).
+fn list_beside(gathered: &mut Gathered<'_>, folder: &Path) -> Option<Vec<Entry>> {
+    match gathered.root.list(folder) {
+        Ok(entries) => Some(entries),
+        Err(e) if e.is_not_found() => None,
         Err(e) => {
             let name = shown_name(gathered.folder, e.file());
             let path = gathered.root.path().join(e.file());
             gathered.skip(&e, name, path);
-            return;
+            None
         }
+    }
+}
+
+/// `<stem>/subagents/`: every file there is this session's.
+fn read_nested(gathered: &mut Gathered<'_>, stem: &str) {
+    let nested = gathered.folder.join(stem).join("subagents");
+    // Most sessions have no sub-agents folder.
+    let Some(entries) = list_beside(gathered, &nested) else {
+        return;
     };
     for entry in entries {
         let name = entry.name.to_string_lossy().into_owned();
@@ -317,15 +325,8 @@ fn read_gemini_children(gathered: &mut Gathered<'_>, session_id: Option<&str>) {
         return;
     };
     let nested = gathered.folder.join(id);
-    let entries = match gathered.root.list(&nested) {
-        Ok(entries) => entries,
-        Err(e) if e.is_not_found() => return,
-        Err(e) => {
-            let name = shown_name(gathered.folder, e.file());
-            let path = gathered.root.path().join(e.file());
-            gathered.skip(&e, name, path);
-            return;
-        }
+    let Some(entries) = list_beside(gathered, &nested) else {
+        return;
     };
     for entry in entries {
         let json = Path::new(&entry.name)

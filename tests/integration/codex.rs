@@ -99,6 +99,28 @@ fn the_spawned_agent_trio_dump() {
     insta::assert_snapshot!(dump(&TRIO));
 }
 
+/// A response calling `spawn_agent` delegates (the search's `delegation` filter), and only
+/// such a response: as a Claude Code response calling `Task`.
+#[test]
+fn a_spawn_agent_call_is_a_delegation() {
+    let session = load(&TRIO);
+    let body = sessiongraph::core::views::annotations::annotations(
+        &session,
+        false,
+        sessiongraph::core::pipeline::session::Branch::All,
+    );
+    let mut delegating = 0;
+    for unit in &body.annotations {
+        let spawns = unit
+            .tool_calls()
+            .iter()
+            .any(|c| c.tool_name == Some("spawn_agent"));
+        assert_eq!(unit.delegates(), spawns, "{}", unit.event_id());
+        delegating += usize::from(spawns);
+    }
+    assert!(delegating > 0, "the parent spawns its two threads");
+}
+
 #[test]
 fn the_synthetic_rollout_dump() {
     insta::assert_snapshot!(dump(&[SYNTHETIC]));

@@ -162,18 +162,22 @@ impl<'a> AnnotationUnit<'a> {
         failed_result || self.tool_calls().iter().any(|c| c.is_error)
     }
 
-    /// True when the unit delegates work to a sub-agent: a Claude Code response calling the
-    /// `Task` tool, or an AutoGen message of type `delegation` (a hand-off).
+    /// True when the unit delegates work to a sub-agent: a response calling a tool that
+    /// starts one (Claude Code's `Task`, Codex's `spawn_agent`), or an AutoGen message of
+    /// type `delegation` (a hand-off).
     pub fn delegates(&self) -> bool {
         match self {
             AnnotationUnit::Message(m) => m.message_type == "delegation",
-            _ => self.tool_calls().iter().any(|c| c.tool_name == Some(TASK_TOOL)),
+            _ => self
+                .tool_calls()
+                .iter()
+                .any(|c| c.tool_name.is_some_and(|name| DELEGATING_TOOLS.contains(&name))),
         }
     }
 }
 
-/// The tool Claude Code delegates to a sub-agent with.
-const TASK_TOOL: &str = "Task";
+/// The tools that start a sub-agent: Claude Code's and Codex CLI's.
+const DELEGATING_TOOLS: [&str; 2] = ["Task", "spawn_agent"];
 
 /// One tool call of a unit (see [`AnnotationUnit::tool_calls`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
