@@ -258,17 +258,6 @@ pub fn parse_pi_file(file: u32, data: &[u8]) -> PiFile {
     parse_pi_file_within(file, data, &RecordBudget::unbounded())
 }
 
-/// Why the line `bytes` did not read as an entry (`e`, the reader's error).
-fn entry_error(bytes: &[u8], e: &serde_json::Error) -> LineError {
-    if bytes.first() != Some(&b'{') {
-        LineError::Invalid("not a JSON object".to_owned())
-    } else if e.is_eof() {
-        LineError::Truncated
-    } else {
-        LineError::Invalid(e.to_string())
-    }
-}
-
 /// [`parse_pi_file`], charging the records kept to `budget` and stopping once it is
 /// exhausted (the result is then incomplete: the caller refuses the session).
 pub fn parse_pi_file_within(file: u32, data: &[u8], budget: &RecordBudget) -> PiFile {
@@ -328,7 +317,8 @@ impl PiReading {
         self.parsed.lines += 1;
         self.id_of_index.push(None);
         let read = check_line_length(line.bytes.len()).and_then(|()| {
-            serde_json::from_slice::<WireEntry>(line.bytes).map_err(|e| entry_error(line.bytes, &e))
+            serde_json::from_slice::<WireEntry>(line.bytes)
+                .map_err(|e| LineError::of_object_line(line.bytes, &e))
         });
         let entry = match read {
             Ok(entry) => entry,

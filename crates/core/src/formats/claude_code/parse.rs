@@ -39,6 +39,21 @@ pub enum LineError {
     TooLong(usize),
 }
 
+impl LineError {
+    /// Why the line `bytes` did not read as one JSON object, given serde's error `e`: not an
+    /// object at all, cut short, or otherwise invalid. (Formats read a line as one object
+    /// whose fields they pick; Claude Code's reader tells the kind of value apart itself.)
+    pub fn of_object_line(bytes: &[u8], e: &serde_json::Error) -> LineError {
+        if bytes.first() != Some(&b'{') {
+            LineError::Invalid("not a JSON object".to_owned())
+        } else if e.is_eof() {
+            LineError::Truncated
+        } else {
+            LineError::Invalid(e.to_string())
+        }
+    }
+}
+
 /// The longest line read. A record's texts are spans with 32-bit lengths: a text longer
 /// than 4 GiB, which only a longer line can hold, could not be kept.
 const MAX_LINE_BYTES: usize = u32::MAX as usize;

@@ -16,8 +16,9 @@ use crate::json::time::parse_millis;
 
 /// Reads one line's envelope (no state: lines are read in parallel, then taken in order).
 pub(super) fn read_wire(bytes: &[u8]) -> Result<WireLine, LineError> {
-    check_line_length(bytes.len())
-        .and_then(|()| serde_json::from_slice::<WireLine>(bytes).map_err(|e| line_error(bytes, &e)))
+    check_line_length(bytes.len()).and_then(|()| {
+        serde_json::from_slice::<WireLine>(bytes).map_err(|e| LineError::of_object_line(bytes, &e))
+    })
 }
 
 /// A tool call whose result the log never writes (a web search, an image generation):
@@ -358,15 +359,4 @@ pub(super) fn tool_use(id: String, name: String, input: Option<&str>) -> Block {
         _ => RawJson::copy_of(&serde_json::Value::String(text.to_owned()).to_string()),
     });
     Block::ToolUse(ToolUse { id, name, input })
-}
-
-/// Why the line `bytes` did not read (`e`, the reader's error).
-fn line_error(bytes: &[u8], e: &serde_json::Error) -> LineError {
-    if bytes.first() != Some(&b'{') {
-        LineError::Invalid("not a JSON object".to_owned())
-    } else if e.is_eof() {
-        LineError::Truncated
-    } else {
-        LineError::Invalid(e.to_string())
-    }
 }
