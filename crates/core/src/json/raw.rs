@@ -523,6 +523,16 @@ impl JsonStr {
         Ok(JsonStr::of_parts(span, Flags { form, shared }))
     }
 
+    /// The string literal `literal` (quotes included), which lies inside `buffer`, a buffer
+    /// made for the texts of one record (a string decoded to read the JSON it holds): kept
+    /// as a slice of it, and counted as this literal's own memory, the whole buffer's size
+    /// (a copy when it does not lie in it). Fails when it holds a lone surrogate escape.
+    pub fn in_own_buffer(buffer: &TextBuffer, literal: &str) -> Result<JsonStr, LoneSurrogate> {
+        let form = form_of(&literal.as_bytes()[1..literal.len() - 1])?;
+        let span = Span::within(buffer, literal).unwrap_or_else(|| Span::owned(literal.to_owned()));
+        Ok(JsonStr::of_parts(span, Flags { form, shared: false }))
+    }
+
     /// A copy of the string literal `literal` (quotes included). Fails when it holds a lone
     /// surrogate escape.
     pub fn copy_of(literal: &str) -> Result<JsonStr, LoneSurrogate> {
@@ -925,6 +935,14 @@ impl RawJson {
                 shared: true,
             },
             None => RawJson::copy_of(json),
+        }
+    }
+
+    /// The JSON text `json` (valid JSON), kept without a copy.
+    pub fn owned(json: String) -> RawJson {
+        RawJson {
+            json: Span::owned(json),
+            shared: false,
         }
     }
 

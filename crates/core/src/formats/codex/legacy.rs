@@ -7,6 +7,8 @@
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
+use super::act::{LineContext, Prepared, Stamp};
+use super::items::prepare_item;
 use super::reader::Reading;
 use super::wire::Payload;
 use super::CodexMeta;
@@ -24,9 +26,10 @@ struct Session {
 }
 
 #[derive(Deserialize)]
-struct File {
+struct File<'a> {
     session: ObjectOr<Session>,
-    items: Vec<ObjectOr<Payload>>,
+    #[serde(borrow)]
+    items: Vec<ObjectOr<Box<Payload<'a>>>>,
 }
 
 #[derive(Deserialize)]
@@ -44,8 +47,8 @@ pub(super) fn is_single_object(data: &[u8]) -> bool {
 }
 
 /// Reads a single-object session into `reading`.
-pub(super) fn read(reading: &mut Reading, data: &[u8]) {
-    let file = match serde_json::from_slice::<File>(data) {
+pub(super) fn read(reading: &mut Reading, cx: &LineContext<'_>, data: &[u8]) {
+    let file = match serde_json::from_slice::<File<'_>>(data) {
         Ok(file) => file,
         Err(e) => {
             reading.parsed.bad_lines.push(BadLine {
@@ -61,7 +64,7 @@ pub(super) fn read(reading: &mut Reading, data: &[u8]) {
         id: session.id,
         ..CodexMeta::default()
     });
-    reading.default_time = session.timestamp;
+    reading.default_time = Stamp::of(session.timestamp);
     reading.count("session");
     for (n, item) in file.items.into_iter().enumerate() {
         let pos = Position {
@@ -70,17 +73,24 @@ pub(super) fn read(reading: &mut Reading, data: &[u8]) {
             seq: 0,
         };
         reading.parsed.lines += 1;
-        reading.parsed.records_read += 1;
         match item.0 {
             Some(payload) => {
-                let ts = reading.default_time.clone();
-                reading.response_item(payload, pos, ts);
+                let (count, act) = prepare_item(cx, payload, pos);
+                let prepared = Prepared {
+                    count,
+                    stamp: Stamp::default(),
+                    act,
+                };
+                reading.take(prepared, pos);
             }
-            None => reading.parsed.bad_lines.push(BadLine {
-                line: pos.line,
-                error: LineError::NotAnObject("another JSON value"),
-                unterminated: false,
-            }),
+            None => {
+                reading.parsed.records_read += 1;
+                reading.parsed.bad_lines.push(BadLine {
+                    line: pos.line,
+                    error: LineError::NotAnObject("another JSON value"),
+                    unterminated: false,
+                })
+            }
         }
     }
 }

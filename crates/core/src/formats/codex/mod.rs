@@ -34,26 +34,32 @@
 //! counted by its type (`response_item:function_call`, `event_msg:token_count`, ...); the
 //! types [`is_known_type`] does not know are reported in the diagnostics.
 
+mod act;
 mod events;
 mod items;
 mod legacy;
 mod reader;
+mod text;
 mod verdict;
 mod wire;
 
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::formats::claude_code::cost::fixed_cost;
-use crate::formats::claude_code::parse::ParsedFile;
+use crate::formats::claude_code::parse::{utf8_text, LineError, ParsedFile};
+use crate::formats::claude_code::records::Position;
 #[cfg(doc)]
 use crate::formats::claude_code::records::Record;
 use crate::formats::input::FileRole;
 use crate::json::frame;
 use crate::json::lenient;
 use crate::memory_bound::RecordBudget;
+use act::{prepare_line, LineContext, LineText, Prepared};
 use rayon::prelude::*;
-use reader::{read_wire, Reading};
+use reader::Reading;
+use text::Texts;
 use wire::Payload;
 
 /// What a rollout says of its thread (its first `session_meta`).
@@ -75,8 +81,12 @@ pub struct CodexMeta {
 
 impl CodexMeta {
     /// The meta of a `session_meta` payload.
-    fn of_payload(p: &Payload) -> CodexMeta {
-        let sub = p.source.get("subagent");
+    fn of_payload(p: &Payload<'_>) -> CodexMeta {
+        let source: Value = p
+            .source
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or_default();
+        let sub = source.get("subagent");
         let spawn = sub.and_then(|s| s.get("thread_spawn"));
         let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
         let subagent = sub.map(|s| match s {
@@ -141,10 +151,10 @@ pub fn looks_like(data: &[u8]) -> bool {
 /// What the first line of a rollout says of its thread (`None` when it says nothing).
 pub fn read_meta(data: &[u8]) -> Option<CodexMeta> {
     let first = frame::lines(data).next()?;
-    let line: wire::WireLine = serde_json::from_slice(first.bytes).ok()?;
-    match (line.kind.as_deref(), line.payload.0) {
-        (Some("session_meta"), Some(p)) => Some(CodexMeta::of_payload(&p)),
-        (None, None) if line.id.is_some() => Some(CodexMeta {
+    let line: wire::WireLine<'_> = serde_json::from_slice(first.bytes).ok()?;
+    match (line.kind.as_deref(), line.payload) {
+        (Some("session_meta"), wire::Body::Item(p)) => Some(CodexMeta::of_payload(&p)),
+        (None, wire::Body::Absent) if line.id.is_some() => Some(CodexMeta {
             id: line.id,
             ..CodexMeta::default()
         }),
@@ -184,42 +194,97 @@ fn prompts_from_events(data: &[u8]) -> bool {
 }
 
 /// Lines read in parallel at a time: enough to keep every core busy, few enough that the
-/// envelopes waiting to be taken stay small next to the records they make.
-const LINES_PER_BATCH: usize = 256;
+/// acts waiting to be taken stay small next to the records they make.
+const LINES_PER_BATCH: usize = 1024;
 
-/// Reads the lines of a JSONL rollout into `reading`: each batch's envelopes in parallel,
-/// then taken in order (the result is that of a sequential read); stops once `budget` is
-/// exhausted.
-fn read_lines(reading: &mut Reading, data: &[u8], budget: &RecordBudget) {
+/// Reads the lines of a JSONL rollout into `reading`: each batch's lines prepared in
+/// parallel while the batch before is taken, in order (the result is that of a
+/// sequential read); stops once `budget` is exhausted.
+fn read_lines(
+    reading: &mut Reading,
+    cx: &LineContext<'_>,
+    data: &[u8],
+    text: Option<&str>,
+    budget: &RecordBudget,
+) {
     let lines: Vec<frame::Line<'_>> = frame::lines(data).collect();
-    for batch in lines.chunks(LINES_PER_BATCH) {
-        let wires: Vec<_> = batch.par_iter().map(|line| read_wire(line.bytes)).collect();
-        for (line, wire) in batch.iter().zip(wires) {
-            let before = reading.parsed.records.len();
-            reading.line(line, wire);
-            let cost = reading.parsed.records[before..].iter().map(fixed_cost).sum();
-            if !budget.charge(cost) {
-                return;
-            }
+    // At most a record or two per line: no vector of records grown (and moved) again and
+    // again as the file is read.
+    reading.parsed.records.reserve(lines.len());
+    let file = reading.file;
+    let line_text = |bytes: &[u8]| -> Option<&str> {
+        let start = (bytes.as_ptr() as usize).checked_sub(text?.as_ptr() as usize)?;
+        text?.get(start..start.checked_add(bytes.len())?)
+    };
+    let prepare = |batch: &[frame::Line<'_>]| -> Vec<Result<Prepared, LineError>> {
+        batch
+            .par_iter()
+            .map(|line| {
+                let pos = Position {
+                    file,
+                    line: line.number,
+                    seq: 0,
+                };
+                let read = line_text(line.bytes).map_or(LineText::Bytes(line.bytes), LineText::Text);
+                prepare_line(cx, read, pos)
+            })
+            .collect()
+    };
+    let mut batches = lines.chunks(LINES_PER_BATCH);
+    let mut ready = batches.next().map(|batch| (batch, prepare(batch)));
+    while let Some((batch, prepared)) = ready.take() {
+        let (next, taken) = rayon::join(
+            || batches.next().map(|next| (next, prepare(next))),
+            || take_batch(reading, batch, prepared, budget),
+        );
+        if !taken {
+            return;
+        }
+        ready = next;
+    }
+}
+
+/// Takes a batch of lines as they were prepared; false once `budget` is exhausted.
+fn take_batch(
+    reading: &mut Reading,
+    lines: &[frame::Line<'_>],
+    prepared: Vec<Result<Prepared, LineError>>,
+    budget: &RecordBudget,
+) -> bool {
+    for (line, read) in lines.iter().zip(prepared) {
+        let before = reading.parsed.records.len();
+        reading.line(line, read);
+        let cost = reading.parsed.records[before..].iter().map(fixed_cost).sum();
+        if !budget.charge(cost) {
+            return false;
         }
     }
+    true
 }
 
 /// Reads a rollout (file number `file` of its session).
 pub fn parse_codex_file(file: u32, data: &[u8]) -> CodexFile {
-    parse_codex_file_within(file, data, &RecordBudget::unbounded())
+    parse_codex_file_within(file, &Bytes::copy_from_slice(data), &RecordBudget::unbounded())
 }
 
-/// [`parse_codex_file`], charging the records kept to `budget` and stopping once it is
-/// exhausted (the result is then incomplete: the caller refuses the session).
-pub fn parse_codex_file_within(file: u32, data: &[u8], budget: &RecordBudget) -> CodexFile {
-    let mut reading = Reading::new(file, prompts_from_events(data));
+/// [`parse_codex_file`] of `data` itself (its records keep slices of it), charging the
+/// records kept to `budget` and stopping once it is exhausted (the result is then
+/// incomplete: the caller refuses the session).
+pub fn parse_codex_file_within(file: u32, data: &Bytes, budget: &RecordBudget) -> CodexFile {
+    let mut reading = Reading::new(file);
+    // A file that is not UTF-8 throughout has its texts copied (its bad lines are
+    // reported as such); any other keeps them as slices of itself.
+    let buffer = utf8_text(data).map(std::sync::Arc::new);
+    let cx = LineContext {
+        texts: Texts::in_buffer(buffer.as_ref()),
+        prompts_from_events: prompts_from_events(data),
+    };
     if legacy::is_single_object(data) {
-        legacy::read(&mut reading, data);
+        legacy::read(&mut reading, &cx, data);
         let cost = reading.parsed.records.iter().map(fixed_cost).sum();
         budget.charge(cost);
     } else {
-        read_lines(&mut reading, data, budget);
+        read_lines(&mut reading, &cx, data, buffer.as_deref().map(|b| &**b), budget);
     }
     let meta = reading.meta.clone();
     CodexFile {

@@ -1,25 +1,17 @@
-//! The reading of one rollout file: line by line, the envelope told apart from the older
-//! layout's bare lines, each line counted by its type, and the records made with ids
-//! derived from the file (`<thread id>:<line>`), so that a session reads the same on every
-//! load.
+//! The reading of one rollout file: the acts of its lines (see [`super::act`]) taken in
+//! file order, each line counted by its type, and the records made with ids derived from
+//! the file (`<thread id>:<line>`), so that a session reads the same on every load.
 
 use foldhash::{HashMap, HashMapExt};
 
-use super::wire::{Payload, WireLine};
+use super::act::{Act, Prepared, Stamp};
+use super::verdict::Outcome;
 use super::CodexMeta;
-use crate::formats::claude_code::parse::{check_line_length, BadLine, LineError, ParsedFile};
+use crate::formats::claude_code::parse::{BadLine, LineError, ParsedFile};
 use crate::formats::claude_code::records::{
-    Block, Content, Id, JsonStr, Message, Position, RawJson, Record, RecordKind, ToolUse,
+    Block, Content, Id, JsonStr, Message, Position, Record, RecordKind, ToolResultBlock, ToolUseResult, Usage,
 };
 use crate::json::frame;
-use crate::json::time::parse_millis;
-
-/// Reads one line's envelope (no state: lines are read in parallel, then taken in order).
-pub(super) fn read_wire(bytes: &[u8]) -> Result<WireLine, LineError> {
-    check_line_length(bytes.len()).and_then(|()| {
-        serde_json::from_slice::<WireLine>(bytes).map_err(|e| LineError::of_object_line(bytes, &e))
-    })
-}
 
 /// A tool call whose result the log never writes (a web search, an image generation):
 /// its result is made from the call's status when the model response ends.
@@ -28,8 +20,8 @@ pub(super) struct Pending {
     pub(super) call_id: String,
     /// Where the call was read (the result takes its line, record 1 of it).
     pub(super) pos: Position,
-    /// The call's timestamp.
-    pub(super) timestamp: Option<String>,
+    /// The call's time.
+    pub(super) stamp: Stamp,
     /// The text of the result (the call's status).
     pub(super) text: String,
     /// True when the status says the call failed.
@@ -49,47 +41,43 @@ pub(super) struct Reading {
     /// The uuid of the last record made: the next one's parent.
     previous: Option<Id>,
     /// The time of lines that have none (the older layout's header's).
-    pub(super) default_time: Option<String>,
+    pub(super) default_time: Stamp,
     /// The model of the current turn (`turn_context.model`).
-    pub(super) model: Option<Id>,
+    model: Option<Id>,
     /// The id of the model response being read, while one is open.
     response: Option<Id>,
     /// The last assistant record: the one a `token_count` event gives its tokens to.
-    pub(super) last_assistant: Option<usize>,
-    /// True when the typed prompts are the `user_message` events (the user messages of
-    /// the response items then only repeat them, among injected context).
-    pub(super) prompts_from_events: bool,
+    last_assistant: Option<usize>,
     /// Results to make when the model response ends.
-    pub(super) pending: Vec<Pending>,
+    pending: Vec<Pending>,
     /// Call id -> the records holding its result.
-    pub(super) outputs: HashMap<String, Vec<usize>>,
+    outputs: HashMap<String, Vec<usize>>,
     /// Call ids of `spawn_agent` calls.
-    pub(super) spawn_calls: Vec<String>,
+    spawn_calls: Vec<String>,
     /// The verdicts of events that end a call: (call id, failed).
-    pub(super) verdicts: Vec<(String, bool)>,
+    verdicts: Vec<(String, bool)>,
     /// The threads `collab_agent_spawn_end` names: (call id, new thread id).
-    pub(super) spawned: Vec<(String, String)>,
+    spawned: Vec<(String, String)>,
     /// True when the last record made is a compaction boundary (a `context_compacted`
     /// right after a `compacted` line is the same compaction).
-    pub(super) after_compaction: bool,
+    after_compaction: bool,
     /// The lines and records read so far.
     pub(super) parsed: ParsedFile,
 }
 
 impl Reading {
-    /// A reading of file number `file`; `prompts_from_events` as in [`Reading`].
-    pub(super) fn new(file: u32, prompts_from_events: bool) -> Reading {
+    /// A reading of file number `file`.
+    pub(super) fn new(file: u32) -> Reading {
         Reading {
             file,
             meta: CodexMeta::default(),
             has_meta: false,
             thread: Id::from("codex"),
             previous: None,
-            default_time: None,
+            default_time: Stamp::default(),
             model: None,
             response: None,
             last_assistant: None,
-            prompts_from_events,
             pending: Vec::new(),
             outputs: HashMap::new(),
             spawn_calls: Vec::new(),
@@ -100,92 +88,99 @@ impl Reading {
         }
     }
 
-    /// Takes one line, as [`read_wire`] read it: a bad one is noted, a good one counted by
-    /// its type and turned into the records it makes (none for most).
-    pub(super) fn line(&mut self, line: &frame::Line<'_>, read: Result<WireLine, LineError>) {
+    /// Takes line `line`, as [`super::act::prepare_line`] read it: a bad one is noted, a
+    /// good one counted by its type and its act done.
+    pub(super) fn line(&mut self, line: &frame::Line<'_>, read: Result<Prepared, LineError>) {
         self.parsed.lines += 1;
-        let wire = match read {
-            Ok(wire) => wire,
-            Err(error) => {
-                self.parsed.bad_lines.push(BadLine {
+        match read {
+            Ok(prepared) => {
+                let pos = Position {
+                    file: self.file,
                     line: line.number,
-                    error,
-                    unterminated: !line.terminated,
-                });
-                return;
+                    seq: 0,
+                };
+                self.take(prepared, pos);
             }
-        };
-        self.parsed.records_read += 1;
-        let pos = Position {
-            file: self.file,
-            line: line.number,
-            seq: 0,
-        };
-        let timestamp = wire.timestamp.clone().or_else(|| self.default_time.clone());
-        self.wire_line(wire, line.bytes, pos, timestamp);
-    }
-
-    /// Dispatches a line read: an envelope by its type, else the older layout's header,
-    /// marker or bare item.
-    fn wire_line(&mut self, wire: WireLine, bytes: &[u8], pos: Position, timestamp: Option<String>) {
-        let WireLine {
-            kind,
-            payload,
-            record_type,
-            id,
-            instructions,
-            role,
-            ..
-        } = wire;
-        match (payload.0, kind) {
-            (Some(payload), Some(kind)) => self.rollout_item(&kind, payload, pos, timestamp),
-            (None, _) if record_type.is_some() => {
-                self.count(&format!("record_type:{}", record_type.unwrap_or_default()))
-            }
-            (None, None) if id.is_some() && role.is_none() && !self.has_meta => {
-                // The older layout's header: `{id, timestamp, instructions, git?}`.
-                let _ = instructions;
-                self.count("header");
-                self.take_meta(CodexMeta {
-                    id,
-                    ..CodexMeta::default()
-                });
-                self.default_time = timestamp;
-            }
-            (None, kind) if kind.is_some() || role.is_some() => {
-                // The line was read as an envelope already, so it reads as an item too.
-                let mut bare: Payload = serde_json::from_slice(bytes).unwrap_or_default();
-                bare.kind = kind;
-                bare.id = id;
-                self.response_item(bare, pos, timestamp);
-            }
-            _ => self.count("(missing)"),
+            Err(error) => self.parsed.bad_lines.push(BadLine {
+                line: line.number,
+                error,
+                unterminated: !line.terminated,
+            }),
         }
     }
 
-    /// A modern line of type `kind`.
-    fn rollout_item(&mut self, kind: &str, payload: Payload, pos: Position, timestamp: Option<String>) {
-        match kind {
-            "session_meta" => {
-                self.count(kind);
+    /// Takes a line (or item) read at `pos`: counts it and does its act.
+    pub(super) fn take(&mut self, prepared: Prepared, pos: Position) {
+        let Prepared { count, stamp, act } = prepared;
+        self.parsed.records_read += 1;
+        if matches!(act, Act::Header(_)) && self.has_meta {
+            self.count("(missing)");
+            return;
+        }
+        self.count(&count);
+        let ts = if stamp.text.is_some() {
+            stamp
+        } else {
+            self.default_time.clone()
+        };
+        match act {
+            Act::Nothing => {}
+            Act::Meta(meta) => {
                 if !self.has_meta {
-                    self.take_meta(CodexMeta::of_payload(&payload));
+                    self.take_meta(meta);
                 }
             }
-            "turn_context" => {
-                self.count(kind);
+            Act::Header(meta) => {
+                self.take_meta(meta);
+                self.default_time = ts;
+            }
+            Act::TurnContext(model) => {
                 self.close_response();
-                if let Some(model) = payload.model {
+                if let Some(model) = model {
                     self.model = Some(Id::from(model));
                 }
             }
-            "response_item" => self.response_item(payload, pos, timestamp),
-            "event_msg" => self.event(payload, pos, timestamp),
-            "compacted" => {
-                self.count(kind);
-                self.compaction(&payload, pos, timestamp);
+            Act::EndResponse => self.close_response(),
+            Act::User(blocks) => {
+                self.user(pos, ts, blocks);
             }
-            other => self.count(other),
+            Act::Assistant { blocks, spawn_calls } => {
+                self.spawn_calls.extend(spawn_calls);
+                self.assistant(pos, ts, blocks);
+            }
+            Act::ServerCall {
+                call,
+                call_id,
+                status,
+                failed,
+            } => {
+                self.assistant(pos, ts.clone(), vec![call]);
+                self.pending.push(Pending {
+                    call_id,
+                    pos,
+                    stamp: ts,
+                    text: status,
+                    failed,
+                });
+            }
+            Act::Output { call_id, outcome } => self.output(&call_id, outcome, pos, ts),
+            Act::System { subtype, text } => {
+                self.system(pos, ts, subtype, text);
+            }
+            Act::Compaction {
+                text,
+                metadata,
+                from_event,
+            } => {
+                if !(from_event && self.after_compaction) {
+                    let i = self.system(pos, ts, "compact_boundary", text);
+                    self.parsed.records[i].extra_mut().compact_metadata = Some(metadata);
+                    self.after_compaction = true;
+                }
+            }
+            Act::Tokens(usage) => self.tokens(usage),
+            Act::Verdict { call_id, failed } => self.verdicts.push((call_id, failed)),
+            Act::Spawned { call_id, thread } => self.spawned.push((call_id, thread)),
         }
     }
 
@@ -205,13 +200,7 @@ impl Reading {
 
     /// Makes a record of `kind` read at `pos`, parented to the record before it, and
     /// returns its index. Any record but an assistant one ends the model response.
-    pub(super) fn record(
-        &mut self,
-        kind: RecordKind,
-        pos: Position,
-        timestamp: Option<String>,
-        message: Option<Message>,
-    ) -> usize {
+    fn record(&mut self, kind: RecordKind, pos: Position, stamp: Stamp, message: Option<Message>) -> usize {
         if kind != RecordKind::Assistant {
             self.close_response();
         }
@@ -226,8 +215,8 @@ impl Reading {
             kind,
             uuid: Some(uuid.clone()),
             parent_uuid: Some(self.previous.replace(uuid)),
-            time: timestamp.as_deref().and_then(parse_millis),
-            timestamp: timestamp.map(String::into_boxed_str),
+            time: stamp.millis,
+            timestamp: stamp.text,
             session_id: Some(self.thread.clone()),
             agent_id: subagent.then(|| self.thread.clone()),
             message,
@@ -239,12 +228,7 @@ impl Reading {
 
     /// Makes an assistant record holding `blocks`, in the open model response (one is
     /// opened, named after this line, when none is).
-    pub(super) fn assistant(
-        &mut self,
-        pos: Position,
-        timestamp: Option<String>,
-        blocks: Vec<Block>,
-    ) -> usize {
+    fn assistant(&mut self, pos: Position, stamp: Stamp, blocks: Vec<Block>) -> usize {
         let response = self
             .response
             .get_or_insert_with(|| Id::from(format!("{}:{}", self.thread, pos.line)))
@@ -255,53 +239,81 @@ impl Reading {
             content: Content::Blocks(blocks),
             usage: None,
         };
-        let i = self.record(RecordKind::Assistant, pos, timestamp, Some(message));
+        let i = self.record(RecordKind::Assistant, pos, stamp, Some(message));
         self.parsed.records[i].request_id = Some(response);
         self.last_assistant = Some(i);
         i
     }
 
     /// Makes a `system` record of `subtype` showing `text`.
-    pub(super) fn system(
-        &mut self,
-        pos: Position,
-        timestamp: Option<String>,
-        subtype: &str,
-        text: &str,
-    ) -> usize {
-        let i = self.record(RecordKind::System, pos, timestamp, None);
+    fn system(&mut self, pos: Position, stamp: Stamp, subtype: &str, text: JsonStr) -> usize {
+        let i = self.record(RecordKind::System, pos, stamp, None);
         let extra = self.parsed.records[i].extra_mut();
         extra.subtype = Some(subtype.to_owned());
-        extra.content = Some(JsonStr::new(text));
+        extra.content = Some(text);
         i
     }
 
+    /// Makes a user record (a prompt) holding `blocks`.
+    fn user(&mut self, pos: Position, stamp: Stamp, blocks: Vec<Block>) -> usize {
+        let message = Message {
+            content: Content::Blocks(blocks),
+            ..Message::default()
+        };
+        self.record(RecordKind::User, pos, stamp, Some(message))
+    }
+
+    /// A `token_count`'s tokens, given to the last assistant record when it has none yet.
+    fn tokens(&mut self, usage: Usage) {
+        let Some(i) = self.last_assistant else {
+            return;
+        };
+        if let Some(m) = self.parsed.records[i]
+            .message
+            .as_mut()
+            .filter(|m| m.usage.is_none())
+        {
+            m.usage = Some(Box::new(usage));
+        }
+    }
+
+    /// The output of call `call_id`: a result whose failure is the output's verdict, and
+    /// which names the agent a `spawn_agent` call started.
+    fn output(&mut self, call_id: &str, outcome: Outcome, pos: Position, ts: Stamp) {
+        let i = self.tool_result(call_id, pos, ts, outcome.text, outcome.failed);
+        let spawned = outcome
+            .agent_id
+            .filter(|_| self.spawn_calls.iter().any(|c| c == call_id));
+        if let Some(agent) = spawned {
+            self.parsed.records[i].extra_mut().tool_use_result = Some(ToolUseResult {
+                agent_id: Some(agent),
+                ..ToolUseResult::default()
+            });
+        }
+    }
+
     /// Ends the open model response, making the results of its calls that have none.
-    pub(super) fn close_response(&mut self) {
+    fn close_response(&mut self) {
         if self.response.take().is_none() {
             return;
         }
         for p in std::mem::take(&mut self.pending) {
             let pos = Position { seq: 1, ..p.pos };
-            self.tool_result(&p.call_id, pos, p.timestamp, &p.text, p.failed);
+            self.tool_result(&p.call_id, pos, p.stamp, JsonStr::new(&p.text), p.failed);
         }
     }
 
     /// Makes a user record holding the result of call `call_id`.
-    pub(super) fn tool_result(
+    fn tool_result(
         &mut self,
         call_id: &str,
         pos: Position,
-        timestamp: Option<String>,
-        text: &str,
+        stamp: Stamp,
+        text: JsonStr,
         failed: bool,
     ) -> usize {
-        let texts = if text.is_empty() {
-            Vec::new()
-        } else {
-            vec![JsonStr::new(text)]
-        };
-        let block = Block::ToolResult(crate::formats::claude_code::records::ToolResultBlock {
+        let texts = if text.is_empty() { Vec::new() } else { vec![text] };
+        let block = Block::ToolResult(ToolResultBlock {
             tool_use_id: Some(call_id.to_owned()),
             texts,
             is_error: failed,
@@ -310,7 +322,7 @@ impl Reading {
             content: Content::Blocks(vec![block]),
             ..Message::default()
         };
-        let i = self.record(RecordKind::User, pos, timestamp, Some(message));
+        let i = self.record(RecordKind::User, pos, stamp, Some(message));
         self.outputs.entry(call_id.to_owned()).or_default().push(i);
         i
     }
@@ -349,14 +361,4 @@ impl Reading {
         }
         parsed
     }
-}
-
-/// A tool call block: `input` is the call's arguments when they are JSON, else the
-/// arguments as a JSON string.
-pub(super) fn tool_use(id: String, name: String, input: Option<&str>) -> Block {
-    let input = input.map(|text| match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(serde_json::Value::Object(_)) => RawJson::copy_of(text.trim()),
-        _ => RawJson::copy_of(&serde_json::Value::String(text.to_owned()).to_string()),
-    });
-    Block::ToolUse(ToolUse { id, name, input })
 }

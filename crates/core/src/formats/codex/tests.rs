@@ -175,3 +175,85 @@ fn a_spawn_output_names_its_agent() {
     let result = f.parsed.records[1].tool_use_result().unwrap();
     assert_eq!(result.agent_id.as_deref(), Some("C"));
 }
+
+/// What a file's records say, as text: kinds, subtypes, blocks, tokens and verdicts.
+fn summary(f: &CodexFile) -> Vec<String> {
+    f.parsed
+        .records
+        .iter()
+        .map(|r| {
+            let tokens = r
+                .message
+                .as_ref()
+                .and_then(|m| m.usage.as_ref())
+                .map(|u| u.output_tokens);
+            format!(
+                "{} {:?} {:?} {:?} {:?}",
+                r.kind.name(),
+                r.subtype(),
+                r.blocks(),
+                tokens,
+                r.timestamp
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn lines_and_payloads_in_another_key_order_read_the_same() {
+    let ordered = parse(&[
+        META,
+        r#"{"timestamp":"2025-09-25T02:12:25Z","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{\"command\":[\"false\"]}","call_id":"c1"}}"#,
+        r#"{"timestamp":"2025-09-25T02:12:26Z","type":"event_msg","payload":{"type":"token_count","info":{"last_token_usage":{"input_tokens":3,"output_tokens":2}}}}"#,
+        r#"{"timestamp":"2025-09-25T02:12:26Z","type":"event_msg","payload":{"type":"exec_command_end","call_id":"c1","exit_code":1}}"#,
+        r#"{"timestamp":"2025-09-25T02:12:26Z","type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"no"}}"#,
+        r#"{"timestamp":"2025-09-25T02:12:27Z","type":"event_msg","payload":{"type":"error","message":"boom"}}"#,
+        r#"{"timestamp":"2025-09-25T02:12:27Z","type":"event_msg","payload":{"type":"agent_reasoning","text":"x"}}"#,
+    ]);
+    let shuffled = parse(&[
+        META,
+        r#"{"payload":{"call_id":"c1","arguments":"{\"command\":[\"false\"]}","name":"shell","type":"function_call"},"type":"response_item","timestamp":"2025-09-25T02:12:25Z"}"#,
+        r#"{"type":"event_msg","payload":{"info":{"last_token_usage":{"output_tokens":2,"input_tokens":3}},"type":"token_count"},"timestamp":"2025-09-25T02:12:26Z"}"#,
+        r#"{"timestamp":"2025-09-25T02:12:26Z","payload":{"exit_code":1,"call_id":"c1","type":"exec_command_end"},"type":"event_msg"}"#,
+        r#"{"timestamp":"2025-09-25T02:12:26Z","type":"response_item","payload":{"output":"no","call_id":"c1","type":"function_call_output"}}"#,
+        r#"{"timestamp":"2025-09-25T02:12:27Z","type":"event_msg","payload":{"message":"boom","type":"error"}}"#,
+        r#"{"timestamp":"2025-09-25T02:12:27Z","type":"event_msg","payload":{"text":"x","type":"agent_reasoning"}}"#,
+    ]);
+    assert_eq!(summary(&ordered), summary(&shuffled));
+    assert_eq!(ordered.parsed.records.len(), 3);
+    assert!(matches!(&ordered.parsed.records[1].blocks()[0], Block::ToolResult(t) if t.is_error));
+    let counts = |f: &CodexFile| {
+        f.parsed
+            .types
+            .iter()
+            .map(|(n, c)| format!("{n}={c}"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(counts(&ordered), counts(&shuffled));
+}
+
+#[test]
+fn texts_stay_slices_of_the_file_and_json_outputs_are_read_once() {
+    let f = parse(&[
+        META,
+        r#"{"timestamp":"t","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"done \u00e9\n"}]}}"#,
+        r#"{"timestamp":"t","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{\"command\":[\"ls\"]}","call_id":"c1"}}"#,
+        r#"{"timestamp":"t","type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"{\"output\":\"a\\n\\\"b\\\"\",\"metadata\":{\"exit_code\":3}}"}}"#,
+    ]);
+    let r = &f.parsed.records;
+    let Block::Text(text) = &r[0].blocks()[0] else {
+        panic!("a text block")
+    };
+    assert_eq!(text.text(), "done é\n");
+    assert_eq!(text.own_heap_size(), 0, "the answer is a slice of the file");
+    let Block::ToolUse(call) = &r[1].blocks()[0] else {
+        panic!("a call")
+    };
+    assert_eq!(call.input.as_ref().unwrap().get(), r#"{"command":["ls"]}"#);
+    let Block::ToolResult(result) = &r[2].blocks()[0] else {
+        panic!("a result")
+    };
+    assert!(result.is_error);
+    assert_eq!(result.texts[0].text(), "a\n\"b\"");
+    assert_eq!(result.texts[0].literal(), r#""a\n\"b\"""#);
+}
