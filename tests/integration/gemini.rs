@@ -181,3 +181,39 @@ async fn gemini_uploads_are_read_labeled_and_searched() {
     assert_eq!(elsewhere.json["total"], 0);
     server.stop().await;
 }
+
+/// A response whose call started a sub-agent delegates (the search's `delegation`
+/// filter), whatever the agent's tool is called (`codebase_investigator` here): the call's
+/// result names the agent, by its `agentId` (JSONL) or by time (the legacy chat).
+#[test]
+fn a_call_that_starts_a_sub_agent_is_a_delegation() {
+    for rel in [
+        "synthetic/chats/session-2026-05-02T09-00-5b1c0d2e.jsonl",
+        "synthetic/chats/session-2026-02-20T14-00-7e3f9a10.json",
+    ] {
+        let session = load_path(&fixture(&format!("gemini/{rel}")));
+        let body = sessiongraph::core::views::annotations::annotations(
+            &session,
+            false,
+            sessiongraph::core::pipeline::session::Branch::All,
+        );
+        let delegating: Vec<String> = body
+            .annotations
+            .iter()
+            .filter(|u| u.delegates())
+            .map(|u| u.event_id().to_owned())
+            .collect();
+        let investigating: Vec<String> = body
+            .annotations
+            .iter()
+            .filter(|u| {
+                u.tool_calls()
+                    .iter()
+                    .any(|c| c.tool_name == Some("codebase_investigator"))
+            })
+            .map(|u| u.event_id().to_owned())
+            .collect();
+        assert!(!investigating.is_empty(), "{rel}: the chat calls its sub-agent");
+        assert_eq!(delegating, investigating, "{rel}");
+    }
+}

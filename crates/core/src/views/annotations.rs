@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use crate::json::literals::Text;
 
-use foldhash::{HashMap, HashMapExt};
+use foldhash::{HashMap, HashMapExt, HashSet};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -137,6 +137,7 @@ impl<'a> AnnotationUnit<'a> {
                 .map(|c| UnitToolCall {
                     tool_name: Some(c.tool_name),
                     is_error: c.is_error,
+                    started_agent: c.started_agent,
                 })
                 .collect(),
             AnnotationUnit::Message(MessageUnit {
@@ -148,6 +149,7 @@ impl<'a> AnnotationUnit<'a> {
                 .map(|c| UnitToolCall {
                     tool_name: c.tool_name,
                     is_error: c.is_error,
+                    started_agent: false,
                 })
                 .collect(),
             _ => Vec::new(),
@@ -163,21 +165,24 @@ impl<'a> AnnotationUnit<'a> {
     }
 
     /// True when the unit delegates work to a sub-agent: a response calling a tool that
-    /// starts one (Claude Code's `Task`, Codex's `spawn_agent`), or an AutoGen message of
-    /// type `delegation` (a hand-off).
+    /// starts one (Claude Code's `Task`, Codex's `spawn_agent`, Gemini CLI's
+    /// `delegate_to_agent`), or any call that started one of the session's sub-agents (a
+    /// Gemini CLI agent's call is named after the agent), or an AutoGen message of type
+    /// `delegation` (a hand-off).
     pub fn delegates(&self) -> bool {
         match self {
             AnnotationUnit::Message(m) => m.message_type == "delegation",
             _ => self
                 .tool_calls()
                 .iter()
-                .any(|c| c.tool_name.is_some_and(|name| DELEGATING_TOOLS.contains(&name))),
+                .any(|c| c.started_agent || c.tool_name.is_some_and(|name| DELEGATING_TOOLS.contains(&name))),
         }
     }
 }
 
-/// The tools that start a sub-agent: Claude Code's and Codex CLI's.
-const DELEGATING_TOOLS: [&str; 2] = ["Task", "spawn_agent"];
+/// The tools that start a sub-agent, whatever their result says: Claude Code's, Codex
+/// CLI's and Gemini CLI's.
+const DELEGATING_TOOLS: [&str; 3] = ["Task", "spawn_agent", "delegate_to_agent"];
 
 /// One tool call of a unit (see [`AnnotationUnit::tool_calls`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +191,9 @@ pub struct UnitToolCall<'s> {
     pub tool_name: Option<&'s str>,
     /// True when a result of the call is marked as an error.
     pub is_error: bool,
+    /// True when the call started one of the session's sub-agents (linking tied the
+    /// agent to it, by the id its result names or by time).
+    pub started_agent: bool,
 }
 
 /// The labels each unit shows, by `event_id`: a JSON array of label records each (see
@@ -523,6 +531,9 @@ struct ToolOutcome<'a> {
     success: bool,
     is_error: bool,
     result_count: usize,
+    /// True when the call started one of the session's sub-agents (not in the body).
+    #[serde(skip)]
+    started_agent: bool,
 }
 
 /// A `system_turn`.
@@ -583,7 +594,16 @@ pub fn annotations(session: &Session, include_sidechains: bool, branch: Branch) 
     }
     let records = &session.records;
     let outcomes = result_outcomes(session);
-    let builder = UnitBuilder { session, outcomes };
+    let spawning = session
+        .agents
+        .iter()
+        .filter_map(|a| a.tool_use_id.as_deref())
+        .collect();
+    let builder = UnitBuilder {
+        session,
+        outcomes,
+        spawning,
+    };
     let mut body = AnnotationsBody {
         annotations: Vec::new(),
         total: 0,
@@ -669,6 +689,8 @@ fn result_outcomes(session: &Session) -> HashMap<&str, Outcome> {
 struct UnitBuilder<'a> {
     session: &'a Session,
     outcomes: HashMap<&'a str, Outcome>,
+    /// The calls that started the session's sub-agents, as linking tied them.
+    spawning: HashSet<&'a str>,
 }
 
 impl<'a> UnitBuilder<'a> {
@@ -782,6 +804,7 @@ impl<'a> UnitBuilder<'a> {
                         success: o.count > 0 && !o.failed,
                         is_error: o.failed,
                         result_count: o.count,
+                        started_agent: self.spawning.contains(c.id.as_str()),
                     }
                 })
                 .collect(),
