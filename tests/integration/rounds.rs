@@ -424,3 +424,62 @@ async fn a_blind_round_hides_others_sets_in_its_agreement_export_and_progress() 
     server.stop().await;
     db.cleanup().await;
 }
+
+/// A round over a Codex rollout and a Gemini chat: their units are drawn, handed out by
+/// the queue and labeled as Claude Code's are, and the round's progress counts them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_over_codex_and_gemini_sessions_is_labeled_through_its_queue() {
+    let server = TestServer::start(Options::default()).await;
+    let codex = server
+        .upload_fixture("codex", "codex/agtrace/codex_session.jsonl")
+        .await;
+    let gemini = server
+        .upload_fixture("gemini", "gemini/real/session-2025-10-27T19-55-981c87cb.json")
+        .await;
+    let body = json!({
+        "name": "coding agents",
+        "selection": { "sessions": [codex, gemini] },
+        "sample": { "size": 8, "seed": 3, "stratify": { "session": true }, "max_per_session": 4 },
+        "overlap": 1,
+        "annotators": ["ann.a"],
+    });
+    let created = server.post_json("/api/rounds", &body, &[]).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.json);
+    let round = created.json["round"]["id"].as_str().unwrap().to_owned();
+    let units = round_units(&server, &round).await;
+    assert_eq!(units.len(), 8);
+    let sessions: BTreeSet<&str> = units.iter().map(|(s, _, _)| s.as_str()).collect();
+    assert_eq!(sessions, [codex.as_str(), gemini.as_str()].into());
+    assert!(units.iter().all(|(_, _, t)| t != "system_turn"));
+
+    let mut labeled = BTreeSet::new();
+    loop {
+        let next = next_in_round(&server, "ann.a", &round).await;
+        assert_eq!(next.status, StatusCode::OK, "{}", next.json);
+        if next.json["done"] == true {
+            break;
+        }
+        let reservation = &next.json["reservation"];
+        let (session, event) = (
+            reservation["session_id"].as_str().unwrap().to_owned(),
+            reservation["event_id"].as_str().unwrap().to_owned(),
+        );
+        let set =
+            json!({ "annotator": "ann.a", "status": "submitted", "labels": [{ "id": "EXEC_DIGITAL" }] });
+        let written = put(
+            &server,
+            &format!("/api/graph/{session}/labels/{event}"),
+            &set,
+            None,
+        )
+        .await;
+        assert!(written.status.is_success(), "{}", written.json);
+        assert!(labeled.insert((session, event)), "a unit handed out twice");
+        assert!(labeled.len() <= 8, "the queue keeps handing out units");
+    }
+    let drawn: BTreeSet<(String, String)> = units.into_iter().map(|(s, e, _)| (s, e)).collect();
+    assert_eq!(labeled, drawn, "every unit of the round, none else");
+    let progress = server.get(&format!("/api/rounds/{round}")).await;
+    assert_eq!(progress.json["progress"]["complete"], 8, "{}", progress.json);
+    server.stop().await;
+}
