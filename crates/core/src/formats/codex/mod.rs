@@ -233,9 +233,11 @@ fn read_lines(
     let mut batches = lines.chunks(LINES_PER_BATCH);
     let mut ready = batches.next().map(|batch| (batch, prepare(batch)));
     while let Some((batch, prepared)) = ready.take() {
-        let (next, taken) = rayon::join(
-            || batches.next().map(|next| (next, prepare(next))),
+        // The taking starts at once on this thread; another takes up the preparing, which
+        // this one joins when it is done.
+        let (taken, next) = rayon::join(
             || take_batch(reading, batch, prepared, budget),
+            || batches.next().map(|next| (next, prepare(next))),
         );
         if !taken {
             return;

@@ -40,6 +40,8 @@ pub(super) struct Reading {
     thread: Id,
     /// The uuid of the last record made: the next one's parent.
     previous: Option<Id>,
+    /// Where record ids are written before they are made into [`Id`]s.
+    id_buffer: String,
     /// The time of lines that have none (the older layout's header's).
     pub(super) default_time: Stamp,
     /// The model of the current turn (`turn_context.model`).
@@ -74,6 +76,7 @@ impl Reading {
             has_meta: false,
             thread: Id::from("codex"),
             previous: None,
+            id_buffer: String::new(),
             default_time: Stamp::default(),
             model: None,
             response: None,
@@ -205,10 +208,7 @@ impl Reading {
             self.close_response();
         }
         self.after_compaction = false;
-        let uuid = Id::from(match pos.seq {
-            0 => format!("{}:{}", self.thread, pos.line),
-            seq => format!("{}:{}:{seq}", self.thread, pos.line),
-        });
+        let uuid = self.record_id(pos);
         let subagent = self.meta.parent_thread_id.is_some() || self.meta.subagent.is_some();
         let record = Record {
             pos,
@@ -224,6 +224,21 @@ impl Reading {
         };
         self.parsed.records.push(record);
         self.parsed.records.len() - 1
+    }
+
+    /// The id of the record read at `pos`: `<thread>:<line>`, and `:<seq>` after it for a
+    /// line's second record. Written into one buffer kept for the purpose, so that an id
+    /// costs one allocation.
+    fn record_id(&mut self, pos: Position) -> Id {
+        use std::fmt::Write;
+        let buffer = &mut self.id_buffer;
+        buffer.clear();
+        // Writing into a String cannot fail.
+        let _ = match pos.seq {
+            0 => write!(buffer, "{}:{}", self.thread, pos.line),
+            seq => write!(buffer, "{}:{}:{seq}", self.thread, pos.line),
+        };
+        Id::from(buffer.as_str())
     }
 
     /// Makes an assistant record holding `blocks`, in the open model response (one is

@@ -117,23 +117,23 @@ pub(super) fn is_null(raw: Raw<'_>) -> bool {
 /// escape, decoded otherwise (a lone surrogate escape as U+FFFD).
 pub(super) fn decoded(literal: &str) -> Cow<'_, str> {
     let inside = &literal[1..literal.len() - 1];
-    let Some(first) = memchr::memchr(b'\\', inside.as_bytes()) else {
+    let bytes = inside.as_bytes();
+    let Some(first) = memchr::memchr(b'\\', bytes) else {
         return Cow::Borrowed(inside);
     };
-    // serde_json's decoder is the fastest at hand; it refuses lone surrogates.
-    if let Ok(text) = serde_json::from_str::<String>(literal) {
-        return Cow::Owned(text);
-    }
+    // The text is never longer than its escaped form: one allocation, no growing.
     let mut text = String::with_capacity(inside.len());
     text.push_str(&inside[..first]);
-    let mut rest = &inside[first..];
-    while !rest.is_empty() {
-        let (c, len) = escape_at(rest.as_bytes());
+    let mut at = first;
+    while at < bytes.len() {
+        let (c, len) = escape_at(&bytes[at..]);
         text.push(c);
-        rest = &rest[len.min(rest.len())..];
-        let plain = memchr::memchr(b'\\', rest.as_bytes()).unwrap_or(rest.len());
-        text.push_str(&rest[..plain]);
-        rest = &rest[plain..];
+        at += len.max(1);
+        let plain =
+            memchr::memchr(b'\\', &bytes[at.min(bytes.len())..]).unwrap_or(bytes.len() - at.min(bytes.len()));
+        let end = (at + plain).min(bytes.len());
+        text.push_str(inside.get(at.min(end)..end).unwrap_or_default());
+        at = end;
     }
     Cow::Owned(text)
 }
