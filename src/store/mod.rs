@@ -7,6 +7,9 @@
 //! - [`mapped`]: files mapped into memory (uploads, the command line's input);
 //! - [`scan`]: finding sessions in the configured directories;
 //! - [`uploads`]: durable storage of uploads under the data directory;
+//! - [`pg_uploads`]: uploads kept in PostgreSQL instead, shared by replicas;
+//! - [`shared_check`]: checks of the shared upload store that requests arriving together
+//!   share;
 //! - [`registry`]: the store itself: every known session, parsed once on first use,
 //!   cached under a memory budget, reloaded when its files change;
 //! - [`changes`]: change notices to those who keep something derived from the sessions;
@@ -27,8 +30,10 @@ pub mod cpu_pool;
 pub mod disk;
 pub mod error;
 pub mod mapped;
+pub mod pg_uploads;
 pub mod registry;
 pub mod scan;
+pub mod shared_check;
 pub mod units;
 pub mod uploads;
 pub mod watch;
