@@ -8,6 +8,7 @@
 //! - [`scan`]: finding sessions in the configured directories;
 //! - [`uploads`]: durable storage of uploads under the data directory;
 //! - [`pg_uploads`]: uploads kept in PostgreSQL instead, shared by replicas;
+//! - [`upload_store`]: which of the two keeps uploads (`--upload-store`);
 //! - [`shared_check`]: checks of the shared upload store that requests arriving together
 //!   share;
 //! - [`registry`]: the store itself: every known session, parsed once on first use,
@@ -35,12 +36,14 @@ pub mod registry;
 pub mod scan;
 pub mod shared_check;
 pub mod units;
+pub mod upload_store;
 pub mod uploads;
 pub mod watch;
 
 pub use changes::{Change, ChangeKind, ChangeListener};
 pub use error::StoreError;
 pub use registry::{FileStamp, Framework, Loaded, MainFile, Slot, Store, StoreConfig};
+pub use upload_store::{UploadStoreError, UploadStoreKind};
 
 use std::sync::{Mutex, MutexGuard};
 

@@ -97,6 +97,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         api: Default::default(),
         codebooks: sessiongraph::labels::Codebooks::built_in().unwrap(),
         database_url: "sqlite::memory:".into(),
+        upload_store: Default::default(),
         label_policy: Default::default(),
         search: Default::default(),
     })
