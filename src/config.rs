@@ -17,7 +17,7 @@ use crate::api::{ApiConfig, AppSettings};
 use crate::core::memory_bound::MemoryBound;
 use crate::labels::{CodebookError, Codebooks, LabelPolicy, OpenError};
 use crate::search::SearchConfig;
-use crate::store::StoreConfig;
+use crate::store::{StoreConfig, UploadStoreError, UploadStoreKind};
 
 /// How logs are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -37,6 +37,9 @@ pub struct ServeArgs {
     /// Where uploads, labels and the search index are kept.
     #[command(flatten)]
     pub store: StoreArgs,
+    /// Which store keeps uploads.
+    #[command(flatten)]
+    pub uploads: UploadStoreArgs,
     /// Where sessions come from.
     #[command(flatten)]
     pub sessions: SessionsArgs,
@@ -130,6 +133,19 @@ pub struct StoreArgs {
     /// then DATABASE_URL.
     #[arg(long, env = "SESSIONGRAPH_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+}
+
+/// Which store keeps uploads: a running server's choice (the commands that only read take
+/// the data directory's).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Storage")]
+pub struct UploadStoreArgs {
+    /// Where uploads are kept: `local`, in the data directory, served by this server alone;
+    /// or `postgres`, in the PostgreSQL database of --database-url (which must be one), so
+    /// that every replica on it serves, lists and deletes every upload (replicas behind a
+    /// load balancer).
+    #[arg(long, env = "SESSIONGRAPH_UPLOAD_STORE", value_enum, default_value = "local")]
+    pub upload_store: UploadStoreKind,
 }
 
 /// Where sessions come from besides uploads, and the memory bound they load under.
@@ -252,6 +268,10 @@ pub enum ConfigError {
         /// What is wrong with it.
         problem: String,
     },
+    /// The upload store chosen cannot keep uploads with the label database given
+    /// (`--upload-store postgres` without a PostgreSQL URL).
+    #[error(transparent)]
+    UploadStore(#[from] UploadStoreError),
     /// The data directory a command that only reads was given does not exist.
     #[error(
         "the data directory {} does not exist (--data-dir, SESSIONGRAPH_DATA_DIR): it holds \
@@ -373,8 +393,12 @@ impl SearchArgs {
 impl ServeArgs {
     /// Everything the application state is built from ([`crate::AppState::build`]): the
     /// HTTP layer's settings, the codebooks, the store's settings (the sessions directories
-    /// checked), the label database's URL, the labeling policy and search.
+    /// checked), the label database's URL, where uploads are kept (PostgreSQL only with a
+    /// PostgreSQL database), the labeling policy and search.
     pub fn app_settings(&self) -> Result<AppSettings, ConfigError> {
+        let database_url = self.store.database_url()?;
+        let upload_store = self.uploads.upload_store;
+        upload_store.check_database(&database_url)?;
         let sessions_dirs = self.sessions.dirs()?;
         Ok(AppSettings {
             api: self.server.api_config()?,
@@ -382,7 +406,8 @@ impl ServeArgs {
             store: self
                 .store
                 .store_config(sessions_dirs, &self.sessions.memory, Some(&self.cache)),
-            database_url: self.store.database_url()?,
+            database_url,
+            upload_store,
             label_policy: self.policy.label_policy(),
             search: self.search.search_config(),
         })

@@ -65,7 +65,8 @@ fn send_without_delay(stream: &tokio::net::TcpStream) {
 /// flight finish. The store is restored in the background first (stored uploads, then the
 /// sessions directories); `/readyz` answers 503 until that is done. The search indexer
 /// starts with it (it indexes what is missing once the store is restored) and is stopped
-/// at the end.
+/// at the end; so is the follower of the other replicas, when uploads are kept in
+/// PostgreSQL ([`store::Store::follow_replicas`]).
 ///
 /// Connections are served by hyper directly, HTTP/1.1 only, rather than through
 /// `axum::serve`, which sets no timer: with one, a connection must deliver a request's
@@ -90,6 +91,7 @@ pub async fn run(
     if let Some(search) = &search {
         search.start(store.clone());
     }
+    let follower = store.follow_replicas();
     tokio::task::spawn_blocking(move || {
         if let Err(e) = store.restore() {
             tracing::error!(error = %e, "restoring the store failed");
@@ -141,6 +143,9 @@ pub async fn run(
         .is_err()
     {
         tracing::warn!("connections still open after the request timeout: closing them");
+    }
+    if let Some(follower) = follower {
+        follower.abort();
     }
     if let Some(search) = search {
         search.stop().await;

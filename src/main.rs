@@ -206,6 +206,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         codebook = %codebook.id,
         codebooks = settings.codebooks.iter().count(),
         labels_database = %sessiongraph::labels::store::redact(&settings.database_url),
+        upload_store = settings.upload_store.name(),
         reviewers = policy.reviewers.len(),
         blind_labels = policy.blind,
         labels = codebook.labels.len(),
@@ -226,7 +227,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("failed to listen on {listen}"))?;
         tracing::info!(address = %listener.local_addr()?, "listening");
+        let store = state.store.clone();
         sessiongraph::run(listener, state, shutdown_signal()).await?;
+        store.close().await;
         labels.close().await;
         tracing::info!("stopped");
         Ok(())

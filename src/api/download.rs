@@ -43,7 +43,7 @@ pub async fn export(
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
-    let slot = state.store.slot(&id)?;
+    let slot = state.store.find(&id).await?;
     let format = match query.first("format").unwrap_or("jsonl") {
         "jsonl" => ExportFormat::Jsonl,
         "pi-v3" => ExportFormat::PiV3,

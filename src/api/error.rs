@@ -15,6 +15,7 @@ use crate::labels::{Forbidden, Invalid, LabelError, Refusal, UnknownCodebook};
 use crate::rounds::RoundError;
 use crate::search::SearchError;
 use crate::store::disk::DiskError;
+use crate::store::pg_uploads::UploadDbError;
 use crate::store::StoreError;
 
 /// An error answered to a client.
@@ -290,6 +291,20 @@ impl ApiError {
                 ),
                 retry_after,
             },
+            StoreError::UploadDb(UploadDbError::Unavailable(cause)) => {
+                tracing::warn!(%cause, "the upload database cannot serve now: answering 503");
+                ApiError::Unavailable {
+                    message: format!(
+                        "{cause}. Nothing of this request was stored or deleted; retry in {} s.",
+                        BUSY_RETRY_AFTER.as_secs()
+                    ),
+                    retry_after: BUSY_RETRY_AFTER,
+                }
+            }
+            StoreError::UploadDb(e @ UploadDbError::Full(_)) => ApiError::InsufficientStorage {
+                what: Stored::Upload,
+                cause: e.to_string(),
+            },
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -373,7 +388,8 @@ impl From<SearchError> for ApiError {
     }
 }
 
-/// When a client told that the label store is busy should try again.
+/// When a client told that the label store or the upload database is busy or unreachable
+/// should try again.
 pub(super) const BUSY_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl From<LabelError> for ApiError {

@@ -357,12 +357,13 @@ pub async fn queue_next(
     let sessions = match ask.get("session") {
         None | Some(Value::Null) => state
             .store
-            .list()
+            .list_current()
+            .await?
             .into_iter()
             .map(|i| i.slot.id.clone())
             .collect(),
         Some(Value::String(s)) => {
-            known_session(&state, s)?;
+            known_session(&state, s).await?;
             vec![s.clone()]
         }
         Some(_) => {
@@ -552,12 +553,13 @@ pub async fn progress(
     let codebook = requested_codebook(&state, &query)?;
     let sessions = match query.first("session") {
         Some(id) => {
-            known_session(&state, id)?;
+            known_session(&state, id).await?;
             vec![id.to_owned()]
         }
         None if query.flag("all")? => state
             .store
-            .list()
+            .list_current()
+            .await?
             .into_iter()
             .map(|i| i.slot.id.clone())
             .collect(),
@@ -657,8 +659,15 @@ pub async fn export(
         // A blind round's export is blind on any server.
         blind: round_is_blind(&state, round.as_ref()),
     };
-    if let Some(id) = &scope.session_id {
-        state.store.slot(id)?;
+    match &scope.session_id {
+        Some(id) => {
+            state.store.find(id).await?;
+        }
+        // The export lists the sessions as the store knows them: brought in line with the
+        // shared upload store first, when there is one.
+        None => {
+            state.store.list_current().await?;
+        }
     }
     let (tx, mut rx) = tokio::sync::mpsc::channel(4);
     let (failure, early_failure) = tokio::sync::oneshot::channel();
@@ -713,7 +722,7 @@ pub async fn agreement(
     let codebook = round_codebook(&state, &query, round.as_ref())?;
     let session = query.first("session");
     if let Some(id) = session {
-        known_session(&state, id)?;
+        known_session(&state, id).await?;
     }
     let page = pair_page(&query)?;
     let annotators: Option<Vec<String>> = query.first("annotators").map(|a| {

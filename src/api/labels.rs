@@ -152,7 +152,7 @@ pub async fn delete_set(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    known_session(&state, &id)?;
+    known_session(&state, &id).await?;
     let query = QueryPairs::parse(query.as_deref());
     let annotator = query.first("annotator").ok_or_else(|| ApiError::Invalid {
         message: "annotator: the query parameter is required".into(),
@@ -185,7 +185,7 @@ pub async fn list_sets(
     identity: Option<Extension<Identity>>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    known_session(&state, &id)?;
+    known_session(&state, &id).await?;
     let query = QueryPairs::parse(query.as_deref());
     let status = match query.first("status") {
         None => None,
@@ -336,7 +336,7 @@ pub async fn history(
     identity: Option<Extension<Identity>>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
-    known_session(&state, &id)?;
+    known_session(&state, &id).await?;
     check_ids(&id, &event_id)?;
     let query = QueryPairs::parse(query.as_deref());
     let codebook = requested_codebook(&state, &query)?;
@@ -370,8 +370,8 @@ pub async fn history(
 }
 
 /// 404 unless the session is known (without loading it).
-pub(super) fn known_session(state: &AppState, id: &str) -> Result<(), ApiError> {
-    state.store.slot(id)?;
+pub(super) async fn known_session(state: &AppState, id: &str) -> Result<(), ApiError> {
+    state.store.find(id).await?;
     Ok(())
 }
 

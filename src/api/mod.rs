@@ -256,6 +256,7 @@ mod tests {
             api: ApiConfig::default(),
             codebooks: Codebooks::built_in().unwrap(),
             database_url: "sqlite::memory:".into(),
+            upload_store: Default::default(),
             label_policy: Default::default(),
             search: Default::default(),
         })

@@ -59,14 +59,15 @@ pub async fn frameworks() -> Json<serde_json::Value> {
     Json(json!({ "frameworks": FRAMEWORKS }))
 }
 
-/// `GET /api/sessions`: every session, oldest first; nothing is parsed to list them.
-pub async fn list(State(state): State<AppState>) -> Json<serde_json::Value> {
-    let listed = state.store.list();
+/// `GET /api/sessions`: every session, oldest first (uploads as the shared upload store
+/// holds them now, when there is one); nothing is parsed to list them.
+pub async fn list(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
+    let listed = state.store.list_current().await?;
     let sessions: Vec<SessionInfo> = listed
         .iter()
         .map(|SlotInfo { slot, counts }| SessionInfo::of(slot, *counts))
         .collect();
-    Json(json!({ "sessions": sessions }))
+    Ok(Json(json!({ "sessions": sessions })))
 }
 
 /// `GET /api/graph/{id}/info`: parses the session if needed, to report its counts.

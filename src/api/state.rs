@@ -6,7 +6,8 @@ use std::sync::Arc;
 use super::ApiConfig;
 use crate::labels::{Codebooks, LabelPolicy, LabelStore, OpenError};
 use crate::search::{Search, SearchConfig};
-use crate::store::{Store, StoreConfig, StoreError};
+use crate::store::pg_uploads::PgUploads;
+use crate::store::{Store, StoreConfig, StoreError, UploadStoreError, UploadStoreKind};
 
 /// What the application state is built from: the serve settings, read and checked.
 #[derive(Debug)]
@@ -19,6 +20,9 @@ pub struct AppSettings {
     pub codebooks: Codebooks,
     /// The label database's URL (SQLite or PostgreSQL).
     pub database_url: String,
+    /// Where uploads are kept: the data directory, or the PostgreSQL database of
+    /// `database_url`.
+    pub upload_store: UploadStoreKind,
     /// Reviewers, blind mode, the queue's reservation time and overlap.
     pub label_policy: LabelPolicy,
     /// Full-text search.
@@ -34,6 +38,10 @@ pub enum BuildError {
     /// The label database cannot be opened.
     #[error(transparent)]
     Labels(#[from] OpenError),
+    /// The upload store chosen cannot be used (PostgreSQL without a PostgreSQL database)
+    /// or opened.
+    #[error(transparent)]
+    UploadStore(#[from] UploadStoreError),
 }
 
 /// What every handler shares, behind one `Arc`: axum clones the state several times per
@@ -44,23 +52,44 @@ pub enum BuildError {
 pub struct AppState(Arc<SharedState>);
 
 impl AppState {
-    /// The state `settings` describe: the store opened on its data directory (nothing is
-    /// restored yet: [`crate::run`] does that in the background), the label database
-    /// opened, checking sets against the settings' codebooks, and the search index opened
-    /// beside the data directory, told of every change of the store ([`crate::run`] starts
-    /// its indexer).
+    /// The state `settings` describe: the store opened on its data directory or, with
+    /// uploads kept in PostgreSQL, on the label database (nothing is restored yet:
+    /// [`crate::run`] does that in the background, and follows the other replicas), the
+    /// label database opened, checking sets against the settings' codebooks, and the search
+    /// index opened beside the data directory, told of every change of the store
+    /// ([`crate::run`] starts its indexer).
     pub async fn build(settings: AppSettings) -> Result<AppState, BuildError> {
+        settings.upload_store.check_database(&settings.database_url)?;
         let search = settings
             .search
             .enabled
             .then(|| Arc::new(Search::open(settings.store.data_dir.as_deref(), &settings.search)));
-        let store = Store::new(settings.store).map_err(BuildError::Store)?;
+        let codebooks = settings.codebooks;
+        let (store, labels) = match settings.upload_store {
+            UploadStoreKind::Local => {
+                // First: it creates the data directory, where SQLite's database may go.
+                let store = Store::new(settings.store).map_err(BuildError::Store)?;
+                let labels =
+                    LabelStore::open(&settings.database_url, codebooks.clone(), settings.label_policy)
+                        .await?;
+                (store, labels)
+            }
+            UploadStoreKind::Postgres => {
+                // First: its migrations make the uploads' tables.
+                let labels =
+                    LabelStore::open(&settings.database_url, codebooks.clone(), settings.label_policy)
+                        .await?;
+                let db = PgUploads::open(&settings.database_url)
+                    .await
+                    .map_err(UploadStoreError::from)?;
+                let store =
+                    Store::with_shared_uploads(settings.store, Arc::new(db)).map_err(BuildError::Store)?;
+                (store, labels)
+            }
+        };
         if let Some(search) = &search {
             store.listen(search.clone());
         }
-        let codebooks = settings.codebooks;
-        let labels =
-            LabelStore::open(&settings.database_url, codebooks.clone(), settings.label_policy).await?;
         Ok(AppState(Arc::new(SharedState {
             store: Arc::new(store),
             config: Arc::new(settings.api),

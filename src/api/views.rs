@@ -22,6 +22,7 @@ use crate::http::etag::none_match;
 use crate::labels::consensus::shown_labels;
 use crate::store::bodies::Served;
 use crate::store::compress::Encoding;
+use crate::store::Slot;
 use axum::Extension;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -124,12 +125,13 @@ async fn serve(
 ) -> Result<Response, ApiError> {
     let query = QueryPairs::parse(query.as_deref());
     // The reference checks the id before the step.
-    state
+    let slot = state
         .store
-        .slot(&id)
+        .find(&id)
+        .await
         .map_err(|e| ApiError::from_store(e, route.not_found))?;
     let options = route.options(&query)?;
-    let loaded = load(&state, route, &id).await?;
+    let loaded = load(&state, route, slot).await?;
     let shown = match route.view {
         View::Diagnostics => {
             match without_unreachable_labels(orphaned_labels(&state, &id, &identity, &query).await)? {
@@ -160,12 +162,16 @@ async fn serve(
     view_response(served, Some(&tag))
 }
 
-/// Session `id` loaded for `route`; an AutoGen log's workflow is refused, as CommuGraph
-/// refuses the workflow of a log that is not Claude Code's.
-async fn load(state: &AppState, route: &Route, id: &str) -> Result<Arc<crate::store::Loaded>, ApiError> {
+/// The session of `slot` loaded for `route`; an AutoGen log's workflow is refused, as
+/// CommuGraph refuses the workflow of a log that is not Claude Code's.
+async fn load(
+    state: &AppState,
+    route: &Route,
+    slot: Arc<Slot>,
+) -> Result<Arc<crate::store::Loaded>, ApiError> {
     let (_, loaded) = state
         .store
-        .get(id)
+        .parsed(slot)
         .await
         .map_err(|e| ApiError::from_store(e, route.not_found))?;
     if loaded.session.autogen.is_some() && route.view == View::Workflow {

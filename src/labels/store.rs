@@ -66,7 +66,7 @@ impl Backend {
     }
 
     fn migrator(self) -> Migrator {
-        let files: [(&str, &str); 4] = match self {
+        let files: [(&str, &str); 5] = match self {
             Backend::Sqlite => [
                 ("labels", include_str!("../../migrations/sqlite/0001_labels.sql")),
                 (
@@ -78,6 +78,10 @@ impl Backend {
                     include_str!("../../migrations/common/0003_codebooks.sql"),
                 ),
                 ("rounds", include_str!("../../migrations/common/0004_rounds.sql")),
+                (
+                    "uploads",
+                    include_str!("../../migrations/sqlite/0005_uploads.sql"),
+                ),
             ],
             Backend::Postgres => [
                 (
@@ -93,6 +97,10 @@ impl Backend {
                     include_str!("../../migrations/common/0003_codebooks.sql"),
                 ),
                 ("rounds", include_str!("../../migrations/common/0004_rounds.sql")),
+                (
+                    "uploads",
+                    include_str!("../../migrations/postgres/0005_uploads.sql"),
+                ),
             ],
         };
         let migrations = files
@@ -266,11 +274,30 @@ impl From<sqlx::Error> for LabelError {
     }
 }
 
-/// A database's own error that a client can wait out or an operator can fix.
-enum DatabaseFailure {
+/// A database failure that a client can wait out or an operator can fix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DatabaseFailure {
+    /// Other work holds the database, or no connection was free in time: retry shortly.
     Busy,
+    /// The database cannot be reached, or does not accept connections now.
     Unreachable,
+    /// The database has no room left.
     Full,
+}
+
+/// What `e` means to a client, whichever store of the database met it: wait (busy,
+/// unreachable), free space (full), or `None` for the rest (a 500 whose cause is logged).
+/// The label store's own errors (`LabelError`) are sorted the same way.
+pub(crate) fn failure_of(e: &sqlx::Error) -> Option<DatabaseFailure> {
+    use sqlx::Error as E;
+    match e {
+        E::PoolTimedOut => Some(DatabaseFailure::Busy),
+        E::Io(_) | E::Tls(_) | E::PoolClosed | E::WorkerCrashed | E::Protocol(_) => {
+            Some(DatabaseFailure::Unreachable)
+        }
+        E::Database(d) => database_failure(d.as_ref()),
+        _ => None,
+    }
 }
 
 /// What a database error means, by its code: SQLite's `SQLITE_BUSY`, `SQLITE_LOCKED` and
@@ -397,13 +424,19 @@ async fn connect(url: &str, backend: Backend, access: Access) -> Result<AnyPool,
 /// [`OpenError::Connect`] for `e`, the URL's password redacted from the URL and from the
 /// driver's message.
 fn connect_error(url: &str, e: &sqlx::Error) -> OpenError {
-    let mut reason = e.to_string();
-    if let Some(password) = password_of(url).filter(|p| !p.is_empty()) {
-        reason = reason.replace(password, "***");
-    }
     OpenError::Connect {
         url: redact(url),
-        reason,
+        reason: redacted_reason(url, e),
+    }
+}
+
+/// The driver's message of `e`, a failure on the database at `url`, with the URL's
+/// password replaced by `***`.
+pub(crate) fn redacted_reason(url: &str, e: &sqlx::Error) -> String {
+    let reason = e.to_string();
+    match password_of(url).filter(|p| !p.is_empty()) {
+        Some(password) => reason.replace(password, "***"),
+        None => reason,
     }
 }
 

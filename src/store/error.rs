@@ -45,6 +45,10 @@ pub enum StoreError {
     /// A blocking task panicked or was cancelled.
     #[error("a background task failed: {0}")]
     Task(String),
+    /// The PostgreSQL upload store failed, or cannot serve now
+    /// ([`super::pg_uploads::UploadDbError::Unavailable`]: the client may retry).
+    #[error(transparent)]
+    UploadDb(#[from] super::pg_uploads::UploadDbError),
     /// The render budget has no room for the render now; it may have later.
     #[error("too many renders in progress; retry in {} s", retry_after.as_secs())]
     Busy {

@@ -7,6 +7,10 @@
 //! - [`mapped`]: files mapped into memory (uploads, the command line's input);
 //! - [`scan`]: finding sessions in the configured directories;
 //! - [`uploads`]: durable storage of uploads under the data directory;
+//! - [`pg_uploads`]: uploads kept in PostgreSQL instead, shared by replicas;
+//! - [`upload_store`]: which of the two keeps uploads (`--upload-store`);
+//! - [`shared_check`]: checks of the shared upload store that requests arriving together
+//!   share;
 //! - [`registry`]: the store itself: every known session, parsed once on first use,
 //!   cached under a memory budget, reloaded when its files change;
 //! - [`changes`]: change notices to those who keep something derived from the sessions;
@@ -27,15 +31,19 @@ pub mod cpu_pool;
 pub mod disk;
 pub mod error;
 pub mod mapped;
+pub mod pg_uploads;
 pub mod registry;
 pub mod scan;
+pub mod shared_check;
 pub mod units;
+pub mod upload_store;
 pub mod uploads;
 pub mod watch;
 
 pub use changes::{Change, ChangeKind, ChangeListener};
 pub use error::StoreError;
 pub use registry::{FileStamp, Framework, Loaded, MainFile, Slot, Store, StoreConfig};
+pub use upload_store::{UploadStoreError, UploadStoreKind};
 
 use std::sync::{Mutex, MutexGuard};
 

@@ -7,10 +7,14 @@
 //! already holding the old [`Loaded`] finish with it. No lock or map guard is held across an
 //! `.await`; parsing runs on the blocking pool, rendering on the CPU pool
 //! ([`super::bodies`]).
+//!
+//! Uploads are kept where the [`UploadStore`] says: in the data directory, or in
+//! PostgreSQL shared by several replicas, which this process then follows (`replicas`:
+//! [`Store::find`], [`Store::list_current`], [`Store::follow_replicas`]).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -26,8 +30,11 @@ use super::counts::DiskCounts;
 use super::disk;
 use super::error::StoreError;
 use super::lock;
+use super::pg_uploads::{PgUploads, UploadDbError};
 use super::scan::{scan_dir, FoundSession};
+use super::shared_check::SharedCheck;
 use super::units::UnitIndex;
+use super::upload_store::{SharedUploads, UploadStore};
 use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
 use super::watch::{FileWatch, Watcher};
 use crate::core::formats::input::Format;
@@ -35,6 +42,8 @@ use crate::core::heap::HeapSize;
 use crate::core::memory_bound::MemoryBound;
 use crate::core::views::summary::{counts, Counts};
 use crate::core::{LoadOptions, Session, SessionError, SessionInput};
+
+mod replicas;
 
 /// The framework a session's logs were written by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +140,10 @@ pub struct Slot {
     /// Set when a deletion of this upload begins: a request that got the slot before and
     /// then finds its files gone answers that the session is not found.
     deleted: AtomicBool,
+    /// Whether the shared upload store still has this upload (another replica may delete
+    /// it), asked before the upload is served; unused for a local upload or a session on
+    /// disk.
+    still_stored: SharedCheck<Result<bool, UploadDbError>>,
 }
 
 impl Slot {
@@ -148,6 +161,7 @@ impl Slot {
             counts: Mutex::new(counts),
             cell: Mutex::new(Arc::new(OnceCell::new())),
             deleted: AtomicBool::new(false),
+            still_stored: SharedCheck::default(),
         }
     }
 
@@ -402,7 +416,14 @@ pub struct Store {
     /// parsed and stored once, the second request waiting for the first, and an upload and
     /// a deletion of the same id never interleave.
     accepting: DashMap<String, Arc<tokio::sync::Mutex<()>>>,
-    uploads: Option<UploadDir>,
+    /// Where uploads are kept (`None`: in memory only).
+    uploads: Option<UploadStore>,
+    /// Uploads forgotten (deleted here, or found deleted through another replica) since
+    /// start: a registration that read the shared store before one of them checks again
+    /// that its upload is still there.
+    removals: AtomicU64,
+    /// Listings' checks of the shared upload store (see [`Store::list_current`]).
+    listing: SharedCheck<Result<(), UploadDbError>>,
     /// Counts of sessions on disk, kept across restarts (with a data directory).
     disk_counts: Option<Arc<DiskCounts>>,
     config: StoreConfig,
@@ -437,10 +458,31 @@ impl Store {
                 if removed > 0 {
                     tracing::warn!(removed, "removed unfinished uploads left by an interrupted write");
                 }
-                Some(uploads)
+                Some(UploadStore::Local(uploads))
             }
             None => None,
         };
+        Ok(Store::over_uploads(config, uploads))
+    }
+
+    /// A store over `config` whose uploads are kept in the PostgreSQL database `db`, shared
+    /// with the other replicas on it (exports are spooled through `<data-dir>/uploads`,
+    /// which needs a data directory). Call [`Store::restore`] to register what is stored,
+    /// and [`Store::follow_replicas`] to hear of what the others change.
+    pub fn with_shared_uploads(config: StoreConfig, db: Arc<PgUploads>) -> Result<Store, StoreError> {
+        let data_dir = config.data_dir.as_deref().ok_or_else(|| {
+            StoreError::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "uploads kept in PostgreSQL need a data directory to spool exports through",
+            ))
+        })?;
+        let uploads = UploadStore::Postgres(SharedUploads::open(db, data_dir)?);
+        Ok(Store::over_uploads(config, Some(uploads)))
+    }
+
+    /// A store over `config` keeping uploads in `uploads`, with the counts of sessions on
+    /// disk kept in the data directory and their files watched.
+    fn over_uploads(config: StoreConfig, uploads: Option<UploadStore>) -> Store {
         let watcher = if config.sessions_dirs.is_empty() {
             None
         } else {
@@ -450,7 +492,7 @@ impl Store {
             .data_dir
             .as_deref()
             .map(|dir| Arc::new(DiskCounts::open(dir)));
-        Ok(Store::assemble(config, uploads, disk_counts, watcher))
+        Store::assemble(config, uploads, disk_counts, watcher)
     }
 
     /// A store that reads what `config`'s data directory and sessions directories hold and
@@ -460,7 +502,11 @@ impl Store {
     /// `labels export`). Uploads are read from `<data-dir>/uploads` when it exists. Call
     /// [`Store::restore`] to find the sessions.
     pub fn open_read_only(config: StoreConfig) -> Store {
-        let uploads = config.data_dir.as_deref().and_then(UploadDir::existing);
+        let uploads = config
+            .data_dir
+            .as_deref()
+            .and_then(UploadDir::existing)
+            .map(UploadStore::Local);
         let mut store = Store::assemble(config, uploads, None, None);
         store.read_only = true;
         store
@@ -469,7 +515,7 @@ impl Store {
     /// The store over its parts.
     fn assemble(
         config: StoreConfig,
-        uploads: Option<UploadDir>,
+        uploads: Option<UploadStore>,
         disk_counts: Option<Arc<DiskCounts>>,
         watcher: Option<Arc<Watcher>>,
     ) -> Store {
@@ -477,6 +523,8 @@ impl Store {
             slots: DashMap::new(),
             accepting: DashMap::new(),
             uploads,
+            removals: AtomicU64::new(0),
+            listing: SharedCheck::default(),
             disk_counts,
             budget: RenderBudget::new(config.render_budget_bytes, budget::DEFAULT_WAIT),
             config,
@@ -519,27 +567,16 @@ impl Store {
     /// the blocking pool). Sessions are parsed later, on first use.
     pub fn restore(&self) -> Result<(), StoreError> {
         let started = std::time::Instant::now();
-        if let Some(uploads) = &self.uploads {
-            let stored = uploads.manifests()?;
-            for (dir, reason) in stored.unreadable {
-                tracing::warn!(dir = %dir.display(), %reason, "skipping an unreadable stored upload");
+        match &self.uploads {
+            Some(UploadStore::Local(dir)) => self.restore_local_uploads(dir)?,
+            Some(UploadStore::Postgres(shared)) => {
+                // Not fatal: the shared store is asked again by every listing, request and
+                // reconnection of the replica follower.
+                if let Err(e) = shared.db.block_on(self.sync_shared(false)) {
+                    tracing::warn!(error = %e, "the uploads in PostgreSQL could not be listed; they are served once it answers");
+                }
             }
-            let n = stored.manifests.len();
-            for m in stored.manifests {
-                // Uploads stored before names were normalised may say `ClaudeCode`.
-                let Some(framework) = Framework::from_name(&m.framework) else {
-                    tracing::warn!(id = %m.id, framework = %m.framework, "skipping a stored upload of an unknown framework");
-                    continue;
-                };
-                let slot = Slot::new(
-                    m.id.clone(),
-                    Source::Upload(m.clone()),
-                    framework,
-                    m.created_at_ms,
-                );
-                self.slots.entry(m.id).or_insert_with(|| Arc::new(slot));
-            }
-            tracing::info!(uploads = n, "restored stored uploads");
+            None => {}
         }
         let mut taken: HashSet<String> = self.slots.iter().map(|e| e.key().clone()).collect();
         for dir in &self.config.sessions_dirs {
@@ -578,6 +615,64 @@ impl Store {
         Ok(())
     }
 
+    /// Registers the uploads stored in `dir` (blocking).
+    fn restore_local_uploads(&self, dir: &UploadDir) -> Result<(), StoreError> {
+        let stored = dir.manifests()?;
+        for (dir, reason) in stored.unreadable {
+            tracing::warn!(dir = %dir.display(), %reason, "skipping an unreadable stored upload");
+        }
+        let n = stored.manifests.len();
+        for m in stored.manifests {
+            self.register_upload(m, false);
+        }
+        tracing::info!(uploads = n, "restored stored uploads");
+        Ok(())
+    }
+
+    /// Registers the stored upload `manifest` unless a session of its id is known, telling
+    /// the listeners when `tell`; the slot of its id, `None` for an upload of a framework
+    /// not read here.
+    fn register_upload(&self, manifest: Manifest, tell: bool) -> Option<Arc<Slot>> {
+        // Uploads stored before names were normalised may say `ClaudeCode`.
+        let Some(framework) = Framework::from_name(&manifest.framework) else {
+            tracing::warn!(id = %manifest.id, framework = %manifest.framework, "skipping a stored upload of an unknown framework");
+            return None;
+        };
+        let id = manifest.id.clone();
+        let created = manifest.created_at_ms;
+        let (slot, new) = match self.slots.entry(id.clone()) {
+            dashmap::Entry::Occupied(known) => (known.get().clone(), false),
+            dashmap::Entry::Vacant(free) => {
+                let slot = Slot::new(id.clone(), Source::Upload(manifest), framework, created);
+                (free.insert(Arc::new(slot)).value().clone(), true)
+            }
+        };
+        if new && tell {
+            self.listeners.tell(Change {
+                id,
+                kind: ChangeKind::Added,
+            });
+        }
+        Some(slot)
+    }
+
+    /// Forgets the upload `slot` (deleted): requests that got it before and still need its
+    /// files answer that it is not found, and the listeners are told.
+    fn forget_upload(&self, slot: &Arc<Slot>) {
+        slot.deleted.store(true, Ordering::SeqCst);
+        if self
+            .slots
+            .remove_if(&slot.id, |_, s| Arc::ptr_eq(s, slot))
+            .is_some()
+        {
+            self.removals.fetch_add(1, Ordering::SeqCst);
+            self.listeners.tell(Change {
+                id: slot.id.clone(),
+                kind: ChangeKind::Removed,
+            });
+        }
+    }
+
     /// True once [`Store::restore`] finished.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
@@ -612,7 +707,9 @@ impl Store {
         self.slots.is_empty()
     }
 
-    /// The slot of `id`.
+    /// The slot of `id` as this process knows it, without asking the shared upload store:
+    /// an upload made through another replica may be missing, one deleted there may be
+    /// present. Requests ask [`Store::find`].
     pub fn slot(&self, id: &str) -> Result<Arc<Slot>, StoreError> {
         self.slots
             .get(id)
@@ -635,15 +732,22 @@ impl Store {
     }
 
     /// The parsed session `id`, parsing it on first use (once, however many requests ask at
-    /// the same time) and again when its files changed.
+    /// the same time) and again when its files changed. An upload kept in the shared store
+    /// is looked up there ([`Store::find`]).
     pub async fn get(&self, id: &str) -> Result<(Arc<Slot>, Arc<Loaded>), StoreError> {
-        let slot = self.slot(id)?;
+        let slot = self.find(id).await?;
+        self.parsed(slot).await
+    }
+
+    /// The parsed session of `slot` (found by [`Store::find`]), parsing it on first use
+    /// (once, however many requests ask at the same time) and again when its files changed.
+    pub async fn parsed(&self, slot: Arc<Slot>) -> Result<(Arc<Slot>, Arc<Loaded>), StoreError> {
         slot.touch();
         let mut cell = slot.cell();
         let mut reloading = false;
         if let (Source::Disk(_), Some(loaded)) = (&slot.source, cell.get()) {
             if !loaded.still_fresh().await? {
-                tracing::info!(id, "session files changed; reloading");
+                tracing::info!(id = %slot.id, "session files changed; reloading");
                 slot.unload();
                 cell = slot.cell();
                 reloading = true;
@@ -701,8 +805,8 @@ impl Store {
             // the cache dropped the session finds them), while its manifest stays as read.
             (Source::Upload(manifest), _) if !manifest.counts.is_current() && before != Some(counts) => {
                 match &self.uploads {
-                    Some(dir) => CountsToSave::Manifest(
-                        dir.clone(),
+                    Some(uploads) => CountsToSave::Manifest(
+                        uploads.clone(),
                         Manifest {
                             counts,
                             ..manifest.clone()
@@ -744,8 +848,9 @@ impl Store {
             .filter(|slot| slot.counts().is_none())
             .filter(|slot| match &slot.source {
                 Source::Disk(found) => found.bytes <= BACKGROUND_COUNT_MAX_BYTES,
-                Source::Upload(manifest) => self.uploads.as_ref().is_some_and(|dir| {
-                    dir.stored_bytes(manifest)
+                Source::Upload(manifest) => self.uploads.as_ref().is_some_and(|uploads| {
+                    uploads
+                        .stored_bytes(manifest)
                         .is_ok_and(|bytes| bytes <= BACKGROUND_COUNT_MAX_BYTES)
                 }),
             })
@@ -882,48 +987,11 @@ impl Store {
         input: SessionInput,
         options: LoadOptions,
     ) -> Result<(Arc<Slot>, Arc<Loaded>, bool), StoreError> {
-        if self.slots.contains_key(&id) {
-            let (slot, loaded) = self.get(&id).await?;
-            // The same content was accepted before, leniently: strict loading still refuses
-            // it if it has a bad line.
-            if let (true, Some(bad)) = (
-                options.strict,
-                loaded.session.diagnostics.bad_lines.samples.first(),
-            ) {
-                return Err(SessionError::InvalidLine {
-                    file: bad.file.clone(),
-                    line: bad.line,
-                    reason: bad.reason.clone(),
-                }
-                .into());
-            }
-            return Ok((slot, loaded, false));
+        if let Some(slot) = self.stored_upload(&id).await? {
+            return self.accepted_again(slot, options.strict).await;
         }
-        let uploads = self.uploads.clone();
-        self.parses.fetch_add(1, Ordering::Relaxed);
-        let fw = framework;
-        let options = LoadOptions {
-            memory_bound: self.config.memory_bound,
-            ..options
-        };
-        let upload_id = id.clone();
-        let (manifest, loaded) = blocking(move || {
-            let session = build(&input, fw, options)?;
-            session.require_conversation(input.files.first().map_or("", |f| f.name.as_str()))?;
-            let loaded = Loaded::new(session, upload_id.clone(), Vec::new(), None);
-            let manifest = Manifest {
-                id: upload_id,
-                framework: fw.name().to_owned(),
-                created_at_ms: now_ms(),
-                names: input.files.iter().map(|f| f.name.clone()).collect(),
-                counts: stored_counts(&loaded.counts),
-            };
-            if let Some(dir) = uploads {
-                dir.save(&manifest, &input)?;
-            }
-            Ok((manifest, loaded))
-        })
-        .await?;
+        let (manifest, loaded, stored_now) =
+            self.parse_and_save(id.clone(), framework, input, options).await?;
         let created = manifest.created_at_ms;
         let slot = Arc::new(Slot::new(
             id.clone(),
@@ -940,7 +1008,79 @@ impl Store {
             id,
             kind: ChangeKind::Added,
         });
-        Ok((slot, loaded, true))
+        Ok((slot, loaded, stored_now))
+    }
+
+    /// The slot of upload `id` when it is known here and still stored; an upload the
+    /// shared store no longer has (deleted through another replica) is forgotten. Called
+    /// with `id`'s writer gate held.
+    async fn stored_upload(&self, id: &str) -> Result<Option<Arc<Slot>>, StoreError> {
+        let Ok(slot) = self.slot(id) else {
+            return Ok(None);
+        };
+        if let (true, Some(db)) = (slot.is_upload(), self.shared_db()) {
+            if !db.exists(id).await? {
+                self.forget_upload(&slot);
+                return Ok(None);
+            }
+        }
+        Ok(Some(slot))
+    }
+
+    /// The answer to an upload of content accepted before (`slot`): the session as parsed
+    /// then. Content accepted leniently is still refused by a `strict` upload if it has a
+    /// bad line.
+    async fn accepted_again(
+        &self,
+        slot: Arc<Slot>,
+        strict: bool,
+    ) -> Result<(Arc<Slot>, Arc<Loaded>, bool), StoreError> {
+        let (slot, loaded) = self.parsed(slot).await?;
+        if let (true, Some(bad)) = (strict, loaded.session.diagnostics.bad_lines.samples.first()) {
+            return Err(SessionError::InvalidLine {
+                file: bad.file.clone(),
+                line: bad.line,
+                reason: bad.reason.clone(),
+            }
+            .into());
+        }
+        Ok((slot, loaded, false))
+    }
+
+    /// Parses upload `id` and stores it durably, on the blocking pool: its manifest as
+    /// stored (another replica's, with its creation time, when it stored the same content
+    /// first), the parsed session, and whether this call stored it.
+    async fn parse_and_save(
+        &self,
+        id: String,
+        framework: Framework,
+        input: SessionInput,
+        options: LoadOptions,
+    ) -> Result<(Manifest, Loaded, bool), StoreError> {
+        let uploads = self.uploads.clone();
+        self.parses.fetch_add(1, Ordering::Relaxed);
+        let options = LoadOptions {
+            memory_bound: self.config.memory_bound,
+            ..options
+        };
+        blocking(move || {
+            let session = build(&input, framework, options)?;
+            session.require_conversation(input.files.first().map_or("", |f| f.name.as_str()))?;
+            let loaded = Loaded::new(session, id.clone(), Vec::new(), None);
+            let manifest = Manifest {
+                id,
+                framework: framework.name().to_owned(),
+                created_at_ms: now_ms(),
+                names: input.files.iter().map(|f| f.name.clone()).collect(),
+                counts: stored_counts(&loaded.counts),
+            };
+            let (manifest, stored_now) = match uploads {
+                Some(uploads) => uploads.save(&manifest, &input)?,
+                None => (manifest, true),
+            };
+            Ok((manifest, loaded, stored_now))
+        })
+        .await
     }
 
     /// The session's main log as it is stored (an upload's main file, or the log on disk),
@@ -948,14 +1088,14 @@ impl Store {
     /// beyond a buffer, and it stays readable if the upload is deleted meanwhile; a file on
     /// disk is opened as every sessions-directory file is ([`super::confined`]).
     pub async fn open_main_file(&self, id: &str) -> Result<MainFile, StoreError> {
-        let slot = self.slot(id)?;
+        let slot = self.find(id).await?;
         let uploads = self.uploads.clone();
         let reading = slot.clone();
         blocking(move || {
             let (name, file) = match &reading.source {
                 Source::Upload(manifest) => {
-                    let dir = uploads.ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
-                    dir.open_main(manifest)?
+                    let uploads = uploads.ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
+                    uploads.open_main(manifest)?
                 }
                 Source::Disk(found) => {
                     let file = found
@@ -977,14 +1117,15 @@ impl Store {
         .map_err(|e| slot.vanished_as_not_found(e))
     }
 
-    /// Forgets an upload and removes it from disk. Sessions of a sessions directory are
-    /// never deleted. Requests that got the session before and still need its files
-    /// answer that it is not found.
+    /// Forgets an upload and removes it from where it is stored (for every replica, when
+    /// the store is shared). Sessions of a sessions directory are never deleted. Requests
+    /// that got the session before and still need its files answer that it is not found;
+    /// so does a deletion of an upload another replica deleted first.
     pub async fn delete(&self, id: &str) -> Result<(), StoreError> {
         if self.read_only {
             return Err(StoreError::OpenedReadOnly);
         }
-        if !self.slot(id)?.is_upload() {
+        if !self.find(id).await?.is_upload() {
             return Err(StoreError::ReadOnly(id.to_owned()));
         }
         self.one_writer_at_a_time(id, self.delete_upload(id)).await
@@ -995,16 +1136,17 @@ impl Store {
         // Looked up again: a deletion that ran meanwhile removed it.
         let slot = self.slot(id)?;
         slot.deleted.store(true, Ordering::SeqCst);
-        if let Some(dir) = self.uploads.clone() {
+        let mut deleted_here = true;
+        if let Some(uploads) = self.uploads.clone() {
             let id = id.to_owned();
-            blocking(move || Ok(dir.delete(&id)?)).await?;
+            deleted_here = blocking(move || uploads.delete(&id)).await?;
         }
-        self.slots.remove_if(id, |_, s| Arc::ptr_eq(s, &slot));
-        self.listeners.tell(Change {
-            id: id.to_owned(),
-            kind: ChangeKind::Removed,
-        });
-        Ok(())
+        self.forget_upload(&slot);
+        if deleted_here {
+            Ok(())
+        } else {
+            Err(StoreError::NotFound(id.to_owned()))
+        }
     }
 
     /// Unloads the least recently used sessions (never `keep`) until the parsed sessions
@@ -1062,7 +1204,7 @@ fn stamps_hold(stamps: &[FileStamp]) -> bool {
 fn load(
     source: &Source,
     framework: &Framework,
-    uploads: Option<&UploadDir>,
+    uploads: Option<&UploadStore>,
     bound: Option<MemoryBound>,
     watcher: Option<&Arc<Watcher>>,
 ) -> Result<Loaded, StoreError> {
@@ -1072,8 +1214,8 @@ fn load(
     };
     match source {
         Source::Upload(manifest) => {
-            let dir = uploads.ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
-            let input = dir.read(manifest)?;
+            let uploads = uploads.ok_or_else(|| StoreError::NotFound(manifest.id.clone()))?;
+            let input = uploads.read(manifest)?;
             let session = build(&input, *framework, options)?;
             Ok(Loaded::new(session, manifest.id.clone(), Vec::new(), None))
         }
@@ -1166,7 +1308,7 @@ enum CountsToSave {
     /// The sessions-directory counts changed.
     DiskCounts(Arc<DiskCounts>),
     /// An upload's manifest, with counts made by today's rules.
-    Manifest(UploadDir, Manifest),
+    Manifest(UploadStore, Manifest),
 }
 
 impl CountsToSave {
@@ -1175,8 +1317,8 @@ impl CountsToSave {
         match self {
             CountsToSave::Nothing => {}
             CountsToSave::DiskCounts(kept) => kept.save(),
-            CountsToSave::Manifest(dir, manifest) => {
-                if let Err(e) = dir.rewrite_manifest(&manifest) {
+            CountsToSave::Manifest(uploads, manifest) => {
+                if let Err(e) = uploads.rewrite_manifest(&manifest) {
                     tracing::warn!(id = %manifest.id, error = %e, "could not update an upload's counts");
                 }
             }

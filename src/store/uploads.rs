@@ -126,7 +126,12 @@ impl UploadDir {
         for entry in fs::read_dir(&root)? {
             let entry = entry?;
             if entry.file_name().to_string_lossy().starts_with(".tmp-") {
-                fs::remove_dir_all(entry.path())?;
+                // A directory of an interrupted write or delete, or a spool file.
+                if entry.file_type()?.is_dir() {
+                    fs::remove_dir_all(entry.path())?;
+                } else {
+                    fs::remove_file(entry.path())?;
+                }
                 removed += 1;
             }
         }
@@ -266,6 +271,21 @@ impl UploadDir {
         Ok((name, File::open(path)?))
     }
 
+    /// A new file, open to write and then read back, with no name in the uploads
+    /// directory: it goes when its handle is closed (a crash between its creation and the
+    /// removal of its name leaves a `.tmp-` file, removed at the next start). For an
+    /// upload kept elsewhere, brought here to be streamed.
+    pub fn spool_file(&self) -> io::Result<File> {
+        let path = self.temp_dir("spool");
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        fs::remove_file(&path)?;
+        Ok(file)
+    }
+
     /// Removes a stored upload. The directory is first renamed to a temporary name, so an
     /// interrupted delete never leaves a half-deleted upload that would load at start-up.
     pub fn delete(&self, id: &str) -> io::Result<()> {
@@ -337,9 +357,24 @@ mod tests {
     fn leftovers_of_interrupted_writes_are_removed_at_open() {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir_all(dir.path().join("uploads/.tmp-abc-1-0/files")).unwrap();
+        fs::write(dir.path().join("uploads/.tmp-spool-1-1"), b"half an export").unwrap();
         let (uploads, removed) = UploadDir::open(dir.path()).unwrap();
-        assert_eq!(removed, 1);
+        assert_eq!(removed, 2);
         assert!(uploads.manifests().unwrap().manifests.is_empty());
+    }
+
+    #[test]
+    fn a_spool_file_reads_back_and_leaves_no_name() {
+        use std::io::{Read, Seek};
+        let dir = tempfile::tempdir().unwrap();
+        let (uploads, _) = UploadDir::open(dir.path()).unwrap();
+        let mut spool = uploads.spool_file().unwrap();
+        spool.write_all(b"{}\n").unwrap();
+        spool.rewind().unwrap();
+        let mut back = String::new();
+        spool.read_to_string(&mut back).unwrap();
+        assert_eq!(back, "{}\n");
+        assert_eq!(fs::read_dir(dir.path().join("uploads")).unwrap().count(), 0);
     }
 
     #[test]

@@ -645,6 +645,7 @@ fn item9_each_subcommand_lists_only_the_flags_it_reads() {
             "--blind-labels",
             "--reservation-secs",
             "--queue-overlap",
+            "--upload-store",
             "--help",
         ][..],
         &store,

@@ -1038,13 +1038,23 @@ async fn nul_characters(db: &TestDb) {
 
 /// A TCP relay to a database that a test can cut (connections dropped, new ones refused)
 /// and restore, to play a database going down and coming back.
-struct Relay {
+pub struct Relay {
     port: u16,
     upstream: std::net::SocketAddr,
     tasks: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
 }
 
 impl Relay {
+    /// A relay to the PostgreSQL server of `url`, and `url` through it.
+    pub async fn of_url(url: &str) -> (Relay, String) {
+        let (rest, path) = url.split_once("://").unwrap().1.split_once('/').unwrap();
+        let (credentials, host) = rest.rsplit_once('@').unwrap();
+        let upstream = tokio::net::lookup_host(host).await.unwrap().next().unwrap();
+        let relay = Relay::to(upstream).await;
+        let relayed = format!("postgres://{credentials}@127.0.0.1:{}/{path}", relay.port);
+        (relay, relayed)
+    }
+
     /// A relay to `upstream` on a free port of 127.0.0.1.
     async fn to(upstream: std::net::SocketAddr) -> Relay {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1073,14 +1083,14 @@ impl Relay {
     }
 
     /// The database goes down: open connections break, new ones are refused.
-    fn cut(&self) {
+    pub fn cut(&self) {
         for task in self.tasks.lock().unwrap().drain(..) {
             task.abort();
         }
     }
 
     /// The database is back on the same address.
-    async fn restore(&self) {
+    pub async fn restore(&self) {
         for _ in 0..100 {
             if let Ok(listener) = tokio::net::TcpListener::bind(("127.0.0.1", self.port)).await {
                 return self.serve(listener);
@@ -1108,16 +1118,9 @@ async fn f11_postgresql_down_answers_503_serves_views_without_labels_and_recover
         return;
     };
     let db = TestDb::fresh(Some(admin)).await;
-    let url = db.url.clone().unwrap();
-    let (rest, path) = url.split_once("://").unwrap().1.split_once('/').unwrap();
-    let (credentials, host) = rest.rsplit_once('@').unwrap();
-    let upstream = tokio::net::lookup_host(host).await.unwrap().next().unwrap();
-    let relay = Relay::to(upstream).await;
+    let (relay, relayed) = Relay::of_url(db.url.as_deref().unwrap()).await;
     let options = Options {
-        database_url: Some(format!(
-            "postgres://{credentials}@127.0.0.1:{}/{path}",
-            relay.port
-        )),
+        database_url: Some(relayed),
         request_timeout: std::time::Duration::from_secs(8),
         ..Options::default()
     };

@@ -27,6 +27,7 @@ mod reference_errors;
 mod references;
 mod regressions;
 mod render;
+mod replicas;
 mod rounds;
 #[path = "../support/scaled.rs"]
 mod scaled;

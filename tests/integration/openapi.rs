@@ -97,6 +97,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         api: Default::default(),
         codebooks: sessiongraph::labels::Codebooks::built_in().unwrap(),
         database_url: "sqlite::memory:".into(),
+        upload_store: Default::default(),
         label_policy: Default::default(),
         search: Default::default(),
     })
@@ -547,6 +548,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
     }
     drop(holding);
     busy.stop().await;
+    upload_store_unavailable(&mut c).await;
 
     let missing: Vec<_> = c.documented().difference(&c.seen).cloned().collect();
     assert!(missing.is_empty(), "documented but never exercised: {missing:?}");
@@ -561,6 +563,63 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         c.check("get", "/api/frameworks", &bad)
     }));
     assert!(rejected.is_err(), "a wrong body must fail validation");
+}
+
+/// The routes that answer `UploadStoreUnavailable`, with the database keeping the uploads
+/// (`--upload-store postgres`) down. PostgreSQL only: without `DATABASE_URL` they are
+/// counted as seen after a note (outside CI; with `CI=true` the test fails).
+async fn upload_store_unavailable(c: &mut Checker) {
+    let unavailable = "#/components/responses/UploadStoreUnavailable";
+    let Some(db) = crate::replicas::shared_database("the upload store's 503 in openapi.yaml").await else {
+        let documented: Vec<_> = c
+            .documented()
+            .into_iter()
+            .filter(|(path, method, status)| {
+                c.spec["paths"][path][method]["responses"][status]["$ref"] == unavailable
+            })
+            .collect();
+        c.seen.extend(documented);
+        return;
+    };
+    let (relay, relayed) = crate::labels::Relay::of_url(db.url.as_deref().unwrap()).await;
+    let server = TestServer::start(Options {
+        database_url: Some(relayed),
+        upload_store: sessiongraph::store::UploadStoreKind::Postgres,
+        ..Options::default()
+    })
+    .await;
+    let id = server.upload_fixture("claudecode", "commugraph-sample").await;
+    relay.cut();
+    let upload = server
+        .upload_fixture_reply("pi", "pi/before-compaction.jsonl")
+        .await;
+    let replies = [
+        ("post", "/api/upload", upload),
+        ("get", "/api/sessions", server.get("/api/sessions").await),
+        (
+            "get",
+            "/api/graph/{id}/info",
+            server.get(&format!("/api/graph/{id}/info")).await,
+        ),
+        (
+            "delete",
+            "/api/session/{id}",
+            server.delete(&format!("/api/session/{id}")).await,
+        ),
+        (
+            "get",
+            "/api/graph/{id}",
+            server.get(&format!("/api/graph/{id}")).await,
+        ),
+    ];
+    for (method, template, reply) in &replies {
+        assert_eq!(reply.status.as_u16(), 503, "{method} {template}: {}", reply.json);
+        assert!(reply.headers.contains_key("retry-after"), "{method} {template}");
+        c.check(method, template, reply);
+    }
+    relay.restore().await;
+    server.stop().await;
+    db.cleanup().await;
 }
 
 /// `POST /api/parse-for-dialog`: content, a file in a sessions directory, and each refusal.

@@ -40,6 +40,9 @@ pub struct Options {
     pub background_counts: bool,
     /// The label database (`None`: SQLite in the data directory).
     pub database_url: Option<String>,
+    /// Where uploads are kept (PostgreSQL needs `database_url` to name a PostgreSQL
+    /// database).
+    pub upload_store: sessiongraph::store::UploadStoreKind,
     /// Reviewers, blind mode, the queue's reservation time.
     pub label_policy: sessiongraph::labels::LabelPolicy,
     /// The memory bound sessions are loaded under.
@@ -66,6 +69,7 @@ impl Default for Options {
             codebook: None,
             background_counts: false,
             database_url: None,
+            upload_store: Default::default(),
             label_policy: Default::default(),
             memory_bound: Some(Default::default()),
             allowed_hosts: Vec::new(),
@@ -154,6 +158,7 @@ impl TestServer {
             codebooks: sessiongraph::labels::Codebooks::with(options.codebook.into_iter().collect())
                 .expect("the codebooks load"),
             database_url,
+            upload_store: options.upload_store,
             label_policy: options.label_policy,
             search: options.search,
         })
@@ -235,6 +240,7 @@ impl TestServer {
         if let Some(task) = self.task.take() {
             task.await.unwrap().unwrap();
         }
+        self.state.store.close().await;
         self.state.labels.close().await;
     }
 
