@@ -532,7 +532,7 @@ fn segment_bounds(data: &[u8]) -> Vec<(usize, usize)> {
 /// `data` as text, when it is valid UTF-8. Checked with SIMD instructions (`simdutf8`): the
 /// check reads every byte of the input, and the standard library's takes about three times as
 /// long on text that is not all ASCII.
-pub(crate) fn utf8_text(data: &Bytes) -> Option<ByteString> {
+fn utf8_text(data: &Bytes) -> Option<ByteString> {
     simdutf8::basic::from_utf8(data).ok()?;
     // SAFETY: `data` was just checked to be valid UTF-8, and `Bytes` never changes its
     // bytes.

@@ -49,7 +49,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::formats::claude_code::cost::fixed_cost;
-use crate::formats::claude_code::parse::{utf8_text, LineError, ParsedFile};
+use crate::formats::claude_code::parse::{LineError, ParsedFile};
 use crate::formats::claude_code::records::Position;
 #[cfg(doc)]
 use crate::formats::claude_code::records::Record;
@@ -209,7 +209,7 @@ fn read_lines(
     text: Option<&str>,
     budget: &RecordBudget,
 ) {
-    let lines: Vec<frame::Line<'_>> = frame::lines(data).collect();
+    let lines = frame_lines(data);
     // At most a record or two per line: no vector of records grown (and moved) again and
     // again as the file is read.
     reading.parsed.records.reserve(lines.len());
@@ -248,6 +248,63 @@ fn read_lines(
     }
 }
 
+/// Pieces a file is cut into (at line ends) to be framed, or checked, on every core.
+const PIECES: usize = 8;
+
+/// `data` cut into about [`PIECES`] pieces, each ending just after a `\n` (the last at the
+/// end of the data): a character never spans two pieces.
+fn pieces(data: &[u8]) -> Vec<&[u8]> {
+    let mut pieces = Vec::with_capacity(PIECES);
+    let mut rest = data;
+    let size = data.len() / PIECES + 1;
+    while !rest.is_empty() {
+        let cut = memchr::memchr(b'\n', rest.get(size..).unwrap_or_default())
+            .map_or(rest.len(), |at| size + at + 1);
+        let (piece, after) = rest.split_at(cut.min(rest.len()));
+        pieces.push(piece);
+        rest = after;
+    }
+    pieces
+}
+
+/// The lines of `data`, framed piece by piece on every core, numbered as one sequential
+/// framing numbers them.
+fn frame_lines(data: &[u8]) -> Vec<frame::Line<'_>> {
+    let framed: Vec<(Vec<frame::Line<'_>>, u32)> = pieces(data)
+        .par_iter()
+        .enumerate()
+        .map(|(i, piece)| {
+            let mut lines = if i == 0 {
+                frame::lines(piece)
+            } else {
+                frame::continued_lines(piece)
+            };
+            let framed: Vec<frame::Line<'_>> = lines.by_ref().collect();
+            (framed, lines.physical_lines())
+        })
+        .collect();
+    let mut all = Vec::with_capacity(framed.iter().map(|(l, _)| l.len()).sum());
+    let mut before = 0u32;
+    for (lines, physical) in framed {
+        all.extend(lines.into_iter().map(|mut line| {
+            line.number = line.number.saturating_add(before);
+            line
+        }));
+        before = before.saturating_add(physical);
+    }
+    all
+}
+
+/// `data` as text when it is UTF-8 throughout, checked piece by piece on every core.
+fn utf8_text_parallel(data: &Bytes) -> Option<bytestring::ByteString> {
+    let valid = pieces(data)
+        .par_iter()
+        .all(|piece| simdutf8::basic::from_utf8(piece).is_ok());
+    // SAFETY: every piece was just checked to be valid UTF-8, and the pieces are the whole
+    // of `data` cut at line ends (no character is cut); `Bytes` never changes its bytes.
+    valid.then(|| unsafe { bytestring::ByteString::from_bytes_unchecked(data.clone()) })
+}
+
 /// Takes a batch of lines as they were prepared; false once `budget` is exhausted.
 fn take_batch(
     reading: &mut Reading,
@@ -278,7 +335,7 @@ pub fn parse_codex_file_within(file: u32, data: &Bytes, budget: &RecordBudget) -
     let mut reading = Reading::new(file);
     // A file that is not UTF-8 throughout has its texts copied (its bad lines are
     // reported as such); any other keeps them as slices of itself.
-    let buffer = utf8_text(data).map(std::sync::Arc::new);
+    let buffer = utf8_text_parallel(data).map(std::sync::Arc::new);
     let cx = LineContext {
         texts: Texts::in_buffer(buffer.as_ref()),
         prompts_from_events: prompts_from_events(data),

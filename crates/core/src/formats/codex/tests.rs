@@ -257,3 +257,28 @@ fn texts_stay_slices_of_the_file_and_json_outputs_are_read_once() {
     assert_eq!(result.texts[0].text(), "a\n\"b\"");
     assert_eq!(result.texts[0].literal(), r#""a\n\"b\"""#);
 }
+
+proptest::proptest! {
+    /// Framing a file piece by piece on every core numbers and cuts its lines as one
+    /// sequential framing does: blank lines, CRLF, a byte-order mark, no final newline.
+    #[test]
+    fn lines_framed_in_pieces_are_the_lines_framed_at_once(
+        lines in proptest::collection::vec("[ a-z{}\"é\\r]{0,12}", 0..60),
+        bom in proptest::bool::ANY,
+        last_newline in proptest::bool::ANY,
+    ) {
+        let mut data = if bom { "\u{feff}".to_owned() } else { String::new() };
+        data.push_str(&lines.join("\n"));
+        if last_newline {
+            data.push('\n');
+        }
+        let at_once: Vec<(u32, Vec<u8>, bool)> = crate::json::frame::lines(data.as_bytes())
+            .map(|l| (l.number, l.bytes.to_vec(), l.terminated))
+            .collect();
+        let in_pieces: Vec<(u32, Vec<u8>, bool)> = super::frame_lines(data.as_bytes())
+            .into_iter()
+            .map(|l| (l.number, l.bytes.to_vec(), l.terminated))
+            .collect();
+        proptest::prop_assert_eq!(at_once, in_pieces);
+    }
+}
