@@ -59,6 +59,19 @@ pub async fn next_in_round(server: &TestServer, who: &str, round: &str) -> crate
         .await
 }
 
+/// `who` submits `label` for unit `event` of `session`.
+async fn submit(server: &TestServer, who: &str, session: &str, event: &str, label: &str) {
+    let set = json!({ "annotator": who, "status": "submitted", "labels": [{ "id": label }] });
+    let written = put(
+        server,
+        &format!("/api/graph/{session}/labels/{event}"),
+        &set,
+        None,
+    )
+    .await;
+    assert!(written.status.is_success(), "{}", written.json);
+}
+
 fn definition(sessions: &[String]) -> Value {
     json!({
         "name": "pilot",
@@ -355,15 +368,7 @@ async fn a_blind_round_hides_others_sets_in_its_agreement_export_and_progress() 
     let units = round_units(&server, &round).await;
     let (session, event, _) = &units[0];
     for who in ["ann.a", "ann.b"] {
-        let set = json!({ "annotator": who, "status": "submitted", "labels": [{ "id": "EXEC_COGNITIVE" }] });
-        let written = put(
-            &server,
-            &format!("/api/graph/{session}/labels/{event}"),
-            &set,
-            None,
-        )
-        .await;
-        assert!(written.status.is_success(), "{}", written.json);
+        submit(&server, who, session, event, "EXEC_COGNITIVE").await;
     }
     let codings = |viewer: &'static str| {
         let server = &server;
@@ -464,16 +469,7 @@ async fn a_round_over_codex_and_gemini_sessions_is_labeled_through_its_queue() {
             reservation["session_id"].as_str().unwrap().to_owned(),
             reservation["event_id"].as_str().unwrap().to_owned(),
         );
-        let set =
-            json!({ "annotator": "ann.a", "status": "submitted", "labels": [{ "id": "EXEC_DIGITAL" }] });
-        let written = put(
-            &server,
-            &format!("/api/graph/{session}/labels/{event}"),
-            &set,
-            None,
-        )
-        .await;
-        assert!(written.status.is_success(), "{}", written.json);
+        submit(&server, "ann.a", &session, &event, "EXEC_DIGITAL").await;
         assert!(labeled.insert((session, event)), "a unit handed out twice");
         assert!(labeled.len() <= 8, "the queue keeps handing out units");
     }
