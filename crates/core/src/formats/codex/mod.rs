@@ -195,13 +195,16 @@ fn prompts_from_events(data: &[u8]) -> bool {
     memchr::memmem::find(data, br#""type":"user_message""#).is_some()
 }
 
-/// Lines read in parallel at a time: enough to keep every core busy, few enough that the
-/// acts waiting to be taken stay small next to the records they make.
-const LINES_PER_BATCH: usize = 1024;
+/// Bytes of a rollout read as one batch: its lines are prepared on every core while the
+/// batch before is taken. Small enough that a batch's lines and acts stay small whatever
+/// the lines (a file of tiny lines included), large enough that a batch keeps every core
+/// busy.
+const BATCH_BYTES: usize = 256 * 1024;
 
-/// Reads the lines of a JSONL rollout into `reading`: each batch's lines prepared in
-/// parallel while the batch before is taken, in order (the result is that of a
-/// sequential read); stops once `budget` is exhausted.
+/// Reads the lines of a JSONL rollout into `reading`: the file cut at line ends into
+/// batches, each batch's lines framed and prepared in parallel while the batch before is
+/// taken, in order (the result is that of a sequential read); stops once `budget` is
+/// exhausted. Only two batches' lines are held at a time.
 fn read_lines(
     reading: &mut Reading,
     cx: &LineContext<'_>,
@@ -209,17 +212,21 @@ fn read_lines(
     text: Option<&str>,
     budget: &RecordBudget,
 ) {
-    let lines = frame_lines(data);
-    // At most a record or two per line: no vector of records grown (and moved) again and
-    // again as the file is read.
-    reading.parsed.records.reserve(lines.len());
+    // About one record per line of a kilobyte (a rollout's lines average more), never
+    // more than the file could make: no vector of records grown (and moved) again and
+    // again as the file is read, and no room set aside for records a file of tiny lines
+    // will never be let to make.
+    reading.parsed.records.reserve(data.len() / 1024);
+    let batches = pieces(data, BATCH_BYTES);
+    let first_lines = first_line_numbers(&batches);
     let file = reading.file;
     let line_text = |bytes: &[u8]| -> Option<&str> {
         let start = (bytes.as_ptr() as usize).checked_sub(text?.as_ptr() as usize)?;
         text?.get(start..start.checked_add(bytes.len())?)
     };
-    let prepare = |batch: &[frame::Line<'_>]| -> Vec<Result<Prepared, LineError>> {
-        batch
+    let prepare = |i: usize| -> PreparedBatch<'_> {
+        let lines = frame_piece(&batches, &first_lines, i);
+        let prepared = lines
             .par_iter()
             .map(|line| {
                 let pos = Position {
@@ -230,33 +237,66 @@ fn read_lines(
                 let read = line_text(line.bytes).map_or(LineText::Bytes(line.bytes), LineText::Text);
                 prepare_line(cx, read, pos)
             })
-            .collect()
+            .collect();
+        (lines, prepared)
     };
-    let mut batches = lines.chunks(LINES_PER_BATCH);
-    let mut ready = batches.next().map(|batch| (batch, prepare(batch)));
-    while let Some((batch, prepared)) = ready.take() {
+    let mut ready = (!batches.is_empty()).then(|| prepare(0));
+    let mut next_batch = 1;
+    while let Some((lines, prepared)) = ready.take() {
         // The taking starts at once on this thread; another takes up the preparing, which
         // this one joins when it is done.
         let (taken, next) = rayon::join(
-            || take_batch(reading, batch, prepared, budget),
-            || batches.next().map(|next| (next, prepare(next))),
+            || take_batch(reading, &lines, prepared, budget),
+            || (next_batch < batches.len()).then(|| prepare(next_batch)),
         );
         if !taken {
             return;
         }
         ready = next;
+        next_batch += 1;
     }
 }
 
-/// Pieces a file is cut into (at line ends) to be framed, or checked, on every core.
-const PIECES: usize = 8;
+/// The lines of piece `i` of `pieces`, numbered in the whole file (`first_lines` as
+/// [`first_line_numbers`] counts them): as one framing of the whole file numbers them.
+fn frame_piece<'a>(pieces: &[&'a [u8]], first_lines: &[u32], i: usize) -> Vec<frame::Line<'a>> {
+    if i == 0 {
+        return frame::lines(pieces[0]).collect();
+    }
+    frame::continued_lines(pieces[i])
+        .map(|mut line| {
+            line.number = line.number.saturating_add(first_lines[i]);
+            line
+        })
+        .collect()
+}
 
-/// `data` cut into about [`PIECES`] pieces, each ending just after a `\n` (the last at the
-/// end of the data): a character never spans two pieces.
-fn pieces(data: &[u8]) -> Vec<&[u8]> {
-    let mut pieces = Vec::with_capacity(PIECES);
+/// A batch's lines and what each was read as.
+type PreparedBatch<'a> = (Vec<frame::Line<'a>>, Vec<Result<Prepared, LineError>>);
+
+/// How many physical lines come before each of `pieces` (each ending at a line end but the
+/// last): counted on every core.
+fn first_line_numbers(pieces: &[&[u8]]) -> Vec<u32> {
+    let counts: Vec<u32> = pieces
+        .par_iter()
+        .map(|piece| u32::try_from(memchr::memchr_iter(b'\n', piece).count()).unwrap_or(u32::MAX))
+        .collect();
+    let mut before = 0u32;
+    counts
+        .into_iter()
+        .map(|n| {
+            let first = before;
+            before = before.saturating_add(n);
+            first
+        })
+        .collect()
+}
+
+/// `data` cut into pieces of about `size` bytes, each ending just after a `\n` (the last at
+/// the end of the data): a character never spans two pieces.
+fn pieces(data: &[u8], size: usize) -> Vec<&[u8]> {
+    let mut pieces = Vec::with_capacity(data.len() / size.max(1) + 1);
     let mut rest = data;
-    let size = data.len() / PIECES + 1;
     while !rest.is_empty() {
         let cut = memchr::memchr(b'\n', rest.get(size..).unwrap_or_default())
             .map_or(rest.len(), |at| size + at + 1);
@@ -267,43 +307,18 @@ fn pieces(data: &[u8]) -> Vec<&[u8]> {
     pieces
 }
 
-/// The lines of `data`, framed piece by piece on every core, numbered as one sequential
-/// framing numbers them.
-fn frame_lines(data: &[u8]) -> Vec<frame::Line<'_>> {
-    let framed: Vec<(Vec<frame::Line<'_>>, u32)> = pieces(data)
-        .par_iter()
-        .enumerate()
-        .map(|(i, piece)| {
-            let mut lines = if i == 0 {
-                frame::lines(piece)
-            } else {
-                frame::continued_lines(piece)
-            };
-            let framed: Vec<frame::Line<'_>> = lines.by_ref().collect();
-            (framed, lines.physical_lines())
-        })
-        .collect();
-    let mut all = Vec::with_capacity(framed.iter().map(|(l, _)| l.len()).sum());
-    let mut before = 0u32;
-    for (lines, physical) in framed {
-        all.extend(lines.into_iter().map(|mut line| {
-            line.number = line.number.saturating_add(before);
-            line
-        }));
-        before = before.saturating_add(physical);
-    }
-    all
-}
-
 /// `data` as text when it is UTF-8 throughout, checked piece by piece on every core.
 fn utf8_text_parallel(data: &Bytes) -> Option<bytestring::ByteString> {
-    let valid = pieces(data)
+    let valid = pieces(data, data.len() / UTF8_PIECES + 1)
         .par_iter()
         .all(|piece| simdutf8::basic::from_utf8(piece).is_ok());
     // SAFETY: every piece was just checked to be valid UTF-8, and the pieces are the whole
     // of `data` cut at line ends (no character is cut); `Bytes` never changes its bytes.
     valid.then(|| unsafe { bytestring::ByteString::from_bytes_unchecked(data.clone()) })
 }
+
+/// Pieces a file's UTF-8 is checked in, on every core.
+const UTF8_PIECES: usize = 8;
 
 /// Takes a batch of lines as they were prepared; false once `budget` is exhausted.
 fn take_batch(

@@ -259,8 +259,9 @@ fn texts_stay_slices_of_the_file_and_json_outputs_are_read_once() {
 }
 
 proptest::proptest! {
-    /// Framing a file piece by piece on every core numbers and cuts its lines as one
-    /// sequential framing does: blank lines, CRLF, a byte-order mark, no final newline.
+    /// Framing a file piece by piece (as its batches are read) numbers and cuts its lines
+    /// as one framing of the whole file does: blank lines, CRLF, a byte-order mark, no
+    /// final newline.
     #[test]
     fn lines_framed_in_pieces_are_the_lines_framed_at_once(
         lines in proptest::collection::vec("[ a-z{}\"é\\r]{0,12}", 0..60),
@@ -275,10 +276,13 @@ proptest::proptest! {
         let at_once: Vec<(u32, Vec<u8>, bool)> = crate::json::frame::lines(data.as_bytes())
             .map(|l| (l.number, l.bytes.to_vec(), l.terminated))
             .collect();
-        let in_pieces: Vec<(u32, Vec<u8>, bool)> = super::frame_lines(data.as_bytes())
-            .into_iter()
+        let pieces = super::pieces(data.as_bytes(), 7);
+        let first_lines = super::first_line_numbers(&pieces);
+        let in_pieces: Vec<(u32, Vec<u8>, bool)> = (0..pieces.len())
+            .flat_map(|i| super::frame_piece(&pieces, &first_lines, i))
             .map(|l| (l.number, l.bytes.to_vec(), l.terminated))
             .collect();
+        proptest::prop_assert_eq!(pieces.concat(), data.as_bytes().to_vec());
         proptest::prop_assert_eq!(at_once, in_pieces);
     }
 }
