@@ -178,15 +178,7 @@ async fn label_through_the_queue(server: &TestServer, round: &str, units: &[(Str
         } else {
             "EXEC_DIGITAL"
         };
-        let set = json!({ "annotator": who, "status": "submitted", "labels": [{ "id": label }] });
-        let written = put(
-            server,
-            &format!("/api/graph/{session}/labels/{event}"),
-            &set,
-            None,
-        )
-        .await;
-        assert!(written.status.is_success(), "{}", written.json);
+        submit(server, who, &session, &event, label).await;
         assert!(
             holders
                 .entry((session, event))
