@@ -316,6 +316,10 @@ fn database_failure(e: &dyn sqlx::error::DatabaseError) -> Option<DatabaseFailur
     let postgres = e.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()?;
     match postgres.code() {
         "53100" => Some(DatabaseFailure::Full),
+        // A lock not granted in time (`lock_timeout`), a statement cancelled by
+        // `statement_timeout`, a deadlock or a serialization failure: the write lost a race
+        // or waited too long, and can be sent again.
+        "55P03" | "57014" | "40P01" | "40001" => Some(DatabaseFailure::Busy),
         "53300" | "53200" | "57P01" | "57P02" | "57P03" => Some(DatabaseFailure::Unreachable),
         code if code.starts_with("08") => Some(DatabaseFailure::Unreachable),
         _ => None,

@@ -1460,3 +1460,48 @@ async fn bulk_read_is_exact(db: &TestDb) {
     );
     store.close().await;
 }
+
+/// A PostgreSQL server that gives up waiting for a lock (its `lock_timeout`) answers a write
+/// with 503 and `Retry-After`, as a busy SQLite database does: the write can be sent
+/// again, nothing failed for good. Before, such an error was a 500.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_lock_timeout_answers_503_with_retry_after() {
+    let Some(db) =
+        crate::replicas::shared_database("a_postgres_lock_timeout_answers_503_with_retry_after").await
+    else {
+        return;
+    };
+    let url = db.url.clone().unwrap();
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let impatient = format!("{url}{separator}options=-c%20lock_timeout%3D200");
+    let (server, id, units) = sample_server(Options {
+        database_url: Some(impatient),
+        ..Options::default()
+    })
+    .await;
+    let (event, _) = texty(&units);
+    let path = format!("/api/graph/{id}/labels/{event}");
+    let set = json!({ "annotator": "ann.a", "status": "draft", "labels": [] });
+
+    let mut holder = sqlx::PgConnection::connect(&url).await.unwrap();
+    holder.execute("BEGIN").await.unwrap();
+    holder
+        .execute("LOCK TABLE label_sets IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let refused = put(&server, &path, &set, None).await;
+    holder.execute("ROLLBACK").await.unwrap();
+    holder.close().await.unwrap();
+    assert_eq!(
+        refused.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        refused.json
+    );
+    assert!(refused.headers.contains_key("retry-after"));
+
+    let written = put(&server, &path, &set, None).await;
+    assert!(written.status.is_success(), "{}", written.json);
+    server.stop().await;
+    db.cleanup().await;
+}
