@@ -412,13 +412,7 @@ impl PiReading {
                 extra.compact_metadata = compact_metadata(extra.compact_metadata.take(), Some(id));
             }
         }
-        parsed.records_read = parsed.records.len();
-        for r in &parsed.records {
-            parsed.types.count(r.kind.name());
-            parsed
-                .identity
-                .observe(r.session_id.as_deref(), r.agent_id.as_deref());
-        }
+        parsed.count_kept_records();
         PiFile { header, parsed }
     }
 }

@@ -418,6 +418,25 @@ pub struct ParsedFile {
 }
 
 impl ParsedFile {
+    /// Notes the session and agent ids of every record kept (for a reader that made its
+    /// records all at once, not through [`ParsedFile::take`]).
+    pub(crate) fn observe_identities(&mut self) {
+        for r in &self.records {
+            self.identity
+                .observe(r.session_id.as_deref(), r.agent_id.as_deref());
+        }
+    }
+
+    /// Counts every record kept as read, by its kind, and notes their ids: the tally of a
+    /// reader whose records are one per entry it read.
+    pub(crate) fn count_kept_records(&mut self) {
+        self.records_read = self.records.len();
+        for r in &self.records {
+            self.types.count(r.kind.name());
+        }
+        self.observe_identities();
+    }
+
     /// Takes a record read at `pos`: keeps it, or only counts it when it is inert.
     fn take(&mut self, read: LineRecord, pos: Position) {
         let LineRecord { mut record, inert } = read;

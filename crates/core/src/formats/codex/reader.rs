@@ -368,12 +368,7 @@ impl Reading {
                 result.agent_id.get_or_insert(thread);
             }
         }
-        let mut parsed = self.parsed;
-        for r in &parsed.records {
-            parsed
-                .identity
-                .observe(r.session_id.as_deref(), r.agent_id.as_deref());
-        }
-        parsed
+        self.parsed.observe_identities();
+        self.parsed
     }
 }

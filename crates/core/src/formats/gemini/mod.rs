@@ -95,13 +95,7 @@ pub fn parse_gemini_file_within(file: u32, data: &[u8], budget: &RecordBudget) -
     for bad in conversation.bad_lines {
         parsed.bad_lines.push(bad);
     }
-    parsed.records_read = parsed.records.len();
-    for r in &parsed.records {
-        parsed.types.count(r.kind.name());
-        parsed
-            .identity
-            .observe(r.session_id.as_deref(), r.agent_id.as_deref());
-    }
+    parsed.count_kept_records();
     GeminiFile {
         header: conversation.header,
         parsed,
