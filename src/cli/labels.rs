@@ -6,6 +6,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Args;
 use serde_json::{json, Value};
@@ -17,7 +18,8 @@ use crate::core::views::View;
 use crate::labels::consensus::shown_labels;
 use crate::labels::sets_cache::Sets;
 use crate::labels::{
-    CodebookError, LabelError, LabelPolicy, LabelSet, LabelStore, OpenError, UnknownCodebook,
+    Codebook, CodebookError, Codebooks, LabelError, LabelPolicy, LabelSet, LabelStore, OpenError,
+    UnknownCodebook,
 };
 use crate::store::{Store, StoreError};
 
@@ -70,15 +72,9 @@ impl ViewLabels {
     }
 }
 
-/// Why the labels `export` shows could not be read.
+/// Why a label store could not be read, by `export` or `labels export`.
 #[derive(Debug, thiserror::Error)]
-pub enum ReadLabelsError {
-    /// `--data-dir` names no directory.
-    #[error("the data directory {} does not exist (--data-dir)", .0.display())]
-    NoDataDir(PathBuf),
-    /// A flag that names what to read was given without a label store to read it from.
-    #[error("{0} needs a label store to read: give --data-dir or --database-url")]
-    NoStore(&'static str),
+pub enum LabelStoreReadError {
     /// The codebooks could not be read.
     #[error(transparent)]
     Codebook(#[from] CodebookError),
@@ -91,6 +87,36 @@ pub enum ReadLabelsError {
     /// The label store failed while read.
     #[error(transparent)]
     Labels(#[from] LabelError),
+}
+
+/// The codebooks `codebooks` names, and the one `codebook_id` names in them (the default
+/// when `None`).
+fn load_codebook(
+    codebooks: &CodebookArgs,
+    codebook_id: Option<&str>,
+) -> Result<(Codebooks, Arc<Codebook>), LabelStoreReadError> {
+    let codebooks = codebooks.load()?;
+    let codebook = codebooks.get(codebook_id)?.clone();
+    Ok((codebooks, codebook))
+}
+
+/// The label store at `url`, opened to read (created by no one) with `codebooks`.
+async fn open_to_read(url: &str, codebooks: Codebooks) -> Result<LabelStore, LabelStoreReadError> {
+    Ok(LabelStore::open_existing(url, codebooks, LabelPolicy::default()).await?)
+}
+
+/// Why the labels `export` shows could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadLabelsError {
+    /// `--data-dir` names no directory.
+    #[error("the data directory {} does not exist (--data-dir)", .0.display())]
+    NoDataDir(PathBuf),
+    /// A flag that names what to read was given without a label store to read it from.
+    #[error("{0} needs a label store to read: give --data-dir or --database-url")]
+    NoStore(&'static str),
+    /// The label store could not be read.
+    #[error(transparent)]
+    Store(#[from] LabelStoreReadError),
     /// The runtime that reads it could not start.
     #[error("failed to start the async runtime: {0}")]
     Runtime(std::io::Error),
@@ -140,7 +166,7 @@ impl ExportLabelArgs {
         let Some(url) = self.url().filter(|_| ViewLabels::read_by(view)) else {
             return Ok(ViewLabels::None);
         };
-        let url = url?;
+        let url = url.map_err(LabelStoreReadError::from)?;
         let session_id = self
             .session_id
             .clone()
@@ -158,11 +184,10 @@ impl ExportLabelArgs {
     }
 
     /// Every set of `session_id` under the codebook asked for.
-    async fn sets(&self, url: &str, session_id: &str) -> Result<Sets, ReadLabelsError> {
-        let codebooks = self.codebooks.load()?;
-        let codebook = codebooks.get(self.codebook_id.as_deref())?.id.clone();
-        let store = LabelStore::open_existing(url, codebooks, LabelPolicy::default()).await?;
-        let sets = store.list(&codebook, session_id).await;
+    async fn sets(&self, url: &str, session_id: &str) -> Result<Sets, LabelStoreReadError> {
+        let (codebooks, codebook) = load_codebook(&self.codebooks, self.codebook_id.as_deref())?;
+        let store = open_to_read(url, codebooks).await?;
+        let sets = store.list(&codebook.id, session_id).await;
         store.close().await;
         Ok(sets?)
     }
@@ -189,8 +214,8 @@ fn units(sets: &[LabelSet]) -> Result<ViewLabels, ReadLabelsError> {
         if records.is_empty() {
             continue;
         }
-        let raw =
-            serde_json::value::to_raw_value(&records).map_err(|e| LabelError::Corrupt(e.to_string()))?;
+        let raw = serde_json::value::to_raw_value(&records)
+            .map_err(|e| LabelStoreReadError::from(LabelError::Corrupt(e.to_string())))?;
         shown.insert(unit[0].event_id.clone(), raw);
     }
     Ok(ViewLabels::Units(shown))
@@ -260,18 +285,9 @@ pub enum LabelsExportError {
          directories has this id"
     )]
     UnknownSession(String),
-    /// The codebook could not be read.
+    /// The label database could not be read (its codebooks, opening it, or part way).
     #[error(transparent)]
-    Codebook(#[from] CodebookError),
-    /// `--codebook-id` names no codebook.
-    #[error(transparent)]
-    UnknownCodebook(#[from] UnknownCodebook),
-    /// The label database could not be opened.
-    #[error(transparent)]
-    Open(#[from] OpenError),
-    /// The label database failed part way.
-    #[error(transparent)]
-    Labels(#[from] LabelError),
+    Labels(#[from] LabelStoreReadError),
     /// The output could not be written.
     #[error("failed to write the output: {0}")]
     Output(#[from] std::io::Error),
@@ -281,8 +297,7 @@ pub enum LabelsExportError {
 /// set, blind mode or not), written to `out`.
 pub async fn labels_export(args: &LabelsExportArgs, out: &mut impl Write) -> Result<(), LabelsExportError> {
     use crate::labels::export::{ExportScope, Format};
-    let codebooks = args.codebooks.load()?;
-    let codebook = codebooks.get(args.codebook_id.as_deref())?.clone();
+    let (codebooks, codebook) = load_codebook(&args.codebooks, args.codebook_id.as_deref())?;
     if args.format == "label-studio-config" {
         out.write_all(crate::labels::labelstudio::label_config(&codebook).as_bytes())?;
         out.write_all(b"\n")?;
@@ -296,8 +311,8 @@ pub async fn labels_export(args: &LabelsExportArgs, out: &mut impl Write) -> Res
             .slot(id)
             .map_err(|_| LabelsExportError::UnknownSession(id.clone()))?;
     }
-    let url = args.store.database_url()?;
-    let labels = LabelStore::open_existing(&url, codebooks, LabelPolicy::default()).await?;
+    let url = args.store.database_url().map_err(LabelStoreReadError::from)?;
+    let labels = open_to_read(&url, codebooks).await?;
     let scope = ExportScope {
         codebook: codebook.id.clone(),
         session_id: args.session.clone(),
@@ -319,7 +334,7 @@ pub async fn labels_export(args: &LabelsExportArgs, out: &mut impl Write) -> Res
     };
     let (exported, written) = tokio::join!(export, write);
     labels.close().await;
-    exported?;
+    exported.map_err(LabelStoreReadError::from)?;
     Ok(written?)
 }
 

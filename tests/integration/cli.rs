@@ -270,18 +270,27 @@ fn an_unusable_label_database_stops_the_server() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn labels_export_prints_what_the_export_route_serves() {
+/// A server with data directory `data` serving the bundled sample as a sessions
+/// directory: the server, that directory, and the sample's id.
+async fn sample_dir_server(
+    data: &std::path::Path,
+) -> (crate::server::TestServer, std::path::PathBuf, String) {
     use crate::server::{Options, TestServer};
-    let data = tempfile::tempdir().unwrap();
     let sessions = crate::helpers::fixture("commugraph-sample");
     let server = TestServer::start(Options {
-        data_dir: Some(data.path().to_owned()),
+        data_dir: Some(data.to_owned()),
         sessions_dirs: vec![sessions.clone()],
         ..Options::default()
     })
     .await;
     let id = server.first_session(&[]).await;
+    (server, sessions, id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_export_prints_what_the_export_route_serves() {
+    let data = tempfile::tempdir().unwrap();
+    let (server, sessions, id) = sample_dir_server(data.path()).await;
     let (event, _) = crate::labels::texty(&crate::labels::units(&server, &id).await);
     let body = serde_json::json!({"annotator": "ann.a", "status": "submitted", "labels": [{"id": "EXEC_COGNITIVE"}]});
     let path = format!("/api/graph/{id}/labels/{event}");
@@ -514,16 +523,8 @@ fn item9_labels_export_creates_nothing_and_names_what_is_missing() {
 /// the session; a known session's export reads the data directory without changing it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item9_labels_export_refuses_an_unknown_session_as_the_route_does() {
-    use crate::server::{Options, TestServer};
     let data = tempfile::tempdir().unwrap();
-    let sessions = crate::helpers::fixture("commugraph-sample");
-    let server = TestServer::start(Options {
-        data_dir: Some(data.path().to_owned()),
-        sessions_dirs: vec![sessions.clone()],
-        ..Options::default()
-    })
-    .await;
-    let id = server.first_session(&[]).await;
+    let (server, sessions, id) = sample_dir_server(data.path()).await;
     let route = server.get("/api/labels/export?session=nope").await;
     assert_eq!(route.status, reqwest::StatusCode::NOT_FOUND);
     let served = server
