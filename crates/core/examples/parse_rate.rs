@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 
 use sessiongraph_core::{LoadOptions, Session, SessionInput, SourceFile};
 
+/// The server binary's allocator, so that the times are the server's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let runs: usize = args

@@ -43,7 +43,10 @@ pub(super) fn prepare_event(cx: &LineContext<'_>, mut p: Box<Payload<'_>>) -> (S
         "context_compacted" => compaction(texts, &p, Some("context_compacted")),
         "task_started" | "task_complete" => event_act(&kind),
         "collab_agent_spawn_end" => match (p.call_id, p.new_thread_id) {
-            (Some(call_id), Some(thread)) => Act::Spawned { call_id, thread },
+            (Some(call_id), Some(thread)) => Act::Spawned {
+                call_id: call_id.into_owned(),
+                thread: thread.into_owned(),
+            },
             _ => Act::Nothing,
         },
         other => {
@@ -55,7 +58,10 @@ pub(super) fn prepare_event(cx: &LineContext<'_>, mut p: Box<Payload<'_>>) -> (S
                 &p.result,
             );
             match (verdict, p.call_id) {
-                (Some(failed), Some(call_id)) => Act::Verdict { call_id, failed },
+                (Some(failed), Some(call_id)) => Act::Verdict {
+                    call_id: call_id.into_owned(),
+                    failed,
+                },
                 _ => Act::Nothing,
             }
         }

@@ -48,14 +48,19 @@ pub(super) fn prepare_item(cx: &LineContext<'_>, mut p: Box<Payload<'_>>, pos: P
         Some("reasoning") => reasoning(texts, &p),
         Some("function_call") => {
             let name = match (&p.namespace, p.name) {
-                (Some(ns), Some(n)) if !n.starts_with(ns.as_str()) => format!("{ns}.{n}"),
-                (_, n) => n.unwrap_or_default(),
+                (Some(ns), Some(n)) if !n.starts_with(ns.as_ref()) => format!("{ns}.{n}"),
+                (_, n) => n.unwrap_or_default().into_owned(),
             };
             call(p.call_id.or(p.id), name, arguments_input(texts, p.arguments), pos)
         }
         Some("custom_tool_call") => {
             let input = string_literal(p.input).map(|l| RawJson::copy_of(&format!("{{\"input\":{l}}}")));
-            call(p.call_id.or(p.id), p.name.unwrap_or_default(), input, pos)
+            call(
+                p.call_id.or(p.id),
+                p.name.unwrap_or_default().into_owned(),
+                input,
+                pos,
+            )
         }
         Some("local_shell_call") => {
             let input = value_input(texts, p.action);
@@ -69,7 +74,7 @@ pub(super) fn prepare_item(cx: &LineContext<'_>, mut p: Box<Payload<'_>>, pos: P
         Some("function_call_output" | "custom_tool_call_output" | "tool_search_output") => {
             let output = if is_null(p.output) { p.content } else { p.output };
             Act::Output {
-                call_id: p.call_id.unwrap_or_default(),
+                call_id: p.call_id.unwrap_or_default().into_owned(),
                 outcome: outcome(texts, output),
             }
         }
@@ -116,7 +121,7 @@ fn message(cx: &LineContext<'_>, p: Box<Payload<'_>>, pos: Position) -> Act {
             text: content_text(texts, p.content).unwrap_or_default(),
         },
         Some("tool") => Act::Output {
-            call_id: p.tool_call_id.unwrap_or_default(),
+            call_id: p.tool_call_id.unwrap_or_default().into_owned(),
             outcome: outcome(texts, p.content),
         },
         _ => Act::Nothing,
@@ -157,8 +162,8 @@ fn reasoning(texts: &Texts<'_>, p: &Payload<'_>) -> Act {
 
 /// A tool call: an assistant record holding one `tool_use` block (its id the call id,
 /// else one made from the line).
-fn call(call_id: Option<String>, name: String, input: Option<RawJson>, pos: Position) -> Act {
-    let id = call_id.unwrap_or_else(|| format!("call:{}:{}", pos.file, pos.line));
+fn call(call_id: Option<Cow<'_, str>>, name: String, input: Option<RawJson>, pos: Position) -> Act {
+    let id = call_id.map_or_else(|| format!("call:{}:{}", pos.file, pos.line), Cow::into_owned);
     let spawn_calls = if name == "spawn_agent" {
         vec![id.clone()]
     } else {
@@ -177,7 +182,7 @@ fn server_call(texts: &Texts<'_>, kind: &str, p: Box<Payload<'_>>, pos: Position
     let call_id = p
         .call_id
         .or(p.id)
-        .unwrap_or_else(|| format!("call:{}:{}", pos.file, pos.line));
+        .map_or_else(|| format!("call:{}:{}", pos.file, pos.line), Cow::into_owned);
     let input = match kind {
         "web_search_call" => value_input(texts, p.action),
         _ => {
@@ -185,7 +190,7 @@ fn server_call(texts: &Texts<'_>, kind: &str, p: Box<Payload<'_>>, pos: Position
             RawJson::copy_of(&format!("{{\"revised_prompt\":{prompt}}}"))
         }
     };
-    let status = p.status.unwrap_or_else(|| "completed".to_owned());
+    let status = p.status.map_or_else(|| "completed".to_owned(), Cow::into_owned);
     Act::ServerCall {
         call: Block::ToolUse(ToolUse {
             id: call_id.clone(),

@@ -97,13 +97,14 @@ impl CodexMeta {
             _ => String::new(),
         });
         CodexMeta {
-            id: p.id.clone(),
+            id: p.id.as_deref().map(str::to_owned),
             parent_thread_id: text(spawn.and_then(|s| s.get("parent_thread_id")))
-                .or(p.parent_thread_id.clone()),
+                .or_else(|| p.parent_thread_id.as_deref().map(str::to_owned)),
             subagent,
             agent_role: text(spawn.and_then(|s| s.get("agent_role").or_else(|| s.get("agent_type"))))
-                .or(p.agent_role.clone()),
-            agent_nickname: text(spawn.and_then(|s| s.get("agent_nickname"))).or(p.agent_nickname.clone()),
+                .or_else(|| p.agent_role.as_deref().map(str::to_owned)),
+            agent_nickname: text(spawn.and_then(|s| s.get("agent_nickname")))
+                .or_else(|| p.agent_nickname.as_deref().map(str::to_owned)),
         }
     }
 }

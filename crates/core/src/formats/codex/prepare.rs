@@ -80,7 +80,7 @@ fn bare_line<'a>(
             // The line was read as an envelope already, so it reads as an item too.
             let mut bare: Box<Payload<'_>> = line.read().unwrap_or_default();
             bare.kind = kind;
-            bare.id = wire.id;
+            bare.id = wire.id.map(Cow::Owned);
             prepare_item(cx, bare, pos)
         }
         _ => ("(missing)".to_owned(), Act::Nothing),

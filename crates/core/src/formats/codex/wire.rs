@@ -256,11 +256,11 @@ pub(super) struct Payload<'a> {
     #[serde(rename = "type", borrow, deserialize_with = "name")]
     pub(super) kind: Option<Cow<'a, str>>,
     /// `id`: the session's (session_meta), an item's.
-    #[serde(deserialize_with = "lenient::string")]
-    pub(super) id: Option<String>,
+    #[serde(borrow, deserialize_with = "name")]
+    pub(super) id: Option<Cow<'a, str>>,
     /// `role` of a message.
-    #[serde(deserialize_with = "lenient::string")]
-    pub(super) role: Option<String>,
+    #[serde(borrow, deserialize_with = "name")]
+    pub(super) role: Option<Cow<'a, str>>,
     /// `content` of a message or reasoning item: content parts (or a string in
     /// Chat-Completions items).
     #[serde(borrow)]
@@ -269,11 +269,11 @@ pub(super) struct Payload<'a> {
     #[serde(borrow)]
     pub(super) summary: Raw<'a>,
     /// `name` of a tool call.
-    #[serde(deserialize_with = "lenient::string")]
-    pub(super) name: Option<String>,
+    #[serde(borrow, deserialize_with = "name")]
+    pub(super) name: Option<Cow<'a, str>>,
     /// `namespace` of a tool call (MCP tools).
-    #[serde(deserialize_with = "lenient::string")]
-    pub(super) namespace: Option<String>,
+    #[serde(borrow, deserialize_with = "name")]
+    pub(super) namespace: Option<Cow<'a, str>>,
     /// `arguments` of a function call: a JSON string (an object in a few writers).
     #[serde(borrow)]
     pub(super) arguments: Raw<'a>,
@@ -284,14 +284,14 @@ pub(super) struct Payload<'a> {
     #[serde(borrow)]
     pub(super) action: Raw<'a>,
     /// `call_id` pairing a call and its output.
-    #[serde(deserialize_with = "lenient::string")]
-    pub(super) call_id: Option<String>,
+    #[serde(borrow, deserialize_with = "name")]
+    pub(super) call_id: Option<Cow<'a, str>>,
     /// `output` of a call output: a string, content items or an object.
     #[serde(borrow)]
     pub(super) output: Raw<'a>,
     /// `status` of an item or event.
-    #[serde(deserialize_with = "lenient::string")]
-    pub(super) status: Option<String>,
+    #[serde(borrow, deserialize_with = "name")]
+    pub(super) status: Option<Cow<'a, str>>,
     /// `message` of events (`user_message`, `error`) and of `compacted`.
     #[serde(borrow)]
     pub(super) message: Raw<'a>,
@@ -301,8 +301,8 @@ pub(super) struct Payload<'a> {
     /// `info` of a `token_count` event.
     pub(super) info: ObjectOr<TokenInfo>,
     /// `reason` of `turn_aborted`.
-    #[serde(deserialize_with = "lenient::string")]
-    pub(super) reason: Option<String>,
+    #[serde(borrow, deserialize_with = "name")]
+    pub(super) reason: Option<Cow<'a, str>>,
     /// `exit_code` of `exec_command_end`.
     #[serde(deserialize_with = "lenient::number")]
     pub(super) exit_code: Option<serde_json::Number>,
@@ -315,23 +315,23 @@ pub(super) struct Payload<'a> {
     #[serde(deserialize_with = "lenient::count")]
     pub(super) num_turns: Option<u64>,
     /// `model` of `turn_context`.
-    #[serde(deserialize_with = "lenient::string")]
-    pub(super) model: Option<String>,
+    #[serde(borrow, deserialize_with = "name")]
+    pub(super) model: Option<Cow<'a, str>>,
     /// `source` of `session_meta`.
     #[serde(borrow)]
     pub(super) source: Raw<'a>,
     /// `parent_thread_id` at the top of `session_meta` (newest builds).
-    #[serde(deserialize_with = "lenient::string")]
-    pub(super) parent_thread_id: Option<String>,
+    #[serde(borrow, deserialize_with = "name")]
+    pub(super) parent_thread_id: Option<Cow<'a, str>>,
     /// `agent_role` (or `agent_type`) of `session_meta`.
-    #[serde(alias = "agent_type", deserialize_with = "lenient::string")]
-    pub(super) agent_role: Option<String>,
+    #[serde(alias = "agent_type", borrow, deserialize_with = "name")]
+    pub(super) agent_role: Option<Cow<'a, str>>,
     /// `agent_nickname` of `session_meta`.
-    #[serde(deserialize_with = "lenient::string")]
-    pub(super) agent_nickname: Option<String>,
+    #[serde(borrow, deserialize_with = "name")]
+    pub(super) agent_nickname: Option<Cow<'a, str>>,
     /// `new_thread_id` of `collab_agent_spawn_end`.
-    #[serde(deserialize_with = "lenient::string")]
-    pub(super) new_thread_id: Option<String>,
+    #[serde(borrow, deserialize_with = "name")]
+    pub(super) new_thread_id: Option<Cow<'a, str>>,
     /// `replacement_history` of `compacted`.
     #[serde(borrow)]
     pub(super) replacement_history: Raw<'a>,
@@ -345,8 +345,8 @@ pub(super) struct Payload<'a> {
     #[serde(borrow)]
     pub(super) tool_calls: Raw<'a>,
     /// `tool_call_id` of a Chat-Completions tool message.
-    #[serde(deserialize_with = "lenient::string")]
-    pub(super) tool_call_id: Option<String>,
+    #[serde(borrow, deserialize_with = "name")]
+    pub(super) tool_call_id: Option<Cow<'a, str>>,
 }
 
 /// True for the events whose fields besides `type` the reader reads; any other event is
