@@ -21,11 +21,9 @@ use serde_json::{json, Value};
 
 use super::auth::Identity;
 use super::error::{echo, unavailable_response, ApiError, BUSY_RETRY_AFTER};
-use super::labels::{
-    caller, json_body, json_response, known_session, requested_codebook, viewer, visible_in,
-};
+use super::labels::{blindness, caller, json_body, json_response, known_session, requested_codebook, viewer};
 use super::query::QueryPairs;
-use super::rounds::{requested_round, round_is_blind, round_unit_keys, session_candidates};
+use super::rounds::{requested_round, round_blindness, round_unit_keys, session_candidates};
 use super::AppState;
 use crate::core::json::time::iso_millis;
 use crate::labels::agreement::PairPage;
@@ -566,13 +564,14 @@ pub async fn progress(
         None => state.labels.labeled_sessions(&codebook.id).await?,
     };
     let viewer = Arc::new(viewer(&state, &identity, &query));
+    let blindness = blindness(&state, None).await?;
     let mut out = Vec::with_capacity(sessions.len());
     for session_id in sessions {
         let sets = state.labels.list(&codebook.id, &session_id).await?;
         let Ok((slot, loaded)) = state.store.get(&session_id).await else {
             continue;
         };
-        let (id, viewer, blind) = (session_id.clone(), viewer.clone(), state.labels.policy().blind);
+        let (id, viewer, blindness) = (session_id.clone(), viewer.clone(), blindness.clone());
         let codebook = codebook.clone();
         let (progress, last_labeled_at) = tokio::task::spawn_blocking(move || {
             let units: Vec<UnitKind> = loaded
@@ -585,7 +584,7 @@ pub async fn progress(
                     unit_type: u.unit_type,
                 })
                 .collect();
-            let visible = visible_in(&viewer, &sets, blind);
+            let visible = viewer.visible_in_session(&id, &sets, &blindness);
             let last = visible.iter().map(|s| &s.updated_at).max().cloned();
             (session_progress(&id, &units, &visible), last)
         })
@@ -657,7 +656,7 @@ pub async fn export(
         all_units: query.flag("all_units")?,
         viewer: viewer(&state, &identity, &query),
         // A blind round's export is blind on any server.
-        blind: round_is_blind(&state, round.as_ref()),
+        blindness: round_blindness(&state, round.as_ref()).await?,
     };
     match &scope.session_id {
         Some(id) => {
@@ -744,6 +743,7 @@ pub async fn agreement(
     let keep_annotator = |a: &str| annotators.as_ref().is_none_or(|list| list.iter().any(|n| n == a));
     let keep_label = |l: &str| label_ids.iter().any(|id| id == l);
     let viewer = viewer(&state, &identity, &query);
+    let blindness = round_blindness(&state, round.as_ref()).await?;
     let codings = state
         .labels
         .submitted_codings(
@@ -751,7 +751,7 @@ pub async fn agreement(
             session,
             &keep_annotator,
             &keep_label,
-            viewer.sight(round_is_blind(&state, round.as_ref())),
+            viewer.sight(&blindness),
         )
         .await?;
     let mut codings = covered_codings(&state, &codebook, codings).await?;

@@ -32,7 +32,7 @@ use super::error::{echo, ApiError};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::http::etag::none_match;
-use crate::labels::consensus::Viewer;
+use crate::labels::consensus::{Blindness, Viewer};
 use crate::labels::sets_cache::Sets;
 use crate::labels::validate::{check_annotator, check_ids, check_no_nul, UnitRef};
 use crate::labels::{Caller, Codebook, LabelSet, Precondition, SetFilter, SetKey, Status};
@@ -205,7 +205,7 @@ pub async fn list_sets(
     let codebook = requested_codebook(&state, &query)?;
     let viewer = viewer(&state, &identity, &query);
     let all = session_sets(&state, &codebook.id, &id).await?;
-    let visible = visible_sets(&state, &viewer, &all);
+    let visible = visible_sets(&state, &viewer, &id, &all).await?;
     let sets: Vec<&LabelSet> = visible.iter().copied().filter(|s| filter.matches(s)).collect();
     let suggestions = state.labels.suggestions(&codebook.id, &id, None).await?;
     let orphaned = orphaned_units(&state, &id, &visible).await?;
@@ -304,16 +304,27 @@ pub(super) fn viewer(state: &AppState, identity: &Option<Extension<Identity>>, q
     }
 }
 
-/// Of `sets` (sorted by unit), those `viewer` may see in the server's mode.
-pub(super) fn visible_sets<'s>(state: &AppState, viewer: &Viewer, sets: &'s [LabelSet]) -> Vec<&'s LabelSet> {
-    visible_in(viewer, sets, state.labels.policy().blind)
+/// Of the sets of session `session_id` (sorted by unit), those `viewer` may see.
+pub(super) async fn visible_sets<'s>(
+    state: &AppState,
+    viewer: &Viewer,
+    session_id: &str,
+    sets: &'s [LabelSet],
+) -> Result<Vec<&'s LabelSet>, ApiError> {
+    let blindness = blindness(state, Some(session_id)).await?;
+    Ok(viewer.visible_in_session(session_id, sets, &blindness))
 }
 
-/// Of `sets` (sorted by unit), those `viewer` may see (`blind`: blind mode is on).
-pub(super) fn visible_in<'s>(viewer: &Viewer, sets: &'s [LabelSet], blind: bool) -> Vec<&'s LabelSet> {
-    sets.chunk_by(|a, b| a.event_id == b.event_id)
-        .flat_map(|unit| viewer.visible(unit, blind))
-        .collect()
+/// Where blind mode holds for a read of session `session_id` (or of every session): on
+/// every unit with the server's blind mode, else on the units of its blind rounds.
+pub(super) async fn blindness(state: &AppState, session_id: Option<&str>) -> Result<Blindness, ApiError> {
+    if state.labels.policy().blind {
+        return Ok(Blindness::Everywhere);
+    }
+    Ok(Blindness::of(
+        false,
+        state.labels.blind_round_units(session_id).await?,
+    ))
 }
 
 /// Who the request is made as: the named key's annotator; a plain key on a server where
@@ -349,7 +360,7 @@ pub async fn history(
         .history(&codebook.id, &id, &event_id, annotator)
         .await?;
     let viewer = viewer(&state, &identity, &query);
-    if state.labels.policy().blind && !viewer.reviewer {
+    if !viewer.reviewer && blindness(&state, Some(&id)).await?.covers(&id, &event_id) {
         let sets = session_sets(&state, &codebook.id, &id).await?;
         let unit = sets
             .chunk_by(|a, b| a.event_id == b.event_id)

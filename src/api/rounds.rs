@@ -24,7 +24,7 @@ use super::error::{echo, ApiError};
 use super::labels::{caller, json_body, json_response};
 use super::query::QueryPairs;
 use super::AppState;
-use crate::labels::consensus::adjudicated_in_force;
+use crate::labels::consensus::{adjudicated_in_force, Blindness};
 use crate::labels::{Codebook, LabelSet, Status};
 use crate::rounds::definition::Defaults;
 use crate::rounds::sample::draw;
@@ -284,7 +284,8 @@ async fn visible_round_sets(
         .labels
         .round_sets(&round.id, &round.definition.codebook)
         .await?;
-    if !round_is_blind(state, Some(round)) {
+    let blindness = round_blindness(state, Some(round)).await?;
+    if blindness.is_nowhere() {
         return Ok(sets);
     }
     let viewer = super::labels::viewer(state, identity, query);
@@ -292,7 +293,7 @@ async fn visible_round_sets(
     // The sets come unit by unit (by position, then annotator).
     for unit in sets.chunk_by(|a, b| a.0 == b.0 && a.1.event_id == b.1.event_id) {
         let mut shown: Vec<LabelSet> = unit.iter().map(|(_, set)| set.clone()).collect();
-        viewer.retain_visible(&mut shown, true);
+        viewer.retain_visible(&mut shown, blindness.covers(&unit[0].0, &unit[0].1.event_id));
         visible.extend(shown.into_iter().map(|set| (unit[0].0.clone(), set)));
     }
     Ok(visible)
@@ -391,10 +392,20 @@ async fn set_status(
     Ok(json_response(StatusCode::OK, &RoundBody::of(round, &sets)))
 }
 
-/// True when what a request reads of `round` (or of no round) is blind: the server's blind
+/// True when what a request reads of `round` is blind on every unit: the server's blind
 /// mode, or the round's.
 pub(super) fn round_is_blind(state: &AppState, round: Option<&Round>) -> bool {
     state.labels.policy().blind || round.is_some_and(|r| r.definition.blind)
+}
+
+/// Where blind mode holds for a read of `round`'s units, or of the whole store: every unit
+/// of a blind round (or on a blind server); else the units of the blind rounds, which a
+/// unit of another round may be one of.
+pub(super) async fn round_blindness(state: &AppState, round: Option<&Round>) -> Result<Blindness, ApiError> {
+    match round_is_blind(state, round) {
+        true => Ok(Blindness::Everywhere),
+        false => super::labels::blindness(state, None).await,
+    }
 }
 
 /// The round `?round=` names, if any (404 for an unknown one).

@@ -16,10 +16,11 @@ use serde_json::json;
 
 use super::auth::Identity;
 use super::error::{echo, ApiError};
-use super::labels::{json_response, viewer};
+use super::labels::{blindness, json_response, viewer};
 use super::query::QueryPairs;
 use super::AppState;
 use crate::core::json::time::parse_millis;
+use crate::labels::consensus::Blindness;
 use crate::labels::validate::check_annotator;
 use crate::labels::Codebook;
 use crate::rounds::Candidate;
@@ -163,10 +164,18 @@ async fn label_filter(
         return Ok(None);
     };
     allowed_label_filter(state, identity, pairs, &ask)?;
-    let units = state
+    let mut units = state
         .labels
         .unit_keys(ask.annotator, ask.label, &ask.codebook)
         .await?;
+    // The units of blind rounds are matched by the asker's own sets alone, or a reviewer's.
+    if let Blindness::Units(blind) = blindness(state, None).await? {
+        let viewer = viewer(state, identity, pairs);
+        let own = ask.annotator.is_some() && viewer.annotator.as_deref() == ask.annotator;
+        if !(viewer.reviewer || own) {
+            units.retain(|(session, event)| !blind.contains(&format!("{session}\0{event}")));
+        }
+    }
     Ok(Some(LabelFilter {
         units,
         keep: ask.keep,

@@ -271,7 +271,7 @@ async fn unit_labels(
 ) -> Result<Option<(Arc<UnitLabels>, String)>, ApiError> {
     let codebook = labels::requested_codebook(state, query)?;
     let viewer = labels::viewer(state, identity, query);
-    let blind = state.labels.policy().blind;
+    let blindness = labels::blindness(state, Some(id)).await?;
     let asked = query.first("annotator").map(str::to_owned);
     if !state.labels.caches_sets() {
         let mut shown = ShownByUnit::default();
@@ -279,6 +279,7 @@ async fn unit_labels(
         state
             .labels
             .for_each_unit_sets(&codebook.id, id, None, |unit| {
+                let blind = unit.first().is_some_and(|s| blindness.covers(id, &s.event_id));
                 if let Err(e) = shown.add(&viewer.visible(&unit, blind), asked.as_deref()) {
                     failed.get_or_insert(e);
                 }
@@ -287,9 +288,11 @@ async fn unit_labels(
         return failed.map_or_else(|| Ok(shown.finish()), Err);
     }
     let sets = labels::session_sets(state, &codebook.id, id).await?;
+    let id = id.to_owned();
     tokio::task::spawn_blocking(move || {
         let mut shown = ShownByUnit::default();
-        for unit in labels::visible_in(&viewer, &sets, blind).chunk_by(|a, b| a.event_id == b.event_id) {
+        let visible = viewer.visible_in_session(&id, &sets, &blindness);
+        for unit in visible.chunk_by(|a, b| a.event_id == b.event_id) {
             shown.add(unit, asked.as_deref())?;
         }
         Ok(shown.finish())
@@ -344,7 +347,7 @@ async fn orphaned_labels(
 ) -> Result<Option<serde_json::Value>, ApiError> {
     let codebook = labels::requested_codebook(state, query)?;
     let all = labels::session_sets(state, &codebook.id, id).await?;
-    let sets = labels::visible_sets(state, &labels::viewer(state, identity, query), &all);
+    let sets = labels::visible_sets(state, &labels::viewer(state, identity, query), id, &all).await?;
     let orphaned = labels::orphaned_units(state, id, &sets).await?;
     if orphaned.is_empty() {
         return Ok(None);

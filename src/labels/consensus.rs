@@ -13,7 +13,11 @@
 //!
 //! **Blind mode** (`--blind-labels`): an annotator sees only their own sets on a unit until
 //! they have submitted it; then everyone's. Reviewers always see every set. A request that
-//! names no annotator sees none.
+//! names no annotator sees none. A round created blind holds its units to the same rule on
+//! a server without blind mode, whatever route reads them ([`Blindness`]).
+
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use foldhash::{HashMap, HashMapExt};
 
@@ -28,6 +32,44 @@ pub struct Viewer {
     pub reviewer: bool,
 }
 
+/// Where blind mode holds for a read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Blindness {
+    /// Nowhere: every set shows.
+    #[default]
+    Nowhere,
+    /// On every unit: the server's blind mode, or a read of one blind round.
+    Everywhere,
+    /// On these units only (`session \0 event` keys): the units of the blind rounds of a
+    /// server without blind mode.
+    Units(Arc<HashSet<String>>),
+}
+
+impl Blindness {
+    /// Blind mode everywhere when `blind`, else on `units` (nowhere when there are none).
+    pub fn of(blind: bool, units: HashSet<String>) -> Blindness {
+        match blind {
+            true => Blindness::Everywhere,
+            false if units.is_empty() => Blindness::Nowhere,
+            false => Blindness::Units(Arc::new(units)),
+        }
+    }
+
+    /// True when blind mode holds on unit `event_id` of session `session_id`.
+    pub fn covers(&self, session_id: &str, event_id: &str) -> bool {
+        match self {
+            Blindness::Nowhere => false,
+            Blindness::Everywhere => true,
+            Blindness::Units(units) => units.contains(&format!("{session_id}\0{event_id}")),
+        }
+    }
+
+    /// True when blind mode holds on no unit.
+    pub fn is_nowhere(&self) -> bool {
+        matches!(self, Blindness::Nowhere)
+    }
+}
+
 /// The blind rule of a viewer over the whole store, for reads that cannot hold every
 /// unit's sets at once (agreement filters rows as the database streams them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +81,14 @@ pub enum Sight<'v> {
     /// Blind mode: this annotator's own sets, and every set of the units on which one of
     /// their sets [`opens_unit`].
     OwnUntilSubmitted(&'v str),
+    /// Blind mode on these units only (`session \0 event` keys), by the rule above for
+    /// `me` (nothing of them when the request names nobody); every set elsewhere.
+    BlindOn {
+        /// The annotator asking, if any.
+        me: Option<&'v str>,
+        /// The blind units.
+        units: &'v HashSet<String>,
+    },
 }
 
 /// True when an annotator's set of this status shows them the others' sets on its unit in
@@ -48,13 +98,29 @@ pub fn opens_unit(status: Status) -> bool {
 }
 
 impl Viewer {
-    /// The rule this viewer reads by (`blind`: blind mode is on).
-    pub fn sight(&self, blind: bool) -> Sight<'_> {
-        match self.annotator.as_deref() {
-            _ if !blind || self.reviewer => Sight::Everything,
-            None => Sight::Nothing,
-            Some(me) => Sight::OwnUntilSubmitted(me),
+    /// The rule this viewer reads by where `blindness` holds.
+    pub fn sight<'v>(&'v self, blindness: &'v Blindness) -> Sight<'v> {
+        let me = self.annotator.as_deref();
+        match (blindness, me) {
+            _ if self.reviewer => Sight::Everything,
+            (Blindness::Nowhere, _) => Sight::Everything,
+            (Blindness::Everywhere, None) => Sight::Nothing,
+            (Blindness::Everywhere, Some(me)) => Sight::OwnUntilSubmitted(me),
+            (Blindness::Units(units), me) => Sight::BlindOn { me, units },
         }
+    }
+
+    /// Of the sets of session `session_id` (sorted by unit), those this viewer may see
+    /// where `blindness` holds.
+    pub fn visible_in_session<'s>(
+        &self,
+        session_id: &str,
+        sets: &'s [LabelSet],
+        blindness: &Blindness,
+    ) -> Vec<&'s LabelSet> {
+        sets.chunk_by(|a, b| a.event_id == b.event_id)
+            .flat_map(|unit| self.visible(unit, blindness.covers(session_id, &unit[0].event_id)))
+            .collect()
     }
 
     /// Of a unit's `sets`, those this viewer may see (`blind`: blind mode is on).
@@ -71,10 +137,10 @@ impl Viewer {
 
     /// Whether this viewer sees a set of the unit whose sets are `sets`.
     fn sees_on_unit(&self, sets: &[LabelSet], blind: bool) -> impl Fn(&&LabelSet) -> bool + '_ {
-        let (everything, me) = match self.sight(blind) {
-            Sight::Everything => (true, None),
-            Sight::Nothing => (false, None),
-            Sight::OwnUntilSubmitted(me) => {
+        let (everything, me) = match self.annotator.as_deref() {
+            _ if !blind || self.reviewer => (true, None),
+            None => (false, None),
+            Some(me) => {
                 let opened = sets.iter().any(|s| s.annotator == me && opens_unit(s.status));
                 (opened, Some(me))
             }

@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 use sqlx::Row;
 use tokio::sync::mpsc;
 
-use super::consensus::Viewer;
+use super::consensus::{Blindness, Viewer};
 use super::model::{ExportedUnit, LabelSet, Suggestion};
 use super::reads::suggestion_of_row;
 use super::store::{LabelError, LabelStore};
@@ -96,8 +96,8 @@ pub struct ExportScope {
     /// [`Viewer::visible`]), and a unit left with nothing to show is left out (kept, empty,
     /// with `all_units`, unless the session no longer has it).
     pub viewer: Viewer,
-    /// Blind mode is on (the operator's `labels export` leaves it off: it sees every set).
-    pub blind: bool,
+    /// Where blind mode holds (the operator's `labels export` sees every set: nowhere).
+    pub blindness: Blindness,
 }
 
 /// Stored sets and suggestions read at once, at most, when a session is exported (a unit
@@ -183,7 +183,9 @@ impl LabelStore {
             let mut labels = self.batch_labels(codebook, session_id, &batch).await?;
             for entry in batch {
                 let (mut sets, suggestions) = labels.remove(&entry.event_id).unwrap_or_default();
-                scope.viewer.retain_visible(&mut sets, scope.blind);
+                scope
+                    .viewer
+                    .retain_visible(&mut sets, scope.blindness.covers(session_id, &entry.event_id));
                 let shown = !sets.is_empty() || !suggestions.is_empty();
                 let kept_empty = all_units && entry.unit.is_some();
                 if !(shown || kept_empty) {

@@ -123,6 +123,8 @@ type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q
 struct Gather<'f> {
     codebook: &'f str,
     me: Option<&'f str>,
+    /// When blind mode holds on these units only: the others are kept whole.
+    blind_units: Option<&'f std::collections::HashSet<String>>,
     keep_annotator: &'f (dyn Fn(&str) -> bool + Sync),
     keep_label: &'f (dyn Fn(&str) -> bool + Sync),
     table: CodingTable,
@@ -164,11 +166,15 @@ impl Gather<'_> {
         Ok(())
     }
 
-    /// The codings, those of units a blind viewer has not opened left out.
+    /// The codings, those of blind units the viewer has not opened left out.
     fn finish(mut self) -> CodingTable {
-        if self.me.is_some() {
-            let opened = self.opened;
-            self.table.retain_units(|unit| opened.contains(unit));
+        let opened = self.opened;
+        match self.blind_units {
+            Some(blind) => self
+                .table
+                .retain_units(|unit| !blind.contains(unit) || opened.contains(unit)),
+            None if self.me.is_some() => self.table.retain_units(|unit| opened.contains(unit)),
+            None => {}
         }
         self.table
     }
@@ -178,7 +184,8 @@ impl LabelStore {
     /// The submitted sets of one session or all, read into a [`CodingTable`]:
     /// `keep_annotator` picks annotators, `keep_label` label ids, and `sight` what the
     /// viewer may see in blind mode (for [`Sight::OwnUntilSubmitted`], the units on which
-    /// one of their own sets [`opens_unit`]).
+    /// one of their own sets [`opens_unit`]; for [`Sight::BlindOn`], those and the units
+    /// outside its blind ones).
     ///
     /// SQLite's rows come one at a time from its connection's thread, a hand-over between
     /// threads each: a million rows cost seconds of switching. So on SQLite the database
@@ -192,14 +199,16 @@ impl LabelStore {
         keep_label: &(dyn Fn(&str) -> bool + Sync),
         sight: Sight<'_>,
     ) -> Result<CodingTable, LabelError> {
-        let me = match sight {
+        let (me, blind_units) = match sight {
             Sight::Nothing => return Ok(CodingTable::default()),
-            Sight::Everything => None,
-            Sight::OwnUntilSubmitted(me) => Some(me),
+            Sight::Everything => (None, None),
+            Sight::OwnUntilSubmitted(me) => (Some(me), None),
+            Sight::BlindOn { me, units } => (me, Some(units)),
         };
         let mut gather = Gather {
             codebook,
             me,
+            blind_units,
             keep_annotator,
             keep_label,
             table: CodingTable::default(),

@@ -2,6 +2,8 @@
 //! listed, closed and reopened. Storage only: what a round holds is checked before
 //! (see [`super::definition`]).
 
+use std::collections::HashSet;
+
 use serde::Serialize;
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -157,6 +159,36 @@ impl LabelStore {
         .fetch_all(self.pool())
         .await?;
         rows.iter().map(round_of_row).collect()
+    }
+
+    /// The units (`session \0 event` keys) of the rounds created blind, of session
+    /// `session_id` or of every session: where a server without blind mode holds labels
+    /// blind all the same, whichever route reads them.
+    pub async fn blind_round_units(&self, session_id: Option<&str>) -> Result<HashSet<String>, RoundError> {
+        let blind = self.rounds().await?.into_iter().filter(|r| r.definition.blind);
+        let mut units = HashSet::new();
+        for round in blind {
+            let rows = match session_id {
+                Some(session_id) => sqlx::query(
+                    "SELECT session_id, event_id FROM round_units WHERE round_id = $1 AND session_id = $2",
+                )
+                .bind(round.id)
+                .bind(session_id)
+                .fetch_all(self.pool())
+                .await?,
+                None => {
+                    sqlx::query("SELECT session_id, event_id FROM round_units WHERE round_id = $1")
+                        .bind(round.id)
+                        .fetch_all(self.pool())
+                        .await?
+                }
+            };
+            for row in rows {
+                let (session, event): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+                units.insert(format!("{session}\0{event}"));
+            }
+        }
+        Ok(units)
     }
 
     /// Opens or closes the round `id`; the round as it is now.

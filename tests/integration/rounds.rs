@@ -422,6 +422,149 @@ async fn a_blind_round_hides_others_sets_in_its_agreement_export_and_progress() 
     db.cleanup().await;
 }
 
+/// A blind round on a server that is not blind holds its units blind on every label route,
+/// not only on the round's own: the session's sets, the annotations body, a unit's history,
+/// the store-wide agreement and export, and a search by label show an annotator nothing of
+/// the others' sets on them until they submit their own. A unit outside the round stays
+/// open; a reviewer sees everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blind_rounds_units_stay_blind_on_the_label_routes_of_an_open_server() {
+    let db = TestDb::fresh(None).await;
+    let (server, ids) = study_server(Options {
+        label_policy: sessiongraph::labels::LabelPolicy {
+            reviewers: vec!["lead".into()],
+            ..Default::default()
+        },
+        ..db.options()
+    })
+    .await;
+    let mut body = definition(&ids);
+    body["blind"] = json!(true);
+    body["sample"]["size"] = json!(2);
+    let created = server.post_json("/api/rounds", &body, &[]).await;
+    let round = created.json["round"]["id"].as_str().unwrap().to_owned();
+    let units = round_units(&server, &round).await;
+    let (session, event, _) = &units[0];
+    for who in ["ann.a", "ann.b"] {
+        submit(&server, who, session, event, "EXEC_COGNITIVE").await;
+    }
+    let annotations = server
+        .get(&format!(
+            "/api/graph/{session}/annotations?include_sidechains=true"
+        ))
+        .await;
+    let outside = annotations.json["annotations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u["event_id"].as_str())
+        .find(|e| units.iter().all(|(s, u, _)| s != session || u != e))
+        .expect("a unit outside the round")
+        .to_owned();
+    submit(&server, "ann.a", session, &outside, "EXEC_COGNITIVE").await;
+
+    let annotators_on = |viewer: &'static str, unit: String| {
+        let server = &server;
+        let session = session.clone();
+        async move {
+            let listed = server
+                .get(&format!("/api/graph/{session}/labels?viewer={viewer}"))
+                .await;
+            assert_eq!(listed.status, StatusCode::OK, "{}", listed.json);
+            let mut who: Vec<String> = listed.json["labels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["event_id"] == unit.as_str())
+                .map(|s| s["annotator"].as_str().unwrap().to_owned())
+                .collect();
+            who.sort();
+            who
+        }
+    };
+    assert!(
+        annotators_on("ann.c", event.clone()).await.is_empty(),
+        "the session's sets"
+    );
+    assert_eq!(
+        annotators_on("ann.c", outside.clone()).await,
+        ["ann.a"],
+        "outside the round"
+    );
+    assert_eq!(annotators_on("lead", event.clone()).await, ["ann.a", "ann.b"]);
+    assert_eq!(
+        annotators_on("ann.a", event.clone()).await,
+        ["ann.a", "ann.b"],
+        "after submitting"
+    );
+
+    let shown = server
+        .get(&format!(
+            "/api/graph/{session}/annotations?include_sidechains=true&viewer=ann.c"
+        ))
+        .await;
+    let labels_of = |body: &Value, unit: &str| {
+        body["annotations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["event_id"] == unit)
+            .unwrap()["labels"]
+            .clone()
+    };
+    assert_eq!(labels_of(&shown.json, event), json!([]), "the annotations body");
+    assert_ne!(labels_of(&shown.json, &outside), json!([]));
+
+    let history = server
+        .get(&format!(
+            "/api/graph/{session}/labels/{event}/history?viewer=ann.c"
+        ))
+        .await;
+    assert_eq!(history.status, StatusCode::OK, "{}", history.json);
+    assert_eq!(
+        history.json["history"],
+        json!([]),
+        "a unit's history: {}",
+        history.json
+    );
+
+    let codings = server.get("/api/labels/agreement?viewer=ann.c").await;
+    assert_eq!(
+        codings.json["codings"], 1,
+        "the store's agreement: the unit outside alone"
+    );
+    let codings = server.get("/api/labels/agreement?viewer=lead").await;
+    assert_eq!(codings.json["codings"], 3);
+
+    let export = server
+        .client
+        .get(format!("{}/api/labels/export?viewer=ann.c", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let exported: Vec<Value> = export.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(
+        exported.iter().all(|u| u["event_id"] != event.as_str()),
+        "the store's export: {export}"
+    );
+    assert!(exported.iter().any(|u| u["event_id"] == outside.as_str()));
+
+    let found = crate::search::search_indexed(&server, "label=EXEC_COGNITIVE&viewer=ann.c").await;
+    let keys = crate::search::keys(&found);
+    assert!(
+        !keys.contains(&(session.clone(), event.clone())),
+        "a search by label"
+    );
+    assert!(keys.contains(&(session.clone(), outside.clone())));
+    let found = crate::search::search_indexed(&server, "label=EXEC_COGNITIVE&viewer=lead").await;
+    assert!(crate::search::keys(&found).contains(&(session.clone(), event.clone())));
+    server.stop().await;
+    db.cleanup().await;
+}
+
 /// A round over a Codex rollout and a Gemini chat: their units are drawn, handed out by
 /// the queue and labeled as Claude Code's are, and the round's progress counts them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
