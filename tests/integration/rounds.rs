@@ -337,11 +337,10 @@ async fn a_round_definition_is_checked_and_managed_by_reviewers() {
     db.cleanup().await;
 }
 
-/// A blind round on a server that is not blind: its agreement and its export show an
-/// annotator only what blind mode allows (nothing of others' until they submit their own),
-/// a reviewer everything.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_blind_round_hides_others_sets_in_its_agreement_export_and_progress() {
+/// A server that is not blind (`lead` its reviewer) holding a blind round of two units,
+/// on the first of which `ann.a` and `ann.b` have submitted sets: the database, the server,
+/// the round's id and its units.
+async fn blind_round_with_two_submitted() -> (TestDb, TestServer, String, Vec<(String, String, String)>) {
     let db = TestDb::fresh(None).await;
     let (server, ids) = study_server(Options {
         label_policy: sessiongraph::labels::LabelPolicy {
@@ -362,6 +361,15 @@ async fn a_blind_round_hides_others_sets_in_its_agreement_export_and_progress() 
     for who in ["ann.a", "ann.b"] {
         submit(&server, who, session, event, "EXEC_COGNITIVE").await;
     }
+    (db, server, round, units)
+}
+
+/// A blind round on a server that is not blind: its agreement and its export show an
+/// annotator only what blind mode allows (nothing of others' until they submit their own),
+/// a reviewer everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blind_round_hides_others_sets_in_its_agreement_export_and_progress() {
+    let (db, server, round, _) = blind_round_with_two_submitted().await;
     let codings = |viewer: &'static str| {
         let server = &server;
         let round = round.clone();
@@ -429,25 +437,8 @@ async fn a_blind_round_hides_others_sets_in_its_agreement_export_and_progress() 
 /// open; a reviewer sees everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blind_rounds_units_stay_blind_on_the_label_routes_of_an_open_server() {
-    let db = TestDb::fresh(None).await;
-    let (server, ids) = study_server(Options {
-        label_policy: sessiongraph::labels::LabelPolicy {
-            reviewers: vec!["lead".into()],
-            ..Default::default()
-        },
-        ..db.options()
-    })
-    .await;
-    let mut body = definition(&ids);
-    body["blind"] = json!(true);
-    body["sample"]["size"] = json!(2);
-    let created = server.post_json("/api/rounds", &body, &[]).await;
-    let round = created.json["round"]["id"].as_str().unwrap().to_owned();
-    let units = round_units(&server, &round).await;
+    let (db, server, _, units) = blind_round_with_two_submitted().await;
     let (session, event, _) = &units[0];
-    for who in ["ann.a", "ann.b"] {
-        submit(&server, who, session, event, "EXEC_COGNITIVE").await;
-    }
     let annotations = server
         .get(&format!(
             "/api/graph/{session}/annotations?include_sidechains=true"
