@@ -8,6 +8,7 @@
 //! - [`scan`]: finding sessions in the configured directories;
 //! - [`uploads`]: durable storage of uploads under the data directory;
 //! - [`pg_uploads`]: uploads kept in PostgreSQL instead, shared by replicas;
+//! - [`s3_bucket`]: an S3-compatible bucket holding uploads' files;
 //! - [`upload_store`]: which of the two keeps uploads (`--upload-store`);
 //! - [`shared_check`]: checks of the shared upload store that requests arriving together
 //!   share;
@@ -33,6 +34,7 @@ pub mod error;
 pub mod mapped;
 pub mod pg_uploads;
 pub mod registry;
+pub mod s3_bucket;
 pub mod scan;
 pub mod shared_check;
 pub mod units;
@@ -43,6 +45,7 @@ pub mod watch;
 pub use changes::{Change, ChangeKind, ChangeListener};
 pub use error::StoreError;
 pub use registry::{FileStamp, Framework, Loaded, MainFile, Slot, Store, StoreConfig};
+pub use s3_bucket::S3Settings;
 pub use upload_store::{UploadStoreError, UploadStoreKind};
 
 use std::sync::{Mutex, MutexGuard};
