@@ -49,6 +49,10 @@ pub enum StoreError {
     /// ([`super::pg_uploads::UploadDbError::Unavailable`]: the client may retry).
     #[error(transparent)]
     UploadDb(#[from] super::pg_uploads::UploadDbError),
+    /// The bucket of the S3 upload store failed, or cannot serve now
+    /// ([`super::s3_bucket::BucketError::Unavailable`]: the client may retry).
+    #[error(transparent)]
+    UploadObjects(#[from] super::s3_bucket::BucketError),
     /// The render budget has no room for the render now; it may have later.
     #[error("too many renders in progress; retry in {} s", retry_after.as_secs())]
     Busy {

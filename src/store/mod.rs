@@ -7,9 +7,11 @@
 //! - [`mapped`]: files mapped into memory (uploads, the command line's input);
 //! - [`scan`]: finding sessions in the configured directories;
 //! - [`uploads`]: durable storage of uploads under the data directory;
-//! - [`pg_uploads`]: uploads kept in PostgreSQL instead, shared by replicas;
+//! - [`pg_uploads`]: uploads kept in PostgreSQL instead, shared by replicas: the database;
+//! - [`shared_uploads`]: those uploads as the store reads and writes them;
 //! - [`s3_bucket`]: an S3-compatible bucket holding uploads' files;
-//! - [`upload_store`]: which of the two keeps uploads (`--upload-store`);
+//! - [`s3_uploads`]: uploads kept in that bucket, their records in PostgreSQL;
+//! - [`upload_store`]: which of them keeps uploads (`--upload-store`);
 //! - [`shared_check`]: checks of the shared upload store that requests arriving together
 //!   share;
 //! - [`registry`]: the store itself: every known session, parsed once on first use,
@@ -35,8 +37,10 @@ pub mod mapped;
 pub mod pg_uploads;
 pub mod registry;
 pub mod s3_bucket;
+pub mod s3_uploads;
 pub mod scan;
 pub mod shared_check;
+pub mod shared_uploads;
 pub mod units;
 pub mod upload_store;
 pub mod uploads;

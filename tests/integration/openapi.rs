@@ -98,6 +98,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         codebooks: sessiongraph::labels::Codebooks::built_in().unwrap(),
         database_url: "sqlite::memory:".into(),
         upload_store: Default::default(),
+        s3: Default::default(),
         label_policy: Default::default(),
         search: Default::default(),
     })

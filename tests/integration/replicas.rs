@@ -337,7 +337,7 @@ async fn a_database_of_an_older_version_is_migrated_and_keeps_uploads() {
     for statement in [
         "DROP TABLE upload_chunks",
         "DROP TABLE uploads",
-        "DELETE FROM _sqlx_migrations WHERE version = 5",
+        "DELETE FROM _sqlx_migrations WHERE version >= 5",
     ] {
         conn.execute(statement).await.unwrap();
     }
@@ -352,7 +352,7 @@ async fn a_database_of_an_older_version_is_migrated_and_keeps_uploads() {
         .fetch_one(&mut conn)
         .await
         .unwrap();
-    assert_eq!(latest, 5);
+    assert_eq!(latest, 6);
     conn.close().await.ok();
     a.stop().await;
     db.cleanup().await;
