@@ -1467,7 +1467,7 @@ async fn bulk_read_is_exact(db: &TestDb) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_lock_timeout_answers_503_with_retry_after() {
     let Some(db) =
-        crate::replicas::shared_database("a_postgres_lock_timeout_answers_503_with_retry_after").await
+        crate::cluster::shared_database("a_postgres_lock_timeout_answers_503_with_retry_after").await
     else {
         return;
     };
