@@ -73,6 +73,17 @@ impl From<std::io::Error> for StoreError {
 }
 
 impl StoreError {
+    /// True when the failure may pass by itself: the shared upload store's database or
+    /// bucket cannot serve now. What failed so should be tried again later, not taken as
+    /// the session's answer.
+    pub fn may_pass(&self) -> bool {
+        matches!(
+            self,
+            StoreError::UploadDb(super::pg_uploads::UploadDbError::Unavailable(_))
+                | StoreError::UploadObjects(super::s3_bucket::BucketError::Unavailable(_))
+        )
+    }
+
     /// A file of session `id` in a sessions directory went wrong.
     pub(super) fn session_file(id: &str, source: DiskError) -> StoreError {
         StoreError::SessionFile {

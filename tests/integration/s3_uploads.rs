@@ -23,9 +23,11 @@ use sessiongraph::store::s3_bucket::{new_generation, S3Bucket, S3Credentials};
 use sessiongraph::store::{S3Settings, UploadStoreKind};
 use sqlx::{Connection, Executor, PgConnection};
 
-use crate::cluster::{assert_unavailable, connect, info, listed, shared_database, upload_prompt, VIEWS};
+use crate::cluster::{
+    assert_unavailable, connect, eventually, info, listed, shared_database, upload_prompt, VIEWS,
+};
 use crate::helpers::records::Record;
-use crate::labels::TestDb;
+use crate::labels::{Relay, TestDb};
 use crate::server::{fixture_files, graph_id, Options, TestServer};
 
 /// The bucket the tests keep uploads in.
@@ -793,4 +795,54 @@ fn s3_uploads_without_a_bucket_or_a_postgres_database_stop_the_server_at_start()
         !dir.path().join("labels.sqlite3").exists(),
         "refused before anything was opened"
     );
+}
+
+/// Regression: a replica that could not read an upload when its search index was told of
+/// it (the bucket unreachable from it, or the database down) marked it indexed, without
+/// units: it was never searchable there, the bucket back or not, until the index was
+/// rebuilt. A session that cannot be read for a passing reason is left unmarked, and the
+/// next check indexes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bug_an_upload_unreadable_when_indexed_was_marked_indexed_and_never_searchable() {
+    let Some((s3, db)) = bucket_and_database("bug_an_upload_unreadable_when_indexed").await else {
+        return;
+    };
+    let url = db.url.clone().unwrap();
+    let a = replica(&url, &s3).await;
+    // B reaches the bucket through a relay that can be cut, and checks its index often.
+    let relay = Relay::to(([127, 0, 0, 1], s3.port).into()).await;
+    let b = TestServer::start(Options {
+        database_url: Some(url.clone()),
+        upload_store: UploadStoreKind::S3,
+        s3: S3Settings {
+            endpoint: Some(format!("http://127.0.0.1:{}", relay.port)),
+            ..s3.settings()
+        },
+        search: sessiongraph::search::SearchConfig {
+            recheck: Some(Duration::from_millis(200)),
+            ..Default::default()
+        },
+        ..Options::default()
+    })
+    .await;
+
+    relay.cut();
+    let id = graph_id(&upload_prompt(&a, "the wombatquest of the unreachable bucket").await);
+    eventually("B hearing of the upload", || b.state.store.slot(&id).is_ok()).await;
+    let during = crate::search::search_indexed(&b, "q=wombatquest").await;
+    assert_eq!(during.json["total"], 0, "B cannot read it yet: {}", during.json);
+
+    relay.restore().await;
+    let mut found = serde_json::Value::Null;
+    for _ in 0..2000 {
+        found = crate::search::search_indexed(&b, "q=wombatquest").await.json;
+        if found["total"] == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(found["results"][0]["session_id"], id.as_str(), "{found}");
+    a.stop().await;
+    b.stop().await;
+    db.cleanup().await;
 }
