@@ -316,6 +316,7 @@ async fn start(data_dir: &Path, sessions_dir: PathBuf, database_url: &str) -> an
         codebooks: Codebooks::built_in()?,
         database_url: database_url.to_owned(),
         upload_store: Default::default(),
+        s3: Default::default(),
         label_policy: LabelPolicy::default(),
         // The bench measures the label reads: no indexing beside them.
         search: sessiongraph::search::SearchConfig {

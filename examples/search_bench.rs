@@ -428,6 +428,7 @@ async fn serve(data_dir: &Path, search: bool) -> anyhow::Result<(String, Server)
         codebooks: sessiongraph::labels::Codebooks::built_in()?,
         database_url: sessiongraph::labels::store::default_url(data_dir)?,
         upload_store: Default::default(),
+        s3: Default::default(),
         label_policy: Default::default(),
         search: SearchConfig {
             enabled: search,

@@ -17,7 +17,7 @@ use crate::api::{ApiConfig, AppSettings};
 use crate::core::memory_bound::MemoryBound;
 use crate::labels::{CodebookError, Codebooks, LabelPolicy, OpenError};
 use crate::search::SearchConfig;
-use crate::store::{StoreConfig, UploadStoreError, UploadStoreKind};
+use crate::store::{S3Settings, StoreConfig, UploadStoreError, UploadStoreKind};
 
 /// How logs are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -141,11 +141,43 @@ pub struct StoreArgs {
 #[command(next_help_heading = "Storage")]
 pub struct UploadStoreArgs {
     /// Where uploads are kept: `local`, in the data directory, served by this server alone;
-    /// or `postgres`, in the PostgreSQL database of --database-url (which must be one), so
+    /// `postgres`, in the PostgreSQL database of --database-url (which must be one), so
     /// that every replica on it serves, lists and deletes every upload (replicas behind a
-    /// load balancer).
+    /// load balancer); or `s3`, in the S3-compatible bucket --s3-bucket, each upload's
+    /// record in that PostgreSQL database, shared likewise.
     #[arg(long, env = "SESSIONGRAPH_UPLOAD_STORE", value_enum, default_value = "local")]
     pub upload_store: UploadStoreKind,
+    /// With --upload-store s3, the bucket uploads are kept in (required then).
+    /// Credentials and region come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+    /// AWS_SESSION_TOKEN and AWS_REGION (or AWS_DEFAULT_REGION).
+    #[arg(long, env = "SESSIONGRAPH_S3_BUCKET", value_name = "NAME")]
+    pub s3_bucket: Option<String>,
+    /// With --upload-store s3, the prefix of every key the server writes (keys are
+    /// `<prefix>/uploads/<id>/...`); default: none.
+    #[arg(
+        long,
+        env = "SESSIONGRAPH_S3_PREFIX",
+        value_name = "PREFIX",
+        default_value = ""
+    )]
+    pub s3_prefix: String,
+    /// With --upload-store s3, the endpoint of an S3-compatible server other than AWS S3,
+    /// e.g. http://127.0.0.1:9000 (addressed path-style; `http://` is allowed); default:
+    /// AWS_ENDPOINT_URL or AWS_ENDPOINT, else AWS S3.
+    #[arg(long, env = "SESSIONGRAPH_S3_ENDPOINT", value_name = "URL")]
+    pub s3_endpoint: Option<String>,
+}
+
+impl UploadStoreArgs {
+    /// The bucket's settings.
+    pub fn s3_settings(&self) -> S3Settings {
+        S3Settings {
+            bucket: self.s3_bucket.clone(),
+            prefix: self.s3_prefix.clone(),
+            endpoint: self.s3_endpoint.clone().filter(|e| !e.trim().is_empty()),
+            credentials: None,
+        }
+    }
 }
 
 /// Where sessions come from besides uploads, and the memory bound they load under.
@@ -269,7 +301,8 @@ pub enum ConfigError {
         problem: String,
     },
     /// The upload store chosen cannot keep uploads with the label database given
-    /// (`--upload-store postgres` without a PostgreSQL URL).
+    /// (`--upload-store postgres` or `s3` without a PostgreSQL URL), or `s3` has no
+    /// bucket.
     #[error(transparent)]
     UploadStore(#[from] UploadStoreError),
     /// The data directory a command that only reads was given does not exist.
@@ -398,7 +431,8 @@ impl ServeArgs {
     pub fn app_settings(&self) -> Result<AppSettings, ConfigError> {
         let database_url = self.store.database_url()?;
         let upload_store = self.uploads.upload_store;
-        upload_store.check_database(&database_url)?;
+        let s3 = self.uploads.s3_settings();
+        upload_store.check(&database_url, &s3)?;
         let sessions_dirs = self.sessions.dirs()?;
         Ok(AppSettings {
             api: self.server.api_config()?,
@@ -408,6 +442,7 @@ impl ServeArgs {
                 .store_config(sessions_dirs, &self.sessions.memory, Some(&self.cache)),
             database_url,
             upload_store,
+            s3,
             label_policy: self.policy.label_policy(),
             search: self.search.search_config(),
         })

@@ -65,8 +65,9 @@ fn send_without_delay(stream: &tokio::net::TcpStream) {
 /// flight finish. The store is restored in the background first (stored uploads, then the
 /// sessions directories); `/readyz` answers 503 until that is done. The search indexer
 /// starts with it (it indexes what is missing once the store is restored) and is stopped
-/// at the end; so is the follower of the other replicas, when uploads are kept in
-/// PostgreSQL ([`store::Store::follow_replicas`]).
+/// at the end; so are the follower of the other replicas, when uploads are kept in
+/// PostgreSQL or a bucket ([`store::Store::follow_replicas`]), and the sweeper of the
+/// bucket ([`store::Store::sweep_objects`]).
 ///
 /// Connections are served by hyper directly, HTTP/1.1 only, rather than through
 /// `axum::serve`, which sets no timer: with one, a connection must deliver a request's
@@ -92,6 +93,7 @@ pub async fn run(
         search.start(store.clone());
     }
     let follower = store.follow_replicas();
+    let sweeper = store.sweep_objects();
     tokio::task::spawn_blocking(move || {
         if let Err(e) = store.restore() {
             tracing::error!(error = %e, "restoring the store failed");
@@ -144,8 +146,8 @@ pub async fn run(
     {
         tracing::warn!("connections still open after the request timeout: closing them");
     }
-    if let Some(follower) = follower {
-        follower.abort();
+    for task in [follower, sweeper].into_iter().flatten() {
+        task.abort();
     }
     if let Some(search) = search {
         search.stop().await;

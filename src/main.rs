@@ -51,7 +51,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the REST API (the default).
-    Serve(ServeArgs),
+    // Boxed: its settings are twice the size of the other subcommands'.
+    Serve(Box<ServeArgs>),
     /// Print one view of a session as JSON (the body the HTTP endpoint returns).
     Export(ExportArgs),
     /// Probe a running server's /healthz (for container health checks); exit 0 when healthy.
@@ -89,7 +90,7 @@ fn main() -> ExitCode {
             hold_export_memory_down();
             export_to_stdout(&args)
         }
-        Some(Command::Serve(args)) => serve(args),
+        Some(Command::Serve(args)) => serve(*args),
         Some(Command::Healthcheck(args)) => cli::healthcheck(&args).map_err(Into::into),
         Some(Command::Labels(LabelsCommand::Export(args))) => labels_export(&args),
         None => serve(DefaultServe::parse_from(["sessiongraph"]).args),

@@ -16,6 +16,7 @@ use crate::rounds::RoundError;
 use crate::search::SearchError;
 use crate::store::disk::DiskError;
 use crate::store::pg_uploads::UploadDbError;
+use crate::store::s3_bucket::BucketError;
 use crate::store::StoreError;
 
 /// An error answered to a client.
@@ -296,6 +297,17 @@ impl ApiError {
                 ApiError::Unavailable {
                     message: format!(
                         "{cause}. Nothing of this request was stored or deleted; retry in {} s.",
+                        BUSY_RETRY_AFTER.as_secs()
+                    ),
+                    retry_after: BUSY_RETRY_AFTER,
+                }
+            }
+            StoreError::UploadObjects(BucketError::Unavailable(cause)) => {
+                tracing::warn!(%cause, "the upload bucket cannot serve now: answering 503");
+                ApiError::Unavailable {
+                    message: format!(
+                        "The upload object store cannot be reached. Nothing of this request was \
+                         stored or deleted; retry in {} s.",
                         BUSY_RETRY_AFTER.as_secs()
                     ),
                     retry_after: BUSY_RETRY_AFTER,

@@ -257,6 +257,7 @@ mod tests {
             codebooks: Codebooks::built_in().unwrap(),
             database_url: "sqlite::memory:".into(),
             upload_store: Default::default(),
+            s3: Default::default(),
             label_policy: Default::default(),
             search: Default::default(),
         })

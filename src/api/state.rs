@@ -7,7 +7,8 @@ use super::ApiConfig;
 use crate::labels::{Codebooks, LabelPolicy, LabelStore, OpenError};
 use crate::search::{Search, SearchConfig};
 use crate::store::pg_uploads::PgUploads;
-use crate::store::{Store, StoreConfig, StoreError, UploadStoreError, UploadStoreKind};
+use crate::store::s3_bucket::S3Bucket;
+use crate::store::{S3Settings, Store, StoreConfig, StoreError, UploadStoreError, UploadStoreKind};
 
 /// What the application state is built from: the serve settings, read and checked.
 #[derive(Debug)]
@@ -20,9 +21,11 @@ pub struct AppSettings {
     pub codebooks: Codebooks,
     /// The label database's URL (SQLite or PostgreSQL).
     pub database_url: String,
-    /// Where uploads are kept: the data directory, or the PostgreSQL database of
-    /// `database_url`.
+    /// Where uploads are kept: the data directory, the PostgreSQL database of
+    /// `database_url`, or a bucket with their records in that database.
     pub upload_store: UploadStoreKind,
+    /// The bucket, with `--upload-store s3`.
+    pub s3: S3Settings,
     /// Reviewers, blind mode, the queue's reservation time and overlap.
     pub label_policy: LabelPolicy,
     /// Full-text search.
@@ -38,8 +41,8 @@ pub enum BuildError {
     /// The label database cannot be opened.
     #[error(transparent)]
     Labels(#[from] OpenError),
-    /// The upload store chosen cannot be used (PostgreSQL without a PostgreSQL database)
-    /// or opened.
+    /// The upload store chosen cannot be used (PostgreSQL or S3 without a PostgreSQL
+    /// database, S3 without a bucket) or opened.
     #[error(transparent)]
     UploadStore(#[from] UploadStoreError),
 }
@@ -53,13 +56,17 @@ pub struct AppState(Arc<SharedState>);
 
 impl AppState {
     /// The state `settings` describe: the store opened on its data directory or, with
-    /// uploads kept in PostgreSQL, on the label database (nothing is restored yet:
-    /// [`crate::run`] does that in the background, and follows the other replicas), the
+    /// uploads kept in PostgreSQL, on the label database, or with uploads kept in a bucket,
+    /// on the bucket (checked to answer) and that database (nothing is restored yet:
+    /// [`crate::run`] does that in the background, follows the other replicas and sweeps
+    /// the bucket), the
     /// label database opened, checking sets against the settings' codebooks, and the search
     /// index opened beside the data directory, told of every change of the store
     /// ([`crate::run`] starts its indexer).
     pub async fn build(settings: AppSettings) -> Result<AppState, BuildError> {
-        settings.upload_store.check_database(&settings.database_url)?;
+        settings
+            .upload_store
+            .check(&settings.database_url, &settings.s3)?;
         let search = settings
             .search
             .enabled
@@ -74,7 +81,14 @@ impl AppState {
                         .await?;
                 (store, labels)
             }
-            UploadStoreKind::Postgres => {
+            kind @ (UploadStoreKind::Postgres | UploadStoreKind::S3) => {
+                // Before anything is opened: its settings are checked here.
+                let bucket = match kind {
+                    UploadStoreKind::S3 => {
+                        Some(S3Bucket::open(&settings.s3).map_err(UploadStoreError::from)?)
+                    }
+                    _ => None,
+                };
                 // First: its migrations make the uploads' tables.
                 let labels =
                     LabelStore::open(&settings.database_url, codebooks.clone(), settings.label_policy)
@@ -82,8 +96,14 @@ impl AppState {
                 let db = PgUploads::open(&settings.database_url)
                     .await
                     .map_err(UploadStoreError::from)?;
-                let store =
-                    Store::with_shared_uploads(settings.store, Arc::new(db)).map_err(BuildError::Store)?;
+                let store = match bucket {
+                    Some(bucket) => {
+                        bucket.check().await.map_err(UploadStoreError::from)?;
+                        Store::with_s3_uploads(settings.store, Arc::new(db), Arc::new(bucket))
+                    }
+                    None => Store::with_shared_uploads(settings.store, Arc::new(db)),
+                }
+                .map_err(BuildError::Store)?;
                 (store, labels)
             }
         };

@@ -66,7 +66,7 @@ impl Backend {
     }
 
     fn migrator(self) -> Migrator {
-        let files: [(&str, &str); 5] = match self {
+        let files: [(&str, &str); 6] = match self {
             Backend::Sqlite => [
                 ("labels", include_str!("../../migrations/sqlite/0001_labels.sql")),
                 (
@@ -81,6 +81,10 @@ impl Backend {
                 (
                     "uploads",
                     include_str!("../../migrations/sqlite/0005_uploads.sql"),
+                ),
+                (
+                    "upload objects",
+                    include_str!("../../migrations/sqlite/0006_upload_objects.sql"),
                 ),
             ],
             Backend::Postgres => [
@@ -100,6 +104,10 @@ impl Backend {
                 (
                     "uploads",
                     include_str!("../../migrations/postgres/0005_uploads.sql"),
+                ),
+                (
+                    "upload objects",
+                    include_str!("../../migrations/postgres/0006_upload_objects.sql"),
                 ),
             ],
         };

@@ -90,7 +90,9 @@ pub fn sync_sessions(
 
 /// Replaces `slot`'s documents with its units as the store has them now, and its marker;
 /// the number of units written. A session that cannot be read is indexed without units,
-/// with its main file's stamp: it is tried again once that file changes.
+/// with its main file's stamp: it is tried again once that file changes. One that cannot be
+/// read for a reason that may pass (the shared upload store's database or bucket down) is
+/// left without a marker: the next check finds it stale and tries again.
 fn write_session(
     writer: &mut IndexWriter,
     fields: &Fields,
@@ -113,6 +115,10 @@ fn write_session(
         }
         // Deleted meanwhile: its documents go with the delete above.
         Err(StoreError::NotFound(_)) => return Ok(0),
+        Err(e) if e.may_pass() => {
+            tracing::debug!(id = %slot.id, error = %e, "a session cannot be read for the search index now: tried again at the next check");
+            return Ok(0);
+        }
         Err(e) => {
             tracing::warn!(id = %slot.id, error = %e, "a session cannot be read for the search index: indexed without units");
             let stamps = match &slot.source {

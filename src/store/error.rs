@@ -49,6 +49,10 @@ pub enum StoreError {
     /// ([`super::pg_uploads::UploadDbError::Unavailable`]: the client may retry).
     #[error(transparent)]
     UploadDb(#[from] super::pg_uploads::UploadDbError),
+    /// The bucket of the S3 upload store failed, or cannot serve now
+    /// ([`super::s3_bucket::BucketError::Unavailable`]: the client may retry).
+    #[error(transparent)]
+    UploadObjects(#[from] super::s3_bucket::BucketError),
     /// The render budget has no room for the render now; it may have later.
     #[error("too many renders in progress; retry in {} s", retry_after.as_secs())]
     Busy {
@@ -69,6 +73,17 @@ impl From<std::io::Error> for StoreError {
 }
 
 impl StoreError {
+    /// True when the failure may pass by itself: the shared upload store's database or
+    /// bucket cannot serve now. What failed so should be tried again later, not taken as
+    /// the session's answer.
+    pub fn may_pass(&self) -> bool {
+        matches!(
+            self,
+            StoreError::UploadDb(super::pg_uploads::UploadDbError::Unavailable(_))
+                | StoreError::UploadObjects(super::s3_bucket::BucketError::Unavailable(_))
+        )
+    }
+
     /// A file of session `id` in a sessions directory went wrong.
     pub(super) fn session_file(id: &str, source: DiskError) -> StoreError {
         StoreError::SessionFile {

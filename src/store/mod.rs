@@ -7,8 +7,11 @@
 //! - [`mapped`]: files mapped into memory (uploads, the command line's input);
 //! - [`scan`]: finding sessions in the configured directories;
 //! - [`uploads`]: durable storage of uploads under the data directory;
-//! - [`pg_uploads`]: uploads kept in PostgreSQL instead, shared by replicas;
-//! - [`upload_store`]: which of the two keeps uploads (`--upload-store`);
+//! - [`pg_uploads`]: uploads kept in PostgreSQL instead, shared by replicas: the database;
+//! - [`shared_uploads`]: those uploads as the store reads and writes them;
+//! - [`s3_bucket`]: an S3-compatible bucket holding uploads' files;
+//! - [`s3_uploads`]: uploads kept in that bucket, their records in PostgreSQL;
+//! - [`upload_store`]: which of them keeps uploads (`--upload-store`);
 //! - [`shared_check`]: checks of the shared upload store that requests arriving together
 //!   share;
 //! - [`registry`]: the store itself: every known session, parsed once on first use,
@@ -33,8 +36,11 @@ pub mod error;
 pub mod mapped;
 pub mod pg_uploads;
 pub mod registry;
+pub mod s3_bucket;
+pub mod s3_uploads;
 pub mod scan;
 pub mod shared_check;
+pub mod shared_uploads;
 pub mod units;
 pub mod upload_store;
 pub mod uploads;
@@ -43,6 +49,7 @@ pub mod watch;
 pub use changes::{Change, ChangeKind, ChangeListener};
 pub use error::StoreError;
 pub use registry::{FileStamp, Framework, Loaded, MainFile, Slot, Store, StoreConfig};
+pub use s3_bucket::S3Settings;
 pub use upload_store::{UploadStoreError, UploadStoreKind};
 
 use std::sync::{Mutex, MutexGuard};

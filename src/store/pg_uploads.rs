@@ -7,7 +7,10 @@
 //! upload_chunks  the files' bytes: (upload_id, file_no, chunk_no, bytes), 1 MiB chunks
 //! ```
 //!
-//! (`migrations/postgres/0005_uploads.sql`, run with the label store's migrations.) An
+//! (`migrations/postgres/0005_uploads.sql`, run with the label store's migrations.) With
+//! `--upload-store s3` the row names instead the generation of objects that hold the
+//! files in a bucket (`object_generation`, `migrations/postgres/0006_upload_objects.sql`;
+//! [`FilesAt`]), and the upload has no chunks. An
 //! upload's row and all its chunks are written in one transaction, committed before the
 //! upload is acknowledged: once the client has its 200, every replica reads the whole
 //! upload, and a crash before the commit leaves nothing of it. The same id written twice at
@@ -76,6 +79,13 @@ pub enum UploadDbError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The upload's files are kept in object storage (stored by a server with
+    /// `--upload-store s3`), which this server does not read.
+    #[error(
+        "upload '{0}' is kept in object storage (stored with --upload-store s3): serve this \
+         database with --upload-store s3"
+    )]
+    InObjectStorage(String),
     /// The database could not be opened at start.
     #[error("cannot open the upload database {url}: {reason}")]
     Open {
@@ -129,6 +139,32 @@ impl UploadNotice {
             UploadNotice::Removed(id) => format!("removed {id}"),
         }
     }
+}
+
+/// Where a stored upload's files are, as its row says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilesAt {
+    /// In `upload_chunks` (`--upload-store postgres`, and every row from before object
+    /// storage).
+    Chunks,
+    /// In the objects of this generation in the bucket (`--upload-store s3`).
+    Objects(String),
+}
+
+impl FilesAt {
+    /// Where the files of a row whose `object_generation` is `generation` are.
+    fn of_column(generation: Option<String>) -> FilesAt {
+        generation.map_or(FilesAt::Chunks, FilesAt::Objects)
+    }
+}
+
+/// A stored upload's files: their lengths, and where they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredFiles {
+    /// The length of each file in bytes, in upload order.
+    pub sizes: Vec<u64>,
+    /// Where they are.
+    pub at: FilesAt,
 }
 
 /// The uploads in PostgreSQL: a pool, and the runtime its queries run on.
@@ -199,10 +235,37 @@ impl PgUploads {
         manifest: &Manifest,
         input: &SessionInput,
     ) -> Result<(Manifest, bool), UploadDbError> {
+        self.save_as(manifest, input, &FilesAt::Chunks).await
+    }
+
+    /// Stores the row of an upload whose files are already in the objects of `generation`
+    /// (`--upload-store s3`), in one transaction with its notification. Returns as
+    /// [`PgUploads::save`] does: when the id is stored already, nothing is written (the
+    /// caller's objects are then its own to remove) and the stored manifest is returned.
+    pub async fn save_objects_row(
+        &self,
+        manifest: &Manifest,
+        input: &SessionInput,
+        generation: &str,
+    ) -> Result<(Manifest, bool), UploadDbError> {
+        self.save_as(manifest, input, &FilesAt::Objects(generation.to_owned()))
+            .await
+    }
+
+    /// [`PgUploads::save`], the files written where `at` says: as chunks in the same
+    /// transaction, or (objects) already written.
+    async fn save_as(
+        &self,
+        manifest: &Manifest,
+        input: &SessionInput,
+        at: &FilesAt,
+    ) -> Result<(Manifest, bool), UploadDbError> {
         for _ in 0..SAVE_ATTEMPTS {
             let mut tx = self.pool.begin().await?;
-            if insert_upload(&mut tx, manifest, input).await? {
-                insert_chunks(&mut tx, &manifest.id, input).await?;
+            if insert_upload(&mut tx, manifest, input, at).await? {
+                if *at == FilesAt::Chunks {
+                    insert_chunks(&mut tx, &manifest.id, input).await?;
+                }
                 notify(&mut tx, &UploadNotice::Added(manifest.id.clone())).await?;
                 tx.commit().await?;
                 return Ok((manifest.clone(), true));
@@ -253,6 +316,32 @@ impl PgUploads {
         )
     }
 
+    /// The files of upload `id`: their lengths and where they are; `None` when it is not
+    /// stored.
+    pub async fn stored_files(&self, id: &str) -> Result<Option<StoredFiles>, UploadDbError> {
+        let row: Option<(Vec<i64>, Option<String>)> =
+            sqlx::query_as("SELECT file_sizes, object_generation FROM uploads WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.map(|(sizes, generation)| StoredFiles {
+            sizes: sizes.iter().map(|&n| u64::try_from(n).unwrap_or(0)).collect(),
+            at: FilesAt::of_column(generation),
+        }))
+    }
+
+    /// Which of the uploads `ids` keep their files in object storage, and in which
+    /// generation: `(id, generation)` pairs.
+    pub async fn object_generations(&self, ids: &[String]) -> Result<Vec<(String, String)>, UploadDbError> {
+        Ok(sqlx::query_as(
+            "SELECT id, object_generation FROM uploads \
+             WHERE id = ANY($1) AND object_generation IS NOT NULL",
+        )
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// The length of each file of upload `id`, in bytes; `None` when it is not stored.
     pub async fn file_sizes(&self, id: &str) -> Result<Option<Vec<u64>>, UploadDbError> {
         let sizes: Option<Vec<i64>> = sqlx::query_scalar("SELECT file_sizes FROM uploads WHERE id = $1")
@@ -264,14 +353,18 @@ impl PgUploads {
 
     /// The files of the upload `manifest` describes, with their original names, read in one
     /// snapshot; `None` when it is not stored (deleted).
+    /// [`UploadDbError::InObjectStorage`] when its files are not chunks here.
     pub async fn read(&self, manifest: &Manifest) -> Result<Option<SessionInput>, UploadDbError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .execute(&mut *tx)
             .await?;
-        let Some(sizes) = select_sizes(&mut tx, &manifest.id).await? else {
+        let Some((sizes, generation)) = select_sizes(&mut tx, &manifest.id).await? else {
             return Ok(None);
         };
+        if generation.is_some() {
+            return Err(UploadDbError::InObjectStorage(manifest.id.clone()));
+        }
         let corrupt = |reason: String| UploadDbError::Corrupt {
             id: manifest.id.clone(),
             reason,
@@ -346,21 +439,21 @@ impl PgUploads {
         Ok(())
     }
 
-    /// Deletes upload `id` (its chunks with it), in one transaction with its notification;
-    /// false when it was not stored (another replica deleted it first).
-    pub async fn delete(&self, id: &str) -> Result<bool, UploadDbError> {
+    /// Deletes upload `id` (its chunks with it), in one transaction with its notification:
+    /// where its files were (objects are the caller's to remove, once this returns); `None`
+    /// when it was not stored (another replica deleted it first).
+    pub async fn delete(&self, id: &str) -> Result<Option<FilesAt>, UploadDbError> {
         let mut tx = self.pool.begin().await?;
-        let deleted = sqlx::query("DELETE FROM uploads WHERE id = $1")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
-            > 0;
-        if deleted {
+        let deleted: Option<Option<String>> =
+            sqlx::query_scalar("DELETE FROM uploads WHERE id = $1 RETURNING object_generation")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if deleted.is_some() {
             notify(&mut tx, &UploadNotice::Removed(id.to_owned())).await?;
         }
         tx.commit().await?;
-        Ok(deleted)
+        Ok(deleted.map(FilesAt::of_column))
     }
 
     /// A listener of [`NOTIFY_CHANNEL`], on a connection of its own (one of the pool's,
@@ -375,19 +468,20 @@ impl PgUploads {
 /// A transaction of the upload database.
 type Tx<'c> = sqlx::Transaction<'c, sqlx::Postgres>;
 
-/// Inserts `manifest`'s row, unless one of its id is stored (or being stored: the insert
-/// waits for that transaction); true when it inserted it.
+/// Inserts `manifest`'s row, its files kept where `at` says, unless one of its id is stored
+/// (or being stored: the insert waits for that transaction); true when it inserted it.
 async fn insert_upload(
     tx: &mut Tx<'_>,
     manifest: &Manifest,
     input: &SessionInput,
+    at: &FilesAt,
 ) -> Result<bool, UploadDbError> {
     let sizes: Vec<i64> = input.files.iter().map(|f| as_i64(f.bytes.len())).collect();
     let c = &manifest.counts;
     let inserted = sqlx::query(
         "INSERT INTO uploads (id, framework, created_at_ms, names, file_sizes, message_count, \
-         node_count, edge_count, count_rules) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-         ON CONFLICT (id) DO NOTHING",
+         node_count, edge_count, count_rules, object_generation) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING",
     )
     .bind(&manifest.id)
     .bind(&manifest.framework)
@@ -398,6 +492,10 @@ async fn insert_upload(
     .bind(as_i64(c.node_count))
     .bind(as_i64(c.edge_count))
     .bind(i32::try_from(c.rules).unwrap_or(i32::MAX))
+    .bind(match at {
+        FilesAt::Chunks => None,
+        FilesAt::Objects(generation) => Some(generation.as_str()),
+    })
     .execute(&mut **tx)
     .await?
     .rows_affected();
@@ -441,12 +539,18 @@ async fn select_manifest(conn: &mut sqlx::PgConnection, id: &str) -> Result<Opti
     row.as_ref().map(manifest_of_row).transpose()
 }
 
-/// The file lengths of upload `id`; `None` when it is not stored.
-async fn select_sizes(tx: &mut Tx<'_>, id: &str) -> Result<Option<Vec<i64>>, UploadDbError> {
-    Ok(sqlx::query_scalar("SELECT file_sizes FROM uploads WHERE id = $1")
-        .bind(id)
-        .fetch_optional(&mut **tx)
-        .await?)
+/// The file lengths of upload `id`, and the generation of its objects if it has some;
+/// `None` when it is not stored.
+async fn select_sizes(
+    tx: &mut Tx<'_>,
+    id: &str,
+) -> Result<Option<(Vec<i64>, Option<String>)>, UploadDbError> {
+    Ok(
+        sqlx::query_as("SELECT file_sizes, object_generation FROM uploads WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?,
+    )
 }
 
 /// The manifest a row of [`MANIFEST_COLUMNS`] holds.

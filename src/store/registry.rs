@@ -8,9 +8,11 @@
 //! `.await`; parsing runs on the blocking pool, rendering on the CPU pool
 //! ([`super::bodies`]).
 //!
-//! Uploads are kept where the [`UploadStore`] says: in the data directory, or in
-//! PostgreSQL shared by several replicas, which this process then follows (`replicas`:
-//! [`Store::find`], [`Store::list_current`], [`Store::follow_replicas`]).
+//! Uploads are kept where the [`UploadStore`] says: in the data directory, or shared by
+//! several replicas (in PostgreSQL, or in a bucket with their records in PostgreSQL),
+//! which this process then follows (`replicas`: [`Store::find`], [`Store::list_current`],
+//! [`Store::follow_replicas`]); objects of a bucket that no record names are swept
+//! (`objects`: [`Store::sweep_objects`]).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -31,10 +33,13 @@ use super::disk;
 use super::error::StoreError;
 use super::lock;
 use super::pg_uploads::{PgUploads, UploadDbError};
+use super::s3_bucket::S3Bucket;
+use super::s3_uploads::S3Uploads;
 use super::scan::{scan_dir, FoundSession};
 use super::shared_check::SharedCheck;
+use super::shared_uploads::SharedUploads;
 use super::units::UnitIndex;
-use super::upload_store::{SharedUploads, UploadStore};
+use super::upload_store::UploadStore;
 use super::uploads::{Counts as StoredCounts, Manifest, UploadDir};
 use super::watch::{FileWatch, Watcher};
 use crate::core::formats::input::Format;
@@ -43,6 +48,7 @@ use crate::core::memory_bound::MemoryBound;
 use crate::core::views::summary::{counts, Counts};
 use crate::core::{LoadOptions, Session, SessionError, SessionInput};
 
+mod objects;
 mod replicas;
 
 /// The framework a session's logs were written by.
@@ -470,13 +476,21 @@ impl Store {
     /// which needs a data directory). Call [`Store::restore`] to register what is stored,
     /// and [`Store::follow_replicas`] to hear of what the others change.
     pub fn with_shared_uploads(config: StoreConfig, db: Arc<PgUploads>) -> Result<Store, StoreError> {
-        let data_dir = config.data_dir.as_deref().ok_or_else(|| {
-            StoreError::Io(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "uploads kept in PostgreSQL need a data directory to spool exports through",
-            ))
-        })?;
-        let uploads = UploadStore::Postgres(SharedUploads::open(db, data_dir)?);
+        let shared = SharedUploads::open(db, spool_dir(&config)?, "postgres")?;
+        Ok(Store::over_uploads(config, Some(UploadStore::Postgres(shared))))
+    }
+
+    /// A store over `config` whose uploads are kept in `bucket`, their records in the
+    /// PostgreSQL database `db`, shared with the other replicas on both, as
+    /// [`Store::with_shared_uploads`]; call [`Store::sweep_objects`] too, to remove the
+    /// objects no record names.
+    pub fn with_s3_uploads(
+        config: StoreConfig,
+        db: Arc<PgUploads>,
+        bucket: Arc<S3Bucket>,
+    ) -> Result<Store, StoreError> {
+        let shared = SharedUploads::open(db, spool_dir(&config)?, "s3")?;
+        let uploads = UploadStore::S3(S3Uploads::new(shared, bucket));
         Ok(Store::over_uploads(config, Some(uploads)))
     }
 
@@ -569,10 +583,11 @@ impl Store {
         let started = std::time::Instant::now();
         match &self.uploads {
             Some(UploadStore::Local(dir)) => self.restore_local_uploads(dir)?,
-            Some(UploadStore::Postgres(shared)) => {
+            Some(shared) => {
                 // Not fatal: the shared store is asked again by every listing, request and
                 // reconnection of the replica follower.
-                if let Err(e) = shared.db.block_on(self.sync_shared(false)) {
+                let listed = shared.shared().map(|db| db.block_on(self.sync_shared(false)));
+                if let Some(Err(e)) = listed {
                     tracing::warn!(error = %e, "the uploads in PostgreSQL could not be listed; they are served once it answers");
                 }
             }
@@ -1335,6 +1350,16 @@ pub struct MainFile {
     pub file: std::fs::File,
     /// Its length when opened: what an export sends.
     pub len: u64,
+}
+
+/// The data directory exports of a shared upload store are spooled through.
+fn spool_dir(config: &StoreConfig) -> Result<&Path, StoreError> {
+    config.data_dir.as_deref().ok_or_else(|| {
+        StoreError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "uploads kept in PostgreSQL or a bucket need a data directory to spool exports through",
+        ))
+    })
 }
 
 /// Runs `f` on the blocking pool.

@@ -1,21 +1,22 @@
 //! Where uploads are kept (`--upload-store`): in the data directory, this server's alone
-//! ([`super::uploads`]), or in PostgreSQL, shared by every replica on the database
-//! ([`super::pg_uploads`]). The store reads and writes uploads through [`UploadStore`]
-//! whichever it is; what only a shared store needs (following the other replicas) is the
-//! registry's.
+//! ([`super::uploads`]); in PostgreSQL, shared by every replica on the database
+//! ([`super::shared_uploads`]); or in an S3-compatible bucket, their records in that
+//! database ([`super::s3_uploads`]). The store reads and writes uploads through
+//! [`UploadStore`] whichever it is; what only a shared store needs (following the other
+//! replicas) is the registry's.
 
-use std::io::{Seek, Write};
-use std::path::Path;
 use std::sync::Arc;
 
 use super::error::StoreError;
-use super::pg_uploads::{PgUploads, CHUNK_BYTES};
+use super::pg_uploads::PgUploads;
+use super::s3_bucket::{BucketError, S3Settings};
+use super::s3_uploads::S3Uploads;
+use super::shared_uploads::SharedUploads;
 use super::uploads::{Manifest, UploadDir};
 use crate::core::SessionInput;
 use crate::labels::store::{redact, Backend};
 
-/// Which store keeps uploads. An enum of backends: one kept elsewhere (an object store)
-/// would be another variant.
+/// Which store keeps uploads. An enum of backends, each a variant of [`UploadStore`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum UploadStoreKind {
     /// In the data directory (`<data-dir>/uploads`): served by this server alone.
@@ -24,6 +25,9 @@ pub enum UploadStoreKind {
     /// In the PostgreSQL database of `--database-url`: every replica on it serves every
     /// upload.
     Postgres,
+    /// In an S3-compatible bucket (`--s3-bucket`), each upload's record in the PostgreSQL
+    /// database of `--database-url`: every replica on both serves every upload.
+    S3,
 }
 
 impl UploadStoreKind {
@@ -32,81 +36,85 @@ impl UploadStoreKind {
         match self {
             UploadStoreKind::Local => "local",
             UploadStoreKind::Postgres => "postgres",
+            UploadStoreKind::S3 => "s3",
         }
     }
 
-    /// Whether it can keep uploads with the label database at `database_url`: PostgreSQL
-    /// needs a PostgreSQL database.
-    pub fn check_database(self, database_url: &str) -> Result<(), UploadStoreError> {
-        match self {
-            UploadStoreKind::Postgres if Backend::of_url(database_url) != Some(Backend::Postgres) => {
-                Err(UploadStoreError::NeedsPostgres(redact(database_url)))
-            }
-            _ => Ok(()),
+    /// Whether it can keep uploads with the label database at `database_url` and the
+    /// bucket settings `s3`: PostgreSQL and S3 need a PostgreSQL database, S3 a bucket.
+    pub fn check(self, database_url: &str, s3: &S3Settings) -> Result<(), UploadStoreError> {
+        let kept = match self {
+            UploadStoreKind::Local => return Ok(()),
+            UploadStoreKind::Postgres => "uploads",
+            UploadStoreKind::S3 => "the uploads' records",
+        };
+        if Backend::of_url(database_url) != Some(Backend::Postgres) {
+            return Err(UploadStoreError::NeedsPostgres {
+                store: self.name(),
+                kept,
+                url: redact(database_url),
+            });
         }
+        if self == UploadStoreKind::S3 && s3.bucket.as_deref().is_none_or(|b| b.trim().is_empty()) {
+            return Err(UploadStoreError::NeedsBucket);
+        }
+        Ok(())
     }
 }
 
 /// Why the upload store chosen cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum UploadStoreError {
-    /// `--upload-store postgres` without a PostgreSQL database URL.
+    /// `--upload-store postgres` or `s3` without a PostgreSQL database URL.
     #[error(
-        "--upload-store postgres keeps uploads in the PostgreSQL database of --database-url, \
-         but the database is {0} (without --database-url, SESSIONGRAPH_DATABASE_URL or \
+        "--upload-store {store} keeps {kept} in the PostgreSQL database of --database-url, \
+         but the database is {url} (without --database-url, SESSIONGRAPH_DATABASE_URL or \
          DATABASE_URL the labels are kept in SQLite in the data directory): give \
          --database-url postgres://user:password@host/db, or use --upload-store local"
     )]
-    NeedsPostgres(String),
+    NeedsPostgres {
+        /// The store chosen (`--upload-store`).
+        store: &'static str,
+        /// What it keeps in the database.
+        kept: &'static str,
+        /// The database's URL, password redacted.
+        url: String,
+    },
+    /// `--upload-store s3` without a bucket.
+    #[error(
+        "--upload-store s3 keeps uploads in an S3 bucket, but none is given: give \
+         --s3-bucket NAME (or SESSIONGRAPH_S3_BUCKET)"
+    )]
+    NeedsBucket,
     /// The PostgreSQL upload store could not be opened.
     #[error(transparent)]
     Database(#[from] super::pg_uploads::UploadDbError),
-}
-
-/// The uploads in PostgreSQL, with the directory exports of them are spooled through.
-#[derive(Debug, Clone)]
-pub struct SharedUploads {
-    /// The database.
-    pub db: Arc<PgUploads>,
-    /// `<data-dir>/uploads`, holding nothing but files being exported.
-    spool: UploadDir,
-}
-
-impl SharedUploads {
-    /// The uploads in `db`, exports spooled through `<data_dir>/uploads` (created if needed,
-    /// leftovers of an earlier run removed). Uploads a local store left there are not
-    /// served: they are counted in the log.
-    pub fn open(db: Arc<PgUploads>, data_dir: &Path) -> Result<SharedUploads, StoreError> {
-        let (spool, _) = UploadDir::open(data_dir)?;
-        let left = spool.manifests().map_or(0, |stored| stored.manifests.len());
-        if left > 0 {
-            tracing::warn!(
-                uploads = left,
-                dir = %data_dir.join("uploads").display(),
-                "uploads stored in the data directory are not served with --upload-store postgres"
-            );
-        }
-        Ok(SharedUploads { db, spool })
-    }
+    /// The bucket could not be opened.
+    #[error(transparent)]
+    Bucket(#[from] BucketError),
 }
 
 /// The store uploads are kept in, open. Every method blocks: call them on the blocking pool
-/// or a thread of their own (PostgreSQL's wait for their queries, run on the runtime the
-/// database was opened on).
+/// or a thread of their own (PostgreSQL's and the bucket's wait for their requests, run on
+/// the runtime the database was opened on).
 #[derive(Debug, Clone)]
 pub enum UploadStore {
     /// `<data-dir>/uploads`.
     Local(UploadDir),
     /// PostgreSQL.
     Postgres(SharedUploads),
+    /// An S3-compatible bucket, the records in PostgreSQL.
+    S3(S3Uploads),
 }
 
 impl UploadStore {
-    /// The PostgreSQL database, when uploads are kept there.
+    /// The PostgreSQL database of the uploads' records, when every replica on it shares
+    /// them (PostgreSQL and S3).
     pub fn shared(&self) -> Option<&Arc<PgUploads>> {
         match self {
             UploadStore::Local(_) => None,
             UploadStore::Postgres(shared) => Some(&shared.db),
+            UploadStore::S3(s3) => Some(&s3.shared.db),
         }
     }
 
@@ -119,7 +127,8 @@ impl UploadStore {
                 dir.save(manifest, input)?;
                 Ok((manifest.clone(), true))
             }
-            UploadStore::Postgres(shared) => Ok(shared.db.block_on(shared.db.save(manifest, input))?),
+            UploadStore::Postgres(shared) => shared.save(manifest, input),
+            UploadStore::S3(s3) => s3.save(manifest, input),
         }
     }
 
@@ -127,24 +136,20 @@ impl UploadStore {
     pub fn read(&self, manifest: &Manifest) -> Result<SessionInput, StoreError> {
         match self {
             UploadStore::Local(dir) => Ok(dir.read(manifest)?),
-            UploadStore::Postgres(shared) => shared
-                .db
-                .block_on(shared.db.read(manifest))?
-                .ok_or_else(|| StoreError::NotFound(manifest.id.clone())),
+            UploadStore::Postgres(shared) => shared.read(manifest),
+            UploadStore::S3(s3) => s3.read(manifest),
         }
     }
 
     /// The stored upload's main session file with its original name, opened: a handle
-    /// that stays readable if the upload is deleted meanwhile. From PostgreSQL it is first
-    /// copied into a spool file of the data directory, which goes with the handle.
+    /// that stays readable if the upload is deleted meanwhile. From PostgreSQL or a bucket
+    /// it is first copied into a spool file of the data directory, which goes with the
+    /// handle.
     pub fn open_main(&self, manifest: &Manifest) -> Result<(String, std::fs::File), StoreError> {
         match self {
             UploadStore::Local(dir) => Ok(dir.open_main(manifest)?),
-            UploadStore::Postgres(shared) => {
-                let main = manifest.main_index();
-                let file = spool_file(shared, &manifest.id, main)?;
-                Ok((manifest.names.get(main).cloned().unwrap_or_default(), file))
-            }
+            UploadStore::Postgres(shared) => shared.open_main(manifest),
+            UploadStore::S3(s3) => s3.open_main(manifest),
         }
     }
 
@@ -152,11 +157,9 @@ impl UploadStore {
     pub fn stored_bytes(&self, manifest: &Manifest) -> Result<u64, StoreError> {
         match self {
             UploadStore::Local(dir) => Ok(dir.stored_bytes(manifest)?),
-            UploadStore::Postgres(shared) => shared
-                .db
-                .block_on(shared.db.file_sizes(&manifest.id))?
-                .map(|sizes| sizes.iter().sum())
-                .ok_or_else(|| StoreError::NotFound(manifest.id.clone())),
+            UploadStore::Postgres(shared) => shared.stored_bytes(manifest),
+            // The row holds the lengths, wherever the files are.
+            UploadStore::S3(s3) => s3.shared.stored_bytes(manifest),
         }
     }
 
@@ -164,7 +167,8 @@ impl UploadStore {
     pub fn rewrite_manifest(&self, manifest: &Manifest) -> Result<(), StoreError> {
         match self {
             UploadStore::Local(dir) => Ok(dir.rewrite_manifest(manifest)?),
-            UploadStore::Postgres(shared) => Ok(shared.db.block_on(shared.db.update_counts(manifest))?),
+            UploadStore::Postgres(shared) => shared.rewrite_manifest(manifest),
+            UploadStore::S3(s3) => s3.shared.rewrite_manifest(manifest),
         }
     }
 
@@ -176,30 +180,10 @@ impl UploadStore {
                 dir.delete(id)?;
                 Ok(true)
             }
-            UploadStore::Postgres(shared) => Ok(shared.db.block_on(shared.db.delete(id))?),
+            UploadStore::Postgres(shared) => shared.delete(id),
+            UploadStore::S3(s3) => s3.delete(id),
         }
     }
-}
-
-/// File `file_no` of upload `id` in PostgreSQL, copied chunk by chunk into a spool file
-/// (one chunk in memory at a time), rewound.
-fn spool_file(shared: &SharedUploads, id: &str, file_no: usize) -> Result<std::fs::File, StoreError> {
-    let db = &shared.db;
-    let gone = || StoreError::NotFound(id.to_owned());
-    let sizes = db.block_on(db.file_sizes(id))?.ok_or_else(gone)?;
-    let size = sizes.get(file_no).copied().unwrap_or(0);
-    // A spool that cannot be written is the server's trouble, not a full upload store.
-    let spooling =
-        |e: std::io::Error| StoreError::Io(std::io::Error::new(e.kind(), format!("spooling an export: {e}")));
-    let mut file = shared.spool.spool_file().map_err(spooling)?;
-    let chunks = size.div_ceil(CHUNK_BYTES as u64) as usize;
-    for chunk_no in 0..chunks {
-        // A chunk missing part way: deleted meanwhile.
-        let chunk = db.block_on(db.chunk(id, file_no, chunk_no))?.ok_or_else(gone)?;
-        file.write_all(&chunk).map_err(spooling)?;
-    }
-    file.rewind().map_err(spooling)?;
-    Ok(file)
 }
 
 #[cfg(test)]
@@ -209,16 +193,49 @@ mod tests {
     #[test]
     fn postgres_uploads_need_a_postgres_database() {
         let sqlite = "sqlite:///srv/data/labels.sqlite3?mode=rwc";
-        assert!(UploadStoreKind::Local.check_database(sqlite).is_ok());
+        let none = S3Settings::default();
+        assert!(UploadStoreKind::Local.check(sqlite, &none).is_ok());
         let refused = UploadStoreKind::Postgres
-            .check_database(sqlite)
+            .check(sqlite, &none)
             .unwrap_err()
             .to_string();
         assert!(refused.contains("--upload-store postgres"), "{refused}");
         assert!(refused.contains("--database-url postgres://"), "{refused}");
         assert!(refused.contains(sqlite), "{refused}");
         assert!(UploadStoreKind::Postgres
-            .check_database("postgres://u:secret@db/sg")
+            .check("postgres://u:secret@db/sg", &none)
             .is_ok());
+    }
+
+    #[test]
+    fn s3_uploads_need_a_postgres_database_and_a_bucket() {
+        let bucket = S3Settings {
+            bucket: Some("sessions".into()),
+            ..S3Settings::default()
+        };
+        let sqlite = "sqlite:///srv/data/labels.sqlite3?mode=rwc";
+        let refused = UploadStoreKind::S3
+            .check(sqlite, &bucket)
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("--upload-store s3"), "{refused}");
+        assert!(refused.contains("records"), "{refused}");
+        assert!(refused.contains("--database-url postgres://"), "{refused}");
+        let postgres = "postgres://u:secret@db/sg";
+        for missing in [
+            S3Settings::default(),
+            S3Settings {
+                bucket: Some(" ".into()),
+                ..S3Settings::default()
+            },
+        ] {
+            let refused = UploadStoreKind::S3
+                .check(postgres, &missing)
+                .unwrap_err()
+                .to_string();
+            assert!(refused.contains("--s3-bucket"), "{refused}");
+            assert!(refused.contains("SESSIONGRAPH_S3_BUCKET"), "{refused}");
+        }
+        assert!(UploadStoreKind::S3.check(postgres, &bucket).is_ok());
     }
 }

@@ -1039,7 +1039,8 @@ async fn nul_characters(db: &TestDb) {
 /// A TCP relay to a database that a test can cut (connections dropped, new ones refused)
 /// and restore, to play a database going down and coming back.
 pub struct Relay {
-    port: u16,
+    /// The port of 127.0.0.1 it listens on.
+    pub port: u16,
     upstream: std::net::SocketAddr,
     tasks: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
 }
@@ -1056,7 +1057,7 @@ impl Relay {
     }
 
     /// A relay to `upstream` on a free port of 127.0.0.1.
-    async fn to(upstream: std::net::SocketAddr) -> Relay {
+    pub async fn to(upstream: std::net::SocketAddr) -> Relay {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let relay = Relay {
             port: listener.local_addr().unwrap().port(),
@@ -1467,7 +1468,7 @@ async fn bulk_read_is_exact(db: &TestDb) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgres_lock_timeout_answers_503_with_retry_after() {
     let Some(db) =
-        crate::replicas::shared_database("a_postgres_lock_timeout_answers_503_with_retry_after").await
+        crate::cluster::shared_database("a_postgres_lock_timeout_answers_503_with_retry_after").await
     else {
         return;
     };

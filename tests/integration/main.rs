@@ -4,6 +4,7 @@ mod api;
 mod autogen;
 mod autogen_frameworks;
 mod cli;
+mod cluster;
 mod codebooks;
 mod codex;
 mod complexity;
@@ -29,6 +30,7 @@ mod regressions;
 mod render;
 mod replicas;
 mod rounds;
+mod s3_uploads;
 #[path = "../support/scaled.rs"]
 mod scaled;
 mod search;

@@ -98,6 +98,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
         codebooks: sessiongraph::labels::Codebooks::built_in().unwrap(),
         database_url: "sqlite::memory:".into(),
         upload_store: Default::default(),
+        s3: Default::default(),
         label_policy: Default::default(),
         search: Default::default(),
     })
@@ -570,7 +571,7 @@ async fn every_documented_response_validates_against_openapi_yaml() {
 /// counted as seen after a note (outside CI; with `CI=true` the test fails).
 async fn upload_store_unavailable(c: &mut Checker) {
     let unavailable = "#/components/responses/UploadStoreUnavailable";
-    let Some(db) = crate::replicas::shared_database("the upload store's 503 in openapi.yaml").await else {
+    let Some(db) = crate::cluster::shared_database("the upload store's 503 in openapi.yaml").await else {
         let documented: Vec<_> = c
             .documented()
             .into_iter()

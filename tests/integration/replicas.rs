@@ -11,48 +11,14 @@ use std::process::Command;
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use serde_json::Value;
 use sessiongraph::store::UploadStoreKind;
-use sqlx::{Connection, Executor, PgConnection, Row};
+use sqlx::{Connection, Executor, Row};
 
-use crate::helpers::records::Record;
-use crate::labels::{Relay, TestDb};
-use crate::server::{graph_id, Options, Reply, TestServer};
-
-/// Every view route of a session, with the options the frontend uses.
-const VIEWS: [&str; 11] = [
-    "",
-    "/workflow",
-    "/workflow?step=7",
-    "/annotations?include_sidechains=true",
-    "/dialog",
-    "/chatlog",
-    "/metrics",
-    "/diagnostics",
-    "/branches",
-    "/context",
-    "/export",
-];
-
-/// A fresh PostgreSQL database on `DATABASE_URL`'s server, or `None` after a note on
-/// standard error when it is not set (outside CI: with `CI=true` the test fails).
-pub(crate) async fn shared_database(test: &str) -> Option<TestDb> {
-    let Some(admin) = TestDb::backends().into_iter().flatten().next() else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "DATABASE_URL is not set: CI must run the replica tests on PostgreSQL"
-        );
-        // Written to the process's stderr: the harness shows captured output only for
-        // failures, and a skip must be seen.
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED {test}: DATABASE_URL is not set (a PostgreSQL server whose user may create databases)"
-        );
-        return None;
-    };
-    Some(TestDb::fresh(Some(admin)).await)
-}
+use crate::cluster::{
+    assert_unavailable, connect, eventually, info, listed, shared_database, upload_prompt, VIEWS,
+};
+use crate::labels::Relay;
+use crate::server::{graph_id, Options, TestServer};
 
 /// A replica on `database_url` keeping uploads there, with a fresh data directory.
 async fn replica(database_url: &str) -> TestServer {
@@ -62,66 +28,6 @@ async fn replica(database_url: &str) -> TestServer {
         ..Options::default()
     })
     .await
-}
-
-/// A direct connection to the test database, to look at what is stored.
-async fn connect(db: &TestDb) -> PgConnection {
-    PgConnection::connect(db.url.as_deref().unwrap()).await.unwrap()
-}
-
-/// A one-prompt Claude Code session saying `text`, uploaded raw through `server`.
-async fn upload_prompt(server: &TestServer, text: &str) -> Reply {
-    let line = Record::prompt("u1", text).line();
-    server
-        .upload_raw(
-            "framework=claudecode&filename=11111111-2222-4333-8444-555555555555.jsonl",
-            format!("{line}\n").into_bytes(),
-        )
-        .await
-}
-
-/// The ids `/api/sessions` lists on `server`.
-async fn listed(server: &TestServer) -> Vec<String> {
-    let reply = server.get("/api/sessions").await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.json);
-    reply.json["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-/// Waits up to 20 s for `done` to hold of `server`'s store, polled without a request.
-async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..2000 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{what} did not happen within 20 s");
-}
-
-/// `reply` is a 503 with `Retry-After` and the JSON error body.
-fn assert_unavailable(what: &str, reply: &Reply) {
-    assert_eq!(
-        reply.status,
-        StatusCode::SERVICE_UNAVAILABLE,
-        "{what}: {}",
-        reply.json
-    );
-    assert!(reply.headers.contains_key("retry-after"), "{what}");
-    assert!(reply.json["message"].is_string(), "{what}: {}", reply.json);
-}
-
-/// Session `id`'s info body on `server`, without what differs per replica (when it was
-/// last read there).
-async fn info(server: &TestServer, id: &str) -> Value {
-    let mut info = server.get(&format!("/api/graph/{id}/info")).await.json;
-    assert!(info.is_object(), "no info: {info}");
-    info.as_object_mut().unwrap().remove("last_accessed");
-    info
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -337,7 +243,7 @@ async fn a_database_of_an_older_version_is_migrated_and_keeps_uploads() {
     for statement in [
         "DROP TABLE upload_chunks",
         "DROP TABLE uploads",
-        "DELETE FROM _sqlx_migrations WHERE version = 5",
+        "DELETE FROM _sqlx_migrations WHERE version >= 5",
     ] {
         conn.execute(statement).await.unwrap();
     }
@@ -352,7 +258,7 @@ async fn a_database_of_an_older_version_is_migrated_and_keeps_uploads() {
         .fetch_one(&mut conn)
         .await
         .unwrap();
-    assert_eq!(latest, 5);
+    assert_eq!(latest, 6);
     conn.close().await.ok();
     a.stop().await;
     db.cleanup().await;

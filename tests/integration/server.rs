@@ -43,6 +43,8 @@ pub struct Options {
     /// Where uploads are kept (PostgreSQL needs `database_url` to name a PostgreSQL
     /// database).
     pub upload_store: sessiongraph::store::UploadStoreKind,
+    /// The bucket, with S3.
+    pub s3: sessiongraph::store::S3Settings,
     /// Reviewers, blind mode, the queue's reservation time.
     pub label_policy: sessiongraph::labels::LabelPolicy,
     /// The memory bound sessions are loaded under.
@@ -70,6 +72,7 @@ impl Default for Options {
             background_counts: false,
             database_url: None,
             upload_store: Default::default(),
+            s3: Default::default(),
             label_policy: Default::default(),
             memory_bound: Some(Default::default()),
             allowed_hosts: Vec::new(),
@@ -159,6 +162,7 @@ impl TestServer {
                 .expect("the codebooks load"),
             database_url,
             upload_store: options.upload_store,
+            s3: options.s3,
             label_policy: options.label_policy,
             search: options.search,
         })
