@@ -22,6 +22,11 @@
 //!   labels as the labeling page does (`If-None-Match: *` on a first write; one unit in
 //!   ten saved as a draft first, then submitted with `If-Match`).
 //!
+//! After each acknowledged upload and deletion, and after one label write in five, the
+//! client reads what it wrote back through the load balancer (most often from another
+//! replica than the one that took the write): an upload is served at once, a deleted one
+//! answers 404 at once, a set reads back with its status and version.
+//!
 //! Requests carry `Authorization: Bearer` with the keys of `--keys` (the server's
 //! `--api-key-file`: `lead:KEY` and `annNN:KEY` named keys, one plain key for the
 //! uploading service). A client that gets a 503 waits for its `Retry-After` and sends the
@@ -1176,10 +1181,10 @@ async fn uploader(team: Arc<Team>, u: usize) {
     let mut k = 0u64;
     while !team.stopped() {
         k += 1;
-        let (fixture, variant, kind) = if k % 10 == 0 && !mine.is_empty() {
+        let (fixture, variant, kind) = if k.is_multiple_of(10) && !mine.is_empty() {
             let (f, v) = mine[rng.below(mine.len())];
             (f, v, "again")
-        } else if k % 17 == 0 {
+        } else if k.is_multiple_of(17) {
             (rng.below(team.fixtures.len()), base + 500_000 + k, "scratch")
         } else {
             (rng.below(team.fixtures.len()), base + k, "new")
@@ -1262,6 +1267,20 @@ async fn upload(team: &Team, fixture: usize, variant: u64, kind: &str) -> Option
         graph_id: graph_id.clone(),
         at_ms: now_ms(),
     });
+    // Served at once, whichever replica answers.
+    let after = Call::get(
+        format!("/api/graph/{graph_id}/info"),
+        "GET /api/graph/{id}/info",
+        &team.keys.service,
+    );
+    if let Some(reply) = team.api.send(&after).await {
+        if !reply.ok() {
+            team.rec().failure(format!(
+                "upload {graph_id} answers {} right after it was acknowledged",
+                reply.status
+            ));
+        }
+    }
     Some(graph_id)
 }
 
@@ -1278,19 +1297,31 @@ async fn delete(team: &Team, id: &str) {
     let Some(reply) = team.api.send(&call).await else {
         return;
     };
-    if reply.status == 404 && reply.attempts == 1 {
-        team.rec().unexpected(reply.index);
-        team.rec().failure(format!(
-            "deleting upload {id}, acknowledged 2 s before, answered 404"
-        ));
-        return;
-    }
+    // A 404: this deletion was sent twice (by nginx after a connection failure, or by
+    // this client after a 503) and the first went through. That the upload was there is
+    // checked right after it was acknowledged.
     lock(&team.rec().deletions).push(DeletionRecord {
         graph_id: id.to_owned(),
         status: reply.status,
         attempts: reply.attempts,
         at_ms: now_ms(),
     });
+    // Gone at once, whichever replica answers.
+    let after = Call::get(
+        format!("/api/graph/{id}/info"),
+        "GET /api/graph/{id}/info",
+        &team.keys.service,
+    )
+    .accepting(&[404]);
+    if let Some(reply) = team.api.send(&after).await {
+        if reply.status != 404 {
+            team.rec().unexpected(reply.index);
+            team.rec().failure(format!(
+                "upload {id} answers {} after its deletion was acknowledged",
+                reply.status
+            ));
+        }
+    }
 }
 
 /// The views of an upload a visit reads, with their route templates.
@@ -1452,7 +1483,8 @@ async fn lead(team: Arc<Team>) {
             ids.dedup();
             ids
         };
-        if fresh.len() < 12 && !(waited && !fresh.is_empty()) {
+        let ready = fresh.len() >= 12 || (waited && !fresh.is_empty());
+        if !ready {
             team.pause(Duration::from_secs(1)).await;
             continue;
         }
@@ -1754,6 +1786,9 @@ async fn write_set(
         _ => return None,
     };
     let version = set["version"].as_i64()?;
+    if Sha256::digest(format!("{}\0{}\0{status}", unit.annotator, unit.event))[0] % 5 == 0 {
+        read_back(team, unit, status, version).await;
+    }
     lock(&team.rec().labels).push(LabelWrite {
         round: unit.round.id.clone(),
         codebook: unit.round.codebook.clone(),
@@ -1767,6 +1802,39 @@ async fn write_set(
         at_ms: now_ms(),
     });
     Some(version)
+}
+
+/// Reads the annotator's set on the unit back through the load balancer (most often
+/// another replica than the one that took the write): an acknowledged write is seen at
+/// once, whichever replica answers.
+async fn read_back(team: &Team, unit: &Unit<'_>, status: &str, version: i64) {
+    let call = Call::get(
+        format!(
+            "/api/graph/{}/labels?codebook={}&annotator={}",
+            path_segment(unit.session),
+            unit.round.codebook,
+            unit.annotator
+        ),
+        "GET /api/graph/{id}/labels?annotator",
+        unit.key,
+    );
+    let Some(reply) = team.api.send(&call).await else {
+        return;
+    };
+    let json = reply.json();
+    let seen = json["labels"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .find(|s| s["event_id"] == unit.event && s["annotator"] == unit.annotator)
+        .map(|s| (s["status"].clone(), s["version"].as_i64()));
+    if reply.ok() && seen != Some((Value::from(status), Some(version))) {
+        team.rec().failure(format!(
+            "{}'s set on {}/{}, acknowledged {status} v{version}, read back as {seen:?}",
+            unit.annotator, unit.session, unit.event
+        ));
+    }
 }
 
 // --- Verification ----------------------------------------------------------------------
@@ -1845,19 +1913,21 @@ fn fault_windows(path: Option<&PathBuf>) -> anyhow::Result<Vec<Window>> {
             ))
         })
         .collect::<anyhow::Result<_>>()?;
-    let at = |name: &str| events.iter().find(|(e, _)| e == name).map(|(_, t)| *t);
+    // Each start event with the next end event (the faults come one after the other).
     let mut windows = Vec::new();
-    if let (Some(from), Some(to)) = (at("replica_killed"), at("replica_ready")) {
+    for (i, (event, from)) in events.iter().enumerate() {
+        let (name, end) = match event.as_str() {
+            "replica_killed" => ("replica killed and restarting", "replica_ready"),
+            "postgres_restarting" => ("PostgreSQL restarting", "postgres_ready"),
+            _ => continue,
+        };
+        let to = events[i..]
+            .iter()
+            .find(|(e, _)| e == end)
+            .map_or(i64::MAX - 5000, |(_, t)| *t);
         windows.push(Window {
-            name: "replica killed and restarting".into(),
-            from_ms: from,
-            to_ms: to + 5000,
-        });
-    }
-    if let (Some(from), Some(to)) = (at("postgres_restarting"), at("postgres_ready")) {
-        windows.push(Window {
-            name: "PostgreSQL restarting".into(),
-            from_ms: from,
+            name: name.into(),
+            from_ms: *from,
             to_ms: to + 5000,
         });
     }
@@ -2462,9 +2532,11 @@ fn verify_responses(report: &mut Report, days: &[DayResults], windows: &[Window]
         let statuses = report.statuses.entry(day.phase.clone()).or_default();
         for r in &day.responses {
             total += 1;
+            // In a fault's window when it was in flight during it.
+            let end = r.t + (r.us / 1000) as i64;
             let window = windows
                 .iter()
-                .find(|w| (w.from_ms..=w.to_ms).contains(&r.t))
+                .find(|w| r.t <= w.to_ms && end >= w.from_ms)
                 .map_or("outside faults", |w| w.name.as_str());
             *statuses
                 .entry(window.to_owned())
