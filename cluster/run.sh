@@ -3,7 +3,7 @@
 # load through nginx with faults injected, then a check of every replica.
 #
 #   cluster/run.sh [--upload-store s3|postgres] [--duration SECS] [--phase-secs SECS]
-#                  [--out DIR] [--keep] [--skip-build]
+#                  [--seed N] [--kills N] [--pg-restarts N] [--out DIR] [--keep] [--skip-build]
 #
 # What it starts, each on 127.0.0.1 only and on a free port, all under one temporary
 # directory that is removed at the end (also on failure or Ctrl-C; --keep leaves it):
@@ -26,7 +26,10 @@
 #   2. three-replicas: replicas 2 and 3 started, nginx reloaded over the three, the same load;
 #   3. faults:         --duration (240) of load; at a quarter of it replica 2 is killed
 #                      (kill -9) and restarted 10 s later; at 60% PostgreSQL is restarted
-#                      (pg_ctl restart -m fast).
+#                      (pg_ctl restart -m fast). --kills N spreads N kills over the first
+#                      half (replicas 2, 3, 1, ... in turn), --pg-restarts N spreads N
+#                      restarts over 60% to 90%.
+# --seed N (1) seeds the phases' choices (N, N+1, N+2): another seed, another day.
 # Finally `cluster_day verify` reads every phase's results and asks every replica
 # directly: each acknowledged upload present and byte-identical (its main file as sent,
 # its views the same on every replica and as parsed here), each acknowledged label
@@ -52,11 +55,14 @@ PHASE_SECS=60
 OUT=""
 KEEP=0
 SKIP_BUILD=0
+SEED=1
+KILLS=1
+PG_RESTARTS=1
 ANNOTATORS=32
 S3_FS_VERSION=0.14.1
 
 usage() {
-    sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
     exit "${1:-0}"
 }
 
@@ -66,6 +72,9 @@ while [ $# -gt 0 ]; do
         --duration) DURATION=${2:?}; shift 2 ;;
         --phase-secs) PHASE_SECS=${2:?}; shift 2 ;;
         --out) OUT=${2:?}; shift 2 ;;
+        --seed) SEED=${2:?}; shift 2 ;;
+        --kills) KILLS=${2:?}; shift 2 ;;
+        --pg-restarts) PG_RESTARTS=${2:?}; shift 2 ;;
         --keep) KEEP=1; shift ;;
         --skip-build) SKIP_BUILD=1; shift ;;
         -h|--help) usage 0 ;;
@@ -341,9 +350,15 @@ reload_nginx() {
 
 FAULTS=$OUT/faults.jsonl
 : > "$FAULTS"
+# Records fault event $1 (of replica $2, if given) with the time, for verify's windows.
 fault() {
-    printf '{"event":"%s","at_ms":%s%s}\n' "$1" "$(now_ms)" "${2:-}" >> "$FAULTS"
-    log "fault: $1${2:-}"
+    if [ -n "${2:-}" ]; then
+        printf '{"event":"%s","at_ms":%s,"replica":%s}\n' "$1" "$(now_ms)" "$2" >> "$FAULTS"
+        log "fault: $1 (replica $2)"
+    else
+        printf '{"event":"%s","at_ms":%s}\n' "$1" "$(now_ms)" >> "$FAULTS"
+        log "fault: $1"
+    fi
 }
 
 run_day() {
@@ -355,7 +370,7 @@ run_day() {
 
 {
     echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB"
-    echo "command: cluster/run.sh --upload-store $UPLOAD_STORE --duration $DURATION --phase-secs $PHASE_SECS"
+    echo "command: cluster/run.sh --upload-store $UPLOAD_STORE --duration $DURATION --phase-secs $PHASE_SECS --seed $SEED --kills $KILLS --pg-restarts $PG_RESTARTS"
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "postgresql: $("$PG_BIN/postgres" --version)"
     echo "nginx: $("$NGINX" -v 2>&1)"
@@ -367,7 +382,7 @@ nginx_upstreams 1
 start_nginx
 
 log "phase one-replica: nginx over replica 1, ${PHASE_SECS}s"
-run_day one-replica "$PHASE_SECS" 1
+run_day one-replica "$PHASE_SECS" "$SEED"
 wait "$DAY_PID"
 DAY_PID=""
 
@@ -376,26 +391,44 @@ start_replica 3
 nginx_upstreams 1 2 3
 reload_nginx
 log "phase three-replicas: nginx over replicas 1-3, ${PHASE_SECS}s"
-run_day three-replicas "$PHASE_SECS" 2
+run_day three-replicas "$PHASE_SECS" $((SEED + 1))
 wait "$DAY_PID"
 DAY_PID=""
 
-log "phase faults: ${DURATION}s; replica 2 killed at $((DURATION / 4))s, PostgreSQL restarted at $((DURATION * 6 / 10))s"
+# The faults: the kills spread over the first half (replicas 2, 3, 1, 2, ... in turn, each
+# down for 10 s), the PostgreSQL restarts over 60% to 90% of the phase.
+EVENTS=()
+for ((k = 1; k <= KILLS; k++)); do
+    EVENTS+=("$((DURATION * (2 * k - 1) / (4 * KILLS))) kill $((k % 3 + 1))")
+done
+for ((j = 1; j <= PG_RESTARTS; j++)); do
+    EVENTS+=("$((DURATION * 6 / 10 + DURATION * 3 * (j - 1) / (10 * PG_RESTARTS))) postgres -")
+done
+SCHEDULE=$(printf '%s\n' "${EVENTS[@]}" | sort -n)
+log "phase faults: ${DURATION}s; faults at (s, what, replica): $(echo "$SCHEDULE" | tr '\n' ';')"
 STARTED=$(date +%s)
-run_day faults "$DURATION" 3
-sleep $((DURATION / 4))
-kill -9 "${REPLICA_PID[2]}"
-fault replica_killed ',"replica":2'
-wait "${REPLICA_PID[2]}" 2>/dev/null || true
-REPLICA_PID[2]=""
-sleep 10
-fault replica_restarting ',"replica":2'
-start_replica 2
-fault replica_ready ',"replica":2'
-sleep $((STARTED + DURATION * 6 / 10 - $(date +%s) > 0 ? STARTED + DURATION * 6 / 10 - $(date +%s) : 0))
-fault postgres_restarting
-as_postgres "$PG_BIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/postgres.log" -m fast -w restart >/dev/null
-fault postgres_ready
+run_day faults "$DURATION" $((SEED + 2))
+while read -r at what replica; do
+    delay=$((STARTED + at - $(date +%s)))
+    [ "$delay" -le 0 ] || sleep "$delay"
+    case "$what" in
+        kill)
+            kill -9 "${REPLICA_PID[$replica]}"
+            fault replica_killed "$replica"
+            wait "${REPLICA_PID[$replica]}" 2>/dev/null || true
+            REPLICA_PID[replica]=""
+            sleep 10
+            fault replica_restarting "$replica"
+            start_replica "$replica"
+            fault replica_ready "$replica"
+            ;;
+        postgres)
+            fault postgres_restarting
+            as_postgres "$PG_BIN/pg_ctl" -D "$WORK/pg/data" -l "$WORK/pg/postgres.log" -m fast -w restart >/dev/null
+            fault postgres_ready
+            ;;
+    esac
+done <<< "$SCHEDULE"
 wait "$DAY_PID"
 DAY_PID=""
 
