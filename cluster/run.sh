@@ -15,13 +15,14 @@
 #     a directory of its own, with a bucket created through the S3 API;
 #   - sessiongraph replicas (`cargo build --release --locked`), each with its own data
 #     directory, all on the one PostgreSQL, uploads in PostgreSQL or S3, with named API
-#     keys for 32 annotators, a reviewer (`lead`) and a service key;
+#     keys for 36 annotators, a reviewer (`lead`) and a service key;
 #   - nginx (`apt-get install -y nginx` when missing) with deploy/nginx/nginx.conf, the
 #     configuration deploy/compose.yaml uses too: round robin, no stickiness, refused
 #     connections retried on the next replica, 503 with Retry-After when none answers.
 #
 # Then, with examples/cluster_day.rs as the team (uploads, every view, searches, exports,
-# rounds with 32 annotators taking units from the queue):
+# rounds with 32 annotators taking units from the round's queue and 4 from its sessions'
+# queues):
 #   1. one-replica:    nginx over replica 1 alone, --phase-secs (60) of load;
 #   2. three-replicas: replicas 2 and 3 started, nginx reloaded over the three, the same load;
 #   3. faults:         --duration (240) of load; at a quarter of it replica 2 is killed
@@ -59,6 +60,7 @@ SEED=1
 KILLS=1
 PG_RESTARTS=1
 ANNOTATORS=32
+SESSION_ANNOTATORS=4
 S3_FS_VERSION=0.14.1
 
 usage() {
@@ -285,7 +287,7 @@ SECRET=$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
 {
     echo "# sessiongraph cluster test: NAME:KEY (named) or KEY (plain)"
     echo "lead:$SECRET-lead"
-    for i in $(seq -w 1 "$ANNOTATORS"); do
+    for i in $(seq -w 1 $((ANNOTATORS + SESSION_ANNOTATORS))); do
         echo "ann$i:$SECRET-ann$i"
     done
     echo "$SECRET-service"
@@ -364,7 +366,8 @@ fault() {
 run_day() {
     local phase=$1 secs=$2 seed=$3
     "$DAY" run --url "http://127.0.0.1:$NGINX_PORT" --keys "$KEYS" --phase "$phase" \
-        --duration "$secs" --seed "$seed" --annotators "$ANNOTATORS" --out "$OUT/$phase.json" &
+        --duration "$secs" --seed "$seed" --annotators "$ANNOTATORS" \
+        --session-annotators "$SESSION_ANNOTATORS" --out "$OUT/$phase.json" &
     DAY_PID=$!
 }
 

@@ -20,7 +20,10 @@
 //! - `--annotators` (32) annotators, each with their named API key, taking units from the
 //!   round's queue, reading the session's units, thinking (`--think-ms`) and submitting
 //!   labels as the labeling page does (`If-None-Match: *` on a first write; one unit in
-//!   ten saved as a draft first, then submitted with `If-Match`).
+//!   ten saved as a draft first, then submitted with `If-Match`);
+//! - `--session-annotators` (4) more doing the same through the session queue ("Next unit
+//!   for me" in a session), in the current round's sessions and under its codebook, so
+//!   that a unit may be asked for through its round and its session at once.
 //!
 //! After each acknowledged upload and deletion, and after one label write in five, the
 //! client reads what it wrote back through the load balancer (most often from another
@@ -45,10 +48,11 @@
 //! `verify` reads one or more results files and asks every replica directly
 //! (`--replica`, repeatable): every acknowledged upload listed and served, its main file
 //! byte for byte as sent (`/export`), each view the same on every replica, and the
-//! views that show no labels the same as parsed here from the bytes sent; deleted uploads
-//! gone everywhere; every acknowledged label set present with its status, labels and
-//! version; no unit handed out to more annotators than its round's overlap, nor holding
-//! more submitted sets; no 500, no 502 or 504, every 503 with `Retry-After`, every error
+//! views that show no labels the same as parsed here from the bytes sent, every unit in
+//! each replica's search index; deleted uploads gone everywhere; every acknowledged label
+//! set present with its status, labels and version; no unit handed out to more annotators
+//! than the overlap through whichever queues, nor holding more submitted sets; the rounds,
+//! their exports, agreement and progress the same on every replica; no 500, no 502 or 504, every 503 with `Retry-After`, every error
 //! with the JSON body, nothing given up. With `--faults` (lines `{"event", "at_ms"}`) the
 //! errors are counted inside and outside each fault's window. It prints p50 and p99
 //! latency per route for each phase, and writes a markdown table comparing the phases
@@ -116,9 +120,14 @@ struct RunArgs {
     /// Seed of every choice (variants, sessions visited, labels): each phase its own.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Annotators labeling (the first N named keys after `lead`).
+    /// Annotators labeling through the rounds' queue (the first N named keys but `lead`,
+    /// by name).
     #[arg(long, default_value_t = 32)]
     annotators: usize,
+    /// Annotators labeling through the session queue, in the current round's sessions
+    /// under its codebook (the next N named keys).
+    #[arg(long, default_value_t = 4)]
+    session_annotators: usize,
     /// Annotators per unit in the rounds created.
     #[arg(long, default_value_t = 2)]
     overlap: usize,
@@ -634,7 +643,12 @@ struct RoundRecord {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Handout {
+    /// The round whose queue handed it out, or whose sessions the session queue was
+    /// asked for.
     round: String,
+    /// `round` or `session`.
+    queue: String,
+    codebook: String,
     annotator: String,
     session_id: String,
     event_id: String,
@@ -644,6 +658,8 @@ struct Handout {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct LabelWrite {
     round: String,
+    /// `round` or `session`: the queue the unit came from.
+    queue: String,
     codebook: String,
     annotator: String,
     session_id: String,
@@ -982,6 +998,8 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
 struct CurrentRound {
     id: String,
     codebook: String,
+    /// The sessions it was drawn from.
+    sessions: Arc<Vec<String>>,
     /// Labels of the codebook that need no output field.
     labels: Arc<Vec<String>>,
 }
@@ -997,6 +1015,7 @@ struct Team {
     args: RunArgs,
     keys: Keys,
     annotators: Vec<(String, String)>,
+    session_annotators: Vec<(String, String)>,
     api: Api,
     fixtures: Vec<Fixture>,
     started: Instant,
@@ -1030,10 +1049,10 @@ impl Team {
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     let keys = read_keys(&args.keys)?;
     ensure!(
-        keys.annotators.len() >= args.annotators,
+        keys.annotators.len() >= args.annotators + args.session_annotators,
         "the key file names {} annotators, {} asked for",
         keys.annotators.len(),
-        args.annotators
+        args.annotators + args.session_annotators
     );
     let fixtures = load_fixtures(&fixtures_dir(args.fixtures.as_ref()))?;
     let rec = Arc::new(Recorder::default());
@@ -1071,6 +1090,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let (round, _) = watch::channel(None);
     let team = Arc::new(Team {
         annotators: keys.annotators[..args.annotators].to_vec(),
+        session_annotators: keys.annotators[args.annotators..][..args.session_annotators].to_vec(),
         keys,
         api,
         fixtures,
@@ -1102,6 +1122,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     tasks.spawn(lead(team.clone()));
     for a in 0..team.annotators.len() {
         tasks.spawn(annotator(team.clone(), a));
+    }
+    for a in 0..team.session_annotators.len() {
+        tasks.spawn(session_annotator(team.clone(), a));
     }
     let progress = tokio::spawn({
         let team = team.clone();
@@ -1504,7 +1527,7 @@ async fn lead(team: Arc<Team>) {
             name,
             codebook: codebook.to_owned(),
             overlap: team.args.overlap,
-            sessions: fresh,
+            sessions: fresh.clone(),
             units,
             at_ms: now_ms(),
         });
@@ -1512,6 +1535,7 @@ async fn lead(team: Arc<Team>) {
         let _ = team.round.send(Some(CurrentRound {
             id: id.clone(),
             codebook: codebook.to_owned(),
+            sessions: Arc::new(fresh),
             labels: team.codebook_labels[codebook].clone(),
         }));
         eprintln!("{}: round {id} ({codebook}, {units} units) open", team.args.phase);
@@ -1640,64 +1664,151 @@ async fn annotator(team: Arc<Team>, a: usize) {
             let Some(reply) = team.api.send(&next).await else {
                 continue;
             };
-            let json = reply.json();
-            if reply.status == 409 || json["done"] == true || !reply.ok() {
+            let Some((session, event)) = reserved(&team, &name, &reply) else {
                 let mut done = lock(&team.done);
                 if done.0 == round.id {
                     done.1.insert(name.clone());
                 }
                 finished = round.id.clone();
                 break;
-            }
-            let reservation = &json["reservation"];
-            let (Some(session), Some(event)) = (
-                reservation["session_id"].as_str().map(str::to_owned),
-                reservation["event_id"].as_str().map(str::to_owned),
-            ) else {
-                team.rec()
-                    .failure(format!("queue/next for {name}: no reservation in {json}"));
-                break;
             };
-            lock(&team.rec().handouts).push(Handout {
-                round: round.id.clone(),
-                annotator: name.clone(),
-                session_id: session.clone(),
-                event_id: event.clone(),
-                at_ms: now_ms(),
-            });
-            if session != last_session {
-                // The labeling page reads the session's units.
-                let _ = team
-                    .api
-                    .send(&Call::get(
-                        format!("/api/graph/{session}/annotations?annotator={name}"),
-                        "GET /api/graph/{id}/annotations?annotator",
-                        &key,
-                    ))
-                    .await;
-                last_session = session.clone();
-            }
-            let think = rng.around(team.args.think_ms);
-            tokio::time::sleep(think).await;
-            let labels = choose_labels(&round.labels, &name, &session, &event);
-            let lead_time = think.as_secs_f64();
-            let unit = Unit {
+            let asker = Asker {
+                team: &team,
                 round: &round,
-                annotator: &name,
+                queue: "round",
+                name: &name,
                 key: &key,
-                session: &session,
-                event: &event,
             };
-            if rng.below(10) == 0 {
-                let Some(version) = write_set(&team, &unit, "draft", &labels[..1], None, lead_time).await
-                else {
-                    continue;
-                };
-                tokio::time::sleep(rng.around(team.args.think_ms / 3)).await;
-                write_set(&team, &unit, "submitted", &labels, Some(version), lead_time).await;
-            } else {
-                write_set(&team, &unit, "submitted", &labels, None, lead_time).await;
+            asker.label(&mut rng, &mut last_session, session, event).await;
+        }
+    }
+}
+
+/// Labels as the labeling page's "Next unit for me" in a session does: takes units from
+/// the queue of one of the current round's sessions (the session queue, under the round's
+/// codebook and the server's overlap), so that the round's queue and the sessions' hand
+/// out the same units at once; another session when one is done.
+async fn session_annotator(team: Arc<Team>, a: usize) {
+    let (name, key) = team.session_annotators[a].clone();
+    let mut rng = Rng::new(team.args.seed, 2000 + a as u64);
+    let mut rounds = team.round.subscribe();
+    let mut last_session = String::new();
+    while !team.stopped() {
+        let Some(round) = rounds.borrow_and_update().clone() else {
+            if tokio::time::timeout(Duration::from_secs(1), rounds.changed())
+                .await
+                .is_ok_and(|r| r.is_err())
+            {
+                break;
             }
+            continue;
+        };
+        let session = round.sessions[rng.below(round.sessions.len())].clone();
+        let next = Call::get(
+            format!("/api/labels/queue/next?codebook={}", round.codebook),
+            "POST /api/labels/queue/next (session)",
+            &key,
+        )
+        .with(
+            reqwest::Method::POST,
+            Payload::Json(json!({ "session": session })),
+        );
+        let Some(reply) = team.api.send(&next).await else {
+            continue;
+        };
+        let Some((session, event)) = reserved(&team, &name, &reply) else {
+            // Done with this session: another one after a while.
+            team.pause(rng.around(team.args.think_ms)).await;
+            continue;
+        };
+        let asker = Asker {
+            team: &team,
+            round: &round,
+            queue: "session",
+            name: &name,
+            key: &key,
+        };
+        asker.label(&mut rng, &mut last_session, session, event).await;
+    }
+}
+
+/// The unit a `queue/next` reply reserved (session, event); `None` when the queue is done
+/// (or closed, or refused: recorded by `send`).
+fn reserved(team: &Team, name: &str, reply: &Reply) -> Option<(String, String)> {
+    let json = reply.json();
+    if !reply.ok() || json["done"] == true {
+        return None;
+    }
+    let reservation = &json["reservation"];
+    match (
+        reservation["session_id"].as_str(),
+        reservation["event_id"].as_str(),
+    ) {
+        (Some(session), Some(event)) => Some((session.to_owned(), event.to_owned())),
+        _ => {
+            team.rec()
+                .failure(format!("queue/next for {name}: no reservation in {json}"));
+            None
+        }
+    }
+}
+
+/// An annotator taking units from a queue.
+struct Asker<'a> {
+    team: &'a Team,
+    round: &'a CurrentRound,
+    /// `round` or `session`: the queue the units come from.
+    queue: &'static str,
+    name: &'a str,
+    key: &'a str,
+}
+
+impl Asker<'_> {
+    /// Records the unit handed out, reads its session's units as the labeling page does
+    /// (when it is another session than the last), thinks, and writes a set on it: one
+    /// unit in ten saved as a draft first.
+    async fn label(&self, rng: &mut Rng, last_session: &mut String, session: String, event: String) {
+        let team = self.team;
+        lock(&team.rec().handouts).push(Handout {
+            round: self.round.id.clone(),
+            queue: self.queue.to_owned(),
+            codebook: self.round.codebook.clone(),
+            annotator: self.name.to_owned(),
+            session_id: session.clone(),
+            event_id: event.clone(),
+            at_ms: now_ms(),
+        });
+        if session != *last_session {
+            let _ = team
+                .api
+                .send(&Call::get(
+                    format!("/api/graph/{session}/annotations?annotator={}", self.name),
+                    "GET /api/graph/{id}/annotations?annotator",
+                    self.key,
+                ))
+                .await;
+            last_session.clone_from(&session);
+        }
+        let think = rng.around(team.args.think_ms);
+        tokio::time::sleep(think).await;
+        let labels = choose_labels(&self.round.labels, self.name, &session, &event);
+        let lead_time = think.as_secs_f64();
+        let unit = Unit {
+            round: self.round,
+            queue: self.queue,
+            annotator: self.name,
+            key: self.key,
+            session: &session,
+            event: &event,
+        };
+        if rng.below(10) == 0 {
+            let Some(version) = write_set(team, &unit, "draft", &labels[..1], None, lead_time).await else {
+                return;
+            };
+            tokio::time::sleep(rng.around(team.args.think_ms / 3)).await;
+            write_set(team, &unit, "submitted", &labels, Some(version), lead_time).await;
+        } else {
+            write_set(team, &unit, "submitted", &labels, None, lead_time).await;
         }
     }
 }
@@ -1725,6 +1836,8 @@ fn choose_labels(labels: &[String], annotator: &str, session: &str, event: &str)
 /// The unit an annotator is labeling.
 struct Unit<'a> {
     round: &'a CurrentRound,
+    /// The queue it came from.
+    queue: &'a str,
     annotator: &'a str,
     key: &'a str,
     session: &'a str,
@@ -1791,6 +1904,7 @@ async fn write_set(
     }
     lock(&team.rec().labels).push(LabelWrite {
         round: unit.round.id.clone(),
+        queue: unit.queue.to_owned(),
         codebook: unit.round.codebook.clone(),
         annotator: unit.annotator.to_owned(),
         session_id: unit.session.to_owned(),
@@ -2458,24 +2572,32 @@ async fn verify_labels(report: &mut Report, days: &[DayResults], replicas: &[Dir
 /// more submitted sets than that, on any replica.
 async fn verify_overlap(report: &mut Report, days: &[DayResults], replicas: &[Direct]) -> anyhow::Result<()> {
     let mut problems = Vec::new();
+    // Per unit and codebook, whichever queue handed it out (a round's or its session's):
+    // the rounds' overlap is the day's, and so is the server's (--queue-overlap).
     let mut handed: BTreeMap<(&str, &str, &str), BTreeSet<&str>> = BTreeMap::new();
-    for h in days.iter().flat_map(|d| &d.handouts) {
-        handed
-            .entry((h.round.as_str(), h.session_id.as_str(), h.event_id.as_str()))
-            .or_default()
-            .insert(h.annotator.as_str());
+    let mut limit: HashMap<&str, usize> = HashMap::new();
+    for day in days {
+        for h in &day.handouts {
+            let key = (h.codebook.as_str(), h.session_id.as_str(), h.event_id.as_str());
+            handed.entry(key).or_default().insert(h.annotator.as_str());
+            limit.entry(h.codebook.as_str()).or_insert(day.overlap);
+        }
     }
     let rounds: Vec<&RoundRecord> = days.iter().flat_map(|d| &d.rounds).collect();
-    let overlap_of: HashMap<&str, usize> = rounds.iter().map(|r| (r.id.as_str(), r.overlap)).collect();
-    for ((round, session, event), who) in &handed {
-        let overlap = overlap_of.get(round).copied().unwrap_or(0);
+    for ((codebook, session, event), who) in &handed {
+        let overlap = limit[codebook];
         if who.len() > overlap {
             problems.push(format!(
-                "round {round}: {session}/{event} handed out to {} annotators ({who:?}), overlap {overlap}",
+                "{session}/{event} ({codebook}) handed out to {} annotators ({who:?}), overlap {overlap}",
                 who.len()
             ));
         }
     }
+    let through_sessions = days
+        .iter()
+        .flat_map(|d| &d.handouts)
+        .filter(|h| h.queue == "session")
+        .count();
     let mut units = 0;
     let mut complete = 0;
     for replica in replicas {
@@ -2506,20 +2628,76 @@ async fn verify_overlap(report: &mut Report, days: &[DayResults], replicas: &[Di
             }
         }
     }
+    // What the replicas say of the study is the same on each: the rounds' bodies, their
+    // exports, agreement and progress.
+    let mut shared: Vec<String> = vec![
+        "/api/rounds".into(),
+        "/api/labels/agreement".into(),
+        "/api/labels/agreement?codebook=speechact".into(),
+        "/api/labels/progress?all=true".into(),
+        "/api/labels/export".into(),
+        "/api/labels/export?codebook=speechact".into(),
+    ];
+    for round in &rounds {
+        for suffix in ["", "/units", "/agreement"] {
+            shared.push(format!("/api/rounds/{}{suffix}", round.id));
+        }
+        shared.push(format!("/api/labels/export?round={}", round.id));
+        shared.push(format!("/api/labels/agreement?round={}", round.id));
+    }
+    for path in &shared {
+        let mut first: Option<(String, Bytes)> = None;
+        for replica in replicas {
+            let (status, _, body) = replica.get(path).await?;
+            if status != 200 {
+                problems.push(format!("{}: {path} answered {status}", replica.base));
+                continue;
+            }
+            match &first {
+                None => first = Some((replica.base.clone(), body)),
+                Some((base, other)) if *other != body => problems.push(format!(
+                    "{path}: {} and {base} differ ({})",
+                    replica.base,
+                    first_difference(other, &body)
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    report
+        .counts
+        .insert("study bodies compared across replicas".into(), shared.len());
     report.counts.insert("rounds".into(), rounds.len());
     report.counts.insert("round units".into(), units);
     report.counts.insert("round units complete".into(), complete);
     report.counts.insert("units handed out".into(), handed.len());
+    report
+        .counts
+        .insert("hand-outs through a session queue".into(), through_sessions);
     report.check(
-        "overlap",
+        "rounds and overlap",
         &problems,
         format!(
-            "{} rounds, {units} units ({complete} complete), {} handed out, none to more annotators than the overlap, none with more submitted sets on any replica",
+            "{} rounds, {units} units ({complete} complete); {} units handed out ({through_sessions} hand-outs through a session's queue, the rest through a round's), none to more annotators than the overlap, none with more submitted sets on any replica; the rounds, their exports, agreement and progress the same on every replica",
             rounds.len(),
             handed.len()
         ),
     );
     Ok(())
+}
+
+/// Where two bodies first differ, with some context from each.
+fn first_difference(a: &[u8], b: &[u8]) -> String {
+    let at = a
+        .iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
+    let around = |body: &[u8]| {
+        let from = at.saturating_sub(60);
+        String::from_utf8_lossy(&body[from..(at + 60).min(body.len())]).into_owned()
+    };
+    format!("at byte {at}: {:?} / {:?}", around(a), around(b))
 }
 
 /// Every response: no 500, no 502 or 504, every 503 with `Retry-After`, every error with
