@@ -9,7 +9,9 @@
 # (and warns so at start); a sessions directory named but not mounted stops it.
 #
 # Stages: cargo-chef plans and builds the dependencies once (a cached layer), then the
-# binary; the runtime image is distroless, holds only the binary, and runs as non-root.
+# binary; the runtime image (the last stage, what `docker build .` makes) is distroless,
+# holds only the binary, and runs as non-root. The `s3s-fs` stage is an S3-compatible
+# server for deploy/compose.yaml, built only when asked for (`--target s3s-fs`).
 
 ARG RUST_VERSION=1.95
 
@@ -27,6 +29,22 @@ RUN cargo chef cook --release --locked --recipe-path recipe.json
 COPY . .
 RUN cargo build --release --locked --bin sessiongraph \
  && mkdir -p /out/data
+
+# An S3-compatible server for deploy/compose.yaml, not part of the sessiongraph image:
+# s3s-fs from crates.io, serving a directory, with the bucket `sessiongraph` in it.
+#   docker build --target s3s-fs -t sessiongraph-s3s-fs .
+FROM chef AS s3s-fs-builder
+RUN cargo install s3s-fs --version 0.14.1 --features binary --locked --root /out \
+ && mkdir -p /out/s3/sessiongraph
+
+FROM gcr.io/distroless/cc-debian12:nonroot AS s3s-fs
+COPY --from=s3s-fs-builder /out/bin/s3s-fs /usr/local/bin/s3s-fs
+COPY --from=s3s-fs-builder --chown=65532:65532 /out/s3 /data
+USER 65532:65532
+EXPOSE 8014
+VOLUME ["/data"]
+ENTRYPOINT ["/usr/local/bin/s3s-fs"]
+CMD ["--host", "0.0.0.0", "--port", "8014", "/data"]
 
 FROM gcr.io/distroless/cc-debian12:nonroot AS runtime
 COPY --from=builder /app/target/release/sessiongraph /usr/local/bin/sessiongraph

@@ -9,10 +9,13 @@
 //! reservation in the session gets the same unit back (with a new expiry), so a reload does
 //! not take a second one. A draft does not complete a unit: it comes back.
 //!
-//! Asking is serialised per session: the transaction first bumps the session's row in
-//! `label_queue_turns`, which takes SQLite's write lock or the row's lock in PostgreSQL, so
-//! two annotators asking at once are answered one after the other, each seeing the other's
-//! reservation.
+//! Asking is serialised per codebook: the transaction first bumps the codebook's row in
+//! `label_queue_turns` ([`take_turn`]), which takes SQLite's write lock or the row's lock
+//! in PostgreSQL, so two annotators asking at once are answered one after the other, each
+//! seeing the other's reservation. Per codebook, not per session or round: a unit is in
+//! its session's queue and in the queue of every round that holds it, and its holders are
+//! counted across them all (reservations and sets are per codebook), so every queue that
+//! may hand it out takes the same turn.
 
 use foldhash::{HashMap, HashSet};
 use serde::Serialize;
@@ -71,7 +74,7 @@ impl LabelStore {
         let units = units.as_slice();
         let _counted = self.write_in_progress();
         let mut tx = self.pool.begin().await?;
-        take_turn(&mut tx, session_id).await?;
+        take_turn(&mut tx, ask.codebook).await?;
         sqlx::query("DELETE FROM label_reservations WHERE session_id = $1 AND expires_at <= $2")
             .bind(session_id)
             .bind(ask.now_ms)
@@ -112,19 +115,24 @@ impl LabelStore {
     }
 }
 
-/// Takes the turn of the queue `lock` names (a session's id, or `round:<id>`), inside the
-/// caller's transaction: bumping its row in `label_queue_turns` takes SQLite's write lock
-/// or the row's lock in PostgreSQL, so that askers of one queue are served one at a time.
-pub(crate) async fn take_turn(conn: &mut sqlx::AnyConnection, lock: &str) -> Result<(), sqlx::Error> {
+/// Takes the turn of the queues of `codebook` (every session's and every round's), inside
+/// the caller's transaction: bumping the row `codebook:<id>` of `label_queue_turns` takes
+/// SQLite's write lock or the row's lock in PostgreSQL, so that askers of any queue that
+/// may hand out the same unit are served one at a time. (Locked per session and per round
+/// instead, a round's queue and its sessions' queue, or two rounds holding one unit, each
+/// read the unit's holders before the other's reservation was committed, and both
+/// reserved it beyond the overlap.)
+pub(crate) async fn take_turn(conn: &mut sqlx::AnyConnection, codebook: &str) -> Result<(), sqlx::Error> {
+    let lock = format!("codebook:{codebook}");
     sqlx::query(
         "INSERT INTO label_queue_turns (session_id, turns) VALUES ($1, 0) \
          ON CONFLICT (session_id) DO NOTHING",
     )
-    .bind(lock)
+    .bind(&lock)
     .execute(&mut *conn)
     .await?;
     sqlx::query("UPDATE label_queue_turns SET turns = turns + 1 WHERE session_id = $1")
-        .bind(lock)
+        .bind(&lock)
         .execute(&mut *conn)
         .await?;
     Ok(())

@@ -6,7 +6,8 @@
 //! it; it goes to an annotator who has not completed it while fewer than `overlap` hold
 //! it; an annotator asking again gets their live reservation back. A set written outside
 //! the round (same codebook, same unit) counts: a set is per unit, not per round. Asking
-//! is serialised per round through its row in `label_queue_turns` (`round:<id>`).
+//! is serialised per codebook, with the session queues and the other rounds of the
+//! codebook ([`take_turn`]): they may hand out the same units.
 
 use sqlx::Row;
 
@@ -30,7 +31,7 @@ impl LabelStore {
     ) -> Result<Option<Reservation>, RoundError> {
         let _counted = self.write_in_progress();
         let mut tx = self.pool().begin().await?;
-        take_turn(&mut tx, &format!("round:{}", round.id)).await?;
+        take_turn(&mut tx, ask.codebook).await?;
         let units = round_unit_keys(&mut tx, &round.id).await?;
         let holds = read_holds(&mut tx, &round.id, ask).await?;
         let keys: Vec<&str> = units.iter().map(|(key, _, _)| key.as_str()).collect();

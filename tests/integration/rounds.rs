@@ -605,3 +605,85 @@ async fn a_round_over_codex_and_gemini_sessions_is_labeled_through_its_queue() {
     assert_eq!(progress.json["progress"]["complete"], 8, "{}", progress.json);
     server.stop().await;
 }
+
+/// Regression: the queue of a round and the queue of one of its sessions were serialised
+/// by two different locks (the round's row and the session's row in `label_queue_turns`),
+/// as were two rounds holding the same unit. Annotators asking through them at the same
+/// moment each read the unit's holders before the others' reservations were committed,
+/// and all reserved it: on PostgreSQL a unit went to three or four annotators with an
+/// overlap of two. Asked at once through two rounds over the same session and through the
+/// session itself, no unit gets more holders than the overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_unit_is_not_handed_out_beyond_the_overlap_through_rounds_and_its_session_at_once() {
+    TestDb::each(overlap_across_queues).await;
+}
+
+async fn overlap_across_queues(db: &TestDb) {
+    let server = std::sync::Arc::new(TestServer::start(db.options()).await);
+    let annotators: Vec<String> = (0..18).map(|i| format!("ann.{i:02}")).collect();
+    for attempt in 0..10 {
+        // A session of one unit, new each time: nobody holds it yet.
+        let line =
+            crate::helpers::records::Record::prompt("u1", &format!("attempt {attempt}: plan the release"))
+                .line();
+        let upload = server
+            .upload_raw(
+                "framework=claudecode&filename=11111111-2222-4333-8444-555555555555.jsonl",
+                format!("{line}\n").into_bytes(),
+            )
+            .await;
+        let session = crate::server::graph_id(&upload);
+        let mut rounds = Vec::new();
+        for (name, who) in [("a", &annotators[..6]), ("b", &annotators[6..12])] {
+            let body = json!({
+                "name": format!("{name}{attempt}"),
+                "selection": { "sessions": [session] },
+                "overlap": 2,
+                "annotators": who,
+            });
+            let created = server.post_json("/api/rounds", &body, &[]).await;
+            assert_eq!(created.status, StatusCode::CREATED, "{}", created.json);
+            rounds.push(created.json["round"]["id"].as_str().unwrap().to_owned());
+        }
+        let asks = annotators.iter().enumerate().map(|(i, who)| {
+            let (server, session, rounds) = (server.clone(), session.clone(), rounds.clone());
+            let who = who.clone();
+            tokio::spawn(async move {
+                let reply = match i / 6 {
+                    0 | 1 => next_in_round(&server, &who, &rounds[i / 6]).await,
+                    _ => {
+                        server
+                            .post_json(
+                                "/api/labels/queue/next",
+                                &json!({ "annotator": who, "session": session }),
+                                &[],
+                            )
+                            .await
+                    }
+                };
+                assert_eq!(reply.status, StatusCode::OK, "{}", reply.json);
+                (
+                    who,
+                    reply.json["reservation"]["event_id"].as_str().map(str::to_owned),
+                )
+            })
+        });
+        let mut holders: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for ask in asks.collect::<Vec<_>>() {
+            let (who, unit) = ask.await.unwrap();
+            if let Some(unit) = unit {
+                holders.entry(unit).or_default().insert(who);
+            }
+        }
+        assert_eq!(
+            holders.len(),
+            1,
+            "attempt {attempt}: the session's one unit: {holders:?}"
+        );
+        assert!(
+            holders.values().all(|who| who.len() == 2),
+            "attempt {attempt}: the unit went to {holders:?}, overlap 2"
+        );
+    }
+    std::sync::Arc::try_unwrap(server).ok().unwrap().stop().await;
+}
