@@ -10,7 +10,7 @@
 //! not take a second one. A draft does not complete a unit: it comes back.
 //!
 //! Asking is serialised per codebook: the transaction first bumps the codebook's row in
-//! `label_queue_turns` ([`take_turn`]), which takes SQLite's write lock or the row's lock
+//! `label_queue_turns` (`take_turn`), which takes SQLite's write lock or the row's lock
 //! in PostgreSQL, so two annotators asking at once are answered one after the other, each
 //! seeing the other's reservation. Per codebook, not per session or round: a unit is in
 //! its session's queue and in the queue of every round that holds it, and its holders are

@@ -7,7 +7,7 @@
 //! it; an annotator asking again gets their live reservation back. A set written outside
 //! the round (same codebook, same unit) counts: a set is per unit, not per round. Asking
 //! is serialised per codebook, with the session queues and the other rounds of the
-//! codebook ([`take_turn`]): they may hand out the same units.
+//! codebook (`take_turn`): they may hand out the same units.
 
 use sqlx::Row;
 
