@@ -266,6 +266,8 @@ if [ "$UPLOAD_STORE" = s3 ]; then
     export AWS_REGION=us-east-1
     mkdir -p "$WORK/s3"
     log "s3s-fs on port $S3_PORT"
+    # s3s-fs keeps a bucket as a directory of its root.
+    mkdir -p "$WORK/s3/sessiongraph"
     "$S3FS" --host 127.0.0.1 --port "$S3_PORT" --access-key "$AWS_ACCESS_KEY_ID" \
         --secret-key "$AWS_SECRET_ACCESS_KEY" "$WORK/s3" >"$WORK/s3s-fs.log" 2>&1 &
     S3_PID=$!
@@ -273,8 +275,6 @@ if [ "$UPLOAD_STORE" = s3 ]; then
         curl -s -o /dev/null "http://127.0.0.1:$S3_PORT/" && break
         sleep 0.1
     done
-    curl -sf -X PUT --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
-        "http://127.0.0.1:$S3_PORT/sessiongraph" >/dev/null
     S3_ARGS=(--s3-bucket sessiongraph --s3-prefix uploads/ --s3-endpoint "http://127.0.0.1:$S3_PORT")
 fi
 
