@@ -196,11 +196,25 @@ fn prompts_from_events(data: &[u8]) -> bool {
     memchr::memmem::find(data, br#""type":"user_message""#).is_some()
 }
 
-/// Bytes of a rollout read as one batch: its lines are prepared on every core while the
-/// batch before is taken. Small enough that a batch's lines and acts stay small whatever
-/// the lines (a file of tiny lines included), large enough that a batch keeps every core
-/// busy.
-const BATCH_BYTES: usize = 256 * 1024;
+/// The bytes of a rollout read as one batch: an eighth of the file, at least
+/// [`MIN_BATCH_BYTES`] and at most [`MAX_BATCH_BYTES`]. A batch's lines are prepared on
+/// every core while the batch before is taken, and the cores wait for each other between
+/// batches: a large file in few batches spends little time waiting, a small one still
+/// has several batches to overlap.
+fn batch_bytes(file_len: usize) -> usize {
+    (file_len / 8).clamp(MIN_BATCH_BYTES, MAX_BATCH_BYTES)
+}
+
+/// The smallest batch (see [`batch_bytes`]).
+const MIN_BATCH_BYTES: usize = 256 * 1024;
+
+/// The largest batch (see [`batch_bytes`]): what a batch's lines and acts hold stays small
+/// whatever the file.
+const MAX_BATCH_BYTES: usize = 8 * 1024 * 1024;
+
+/// The most lines in one batch, whatever its bytes: a file of tiny lines holds no more
+/// lines and acts at once than a file of ordinary ones.
+const MAX_BATCH_LINES: usize = 16 * 1024;
 
 /// Reads the lines of a JSONL rollout into `reading`: the file cut at line ends into
 /// batches, each batch's lines framed and prepared in parallel while the batch before is
@@ -218,7 +232,7 @@ fn read_lines(
     // again as the file is read, and no room set aside for records a file of tiny lines
     // will never be let to make.
     reading.parsed.records.reserve(data.len() / 1024);
-    let batches = pieces(data, BATCH_BYTES);
+    let batches = pieces(data, batch_bytes(data.len()), MAX_BATCH_LINES);
     let first_lines = first_line_numbers(&batches);
     let file = reading.file;
     let line_text = |bytes: &[u8]| -> Option<&str> {
@@ -293,15 +307,24 @@ fn first_line_numbers(pieces: &[&[u8]]) -> Vec<u32> {
         .collect()
 }
 
-/// `data` cut into pieces of about `size` bytes, each ending just after a `\n` (the last at
-/// the end of the data): a character never spans two pieces.
-fn pieces(data: &[u8], size: usize) -> Vec<&[u8]> {
+/// `data` cut into pieces of about `size` bytes and at most `max_lines` lines, each ending
+/// just after a `\n` (the last at the end of the data): a character never spans two
+/// pieces.
+fn pieces(data: &[u8], size: usize, max_lines: usize) -> Vec<&[u8]> {
     let mut pieces = Vec::with_capacity(data.len() / size.max(1) + 1);
     let mut rest = data;
     while !rest.is_empty() {
-        let cut = memchr::memchr(b'\n', rest.get(size..).unwrap_or_default())
+        let by_size = memchr::memchr(b'\n', rest.get(size..).unwrap_or_default())
             .map_or(rest.len(), |at| size + at + 1);
-        let (piece, after) = rest.split_at(cut.min(rest.len()));
+        // A line has a byte at least: fewer bytes than `max_lines` are fewer lines.
+        let by_lines = if by_size > max_lines {
+            memchr::memchr_iter(b'\n', &rest[..by_size.min(rest.len())])
+                .nth(max_lines.saturating_sub(1))
+                .map_or(rest.len(), |at| at + 1)
+        } else {
+            rest.len()
+        };
+        let (piece, after) = rest.split_at(by_size.min(by_lines).min(rest.len()));
         pieces.push(piece);
         rest = after;
     }
@@ -310,7 +333,7 @@ fn pieces(data: &[u8], size: usize) -> Vec<&[u8]> {
 
 /// `data` as text when it is UTF-8 throughout, checked piece by piece on every core.
 fn utf8_text_parallel(data: &Bytes) -> Option<bytestring::ByteString> {
-    let valid = pieces(data, data.len() / UTF8_PIECES + 1)
+    let valid = pieces(data, data.len() / UTF8_PIECES + 1, usize::MAX)
         .par_iter()
         .all(|piece| simdutf8::basic::from_utf8(piece).is_ok());
     // SAFETY: every piece was just checked to be valid UTF-8, and the pieces are the whole

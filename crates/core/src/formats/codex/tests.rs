@@ -267,6 +267,8 @@ proptest::proptest! {
         lines in proptest::collection::vec("[ a-z{}\"é\\r]{0,12}", 0..60),
         bom in proptest::bool::ANY,
         last_newline in proptest::bool::ANY,
+        size in 1usize..16,
+        max_lines in 1usize..5,
     ) {
         let mut data = if bom { "\u{feff}".to_owned() } else { String::new() };
         data.push_str(&lines.join("\n"));
@@ -276,7 +278,11 @@ proptest::proptest! {
         let at_once: Vec<(u32, Vec<u8>, bool)> = crate::json::frame::lines(data.as_bytes())
             .map(|l| (l.number, l.bytes.to_vec(), l.terminated))
             .collect();
-        let pieces = super::pieces(data.as_bytes(), 7);
+        let pieces = super::pieces(data.as_bytes(), size, max_lines);
+        for piece in &pieces[..pieces.len().saturating_sub(1)] {
+            let lines = memchr::memchr_iter(b'\n', piece).count();
+            proptest::prop_assert!(lines <= max_lines && piece.ends_with(b"\n"));
+        }
         let first_lines = super::first_line_numbers(&pieces);
         let in_pieces: Vec<(u32, Vec<u8>, bool)> = (0..pieces.len())
             .flat_map(|i| super::frame_piece(&pieces, &first_lines, i))
