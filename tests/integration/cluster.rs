@@ -1,16 +1,18 @@
 //! Helpers of the tests of servers sharing one store (replicas on one PostgreSQL database,
-//! with their uploads there or in a bucket): a fresh database, uploads, listings, and
-//! waiting for what a replica hears of in the background.
+//! with their uploads there or in a bucket): a fresh database, uploads, listings, waiting
+//! for what a replica hears of in the background, and the label exports of such a store
+//! with `labels export`'s.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};
 
 use crate::helpers::records::Record;
 use crate::labels::TestDb;
-use crate::server::{Reply, TestServer};
+use crate::server::{graph_id, Reply, TestServer};
 
 /// Every view route of a session, with the options the frontend uses.
 pub(crate) const VIEWS: [&str; 11] = [
@@ -105,4 +107,96 @@ pub(crate) async fn info(server: &TestServer, id: &str) -> Value {
     assert!(info.is_object(), "no info: {info}");
     info.as_object_mut().unwrap().remove("last_accessed");
     info
+}
+
+/// Every table of the test database with a digest of all its rows: what a read changes
+/// nothing of.
+pub(crate) async fn database_contents(db: &TestDb) -> BTreeMap<String, String> {
+    let mut conn = connect(db).await;
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let mut contents = BTreeMap::new();
+    for table in tables {
+        let rows = format!(
+            "SELECT md5(COALESCE(string_agg(t::text, E'\\n' ORDER BY t::text), '')) FROM \"{table}\" t"
+        );
+        let digest: String = sqlx::query_scalar(&rows).fetch_one(&mut conn).await.unwrap();
+        contents.insert(table, digest);
+    }
+    conn.close().await.ok();
+    contents
+}
+
+/// Uploads the CommuGraph sample and a prompt through `server`, submits labels on a unit of
+/// each (two annotators on the sample's), and gives the label exports the server then
+/// serves, each with the `labels export` arguments that ask for the same and what it prints
+/// for them: everything labeled, every unit, Label Studio tasks (the command ends them with
+/// a newline), and one session's.
+pub(crate) async fn label_exports(server: &TestServer) -> Vec<(Vec<String>, Vec<u8>)> {
+    let sample = server.upload_fixture("claudecode", "commugraph-sample").await;
+    let text = "a prompt whose unit is labeled";
+    let prompt = graph_id(&upload_prompt(server, text).await);
+    for (id, annotator) in [(&sample, "ann.a"), (&sample, "ann.b"), (&prompt, "ann.a")] {
+        let (event, _) = crate::labels::texty(&crate::labels::units(server, id).await);
+        let body =
+            json!({"annotator": annotator, "status": "submitted", "labels": [{"id": "EXEC_COGNITIVE"}]});
+        let path = format!("/api/graph/{id}/labels/{event}");
+        let written = crate::labels::put(server, &path, &body, None).await;
+        assert!(written.status.is_success(), "{path}: {}", written.json);
+    }
+    let asked = [
+        ("", vec![]),
+        ("?all_units=true", vec!["--all-units"]),
+        ("?format=label-studio", vec!["--format", "label-studio"]),
+        (&format!("?session={prompt}"), vec!["--session", &prompt]),
+    ];
+    let mut exports = Vec::new();
+    for (query, args) in asked {
+        let served = server.get(&format!("/api/labels/export{query}")).await;
+        assert_eq!(served.status, StatusCode::OK, "{query}: {}", served.json);
+        let mut printed = served.bytes;
+        let shown = String::from_utf8_lossy(&printed);
+        assert!(shown.contains(text), "{query}: the upload's unit is not exported");
+        if query.contains("label-studio") {
+            printed.push(b'\n');
+        }
+        exports.push((args.into_iter().map(str::to_owned).collect(), printed));
+    }
+    exports
+}
+
+/// Runs `labels export` for each of `exports` (see [`label_exports`]) with `store`, the
+/// arguments naming the server's stores, and the environment `env`, in an empty directory
+/// (no `./fixtures` to serve), and checks that it prints what the route served.
+pub(crate) fn assert_cli_exports_as_served(
+    exports: &[(Vec<String>, Vec<u8>)],
+    store: &[&str],
+    env: &[(&str, &str)],
+) {
+    let empty = tempfile::tempdir().unwrap();
+    for (args, printed) in exports {
+        let args: Vec<&std::ffi::OsStr> = store
+            .iter()
+            .copied()
+            .chain(args.iter().map(String::as_str))
+            .map(std::ffi::OsStr::new)
+            .collect();
+        let out = crate::cli::labels_export_in(empty.path(), &args, env);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        assert!(
+            out.stdout == *printed,
+            "{args:?}: printed {} bytes, not the {} bytes of the route's export",
+            out.stdout.len(),
+            printed.len()
+        );
+    }
+    assert!(
+        crate::cli::files_under(empty.path()).is_empty(),
+        "nothing created where it ran"
+    );
 }

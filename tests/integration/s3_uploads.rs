@@ -24,7 +24,8 @@ use sessiongraph::store::{S3Settings, UploadStoreKind};
 use sqlx::{Connection, Executor, PgConnection};
 
 use crate::cluster::{
-    assert_unavailable, connect, eventually, info, listed, shared_database, upload_prompt, VIEWS,
+    assert_cli_exports_as_served, assert_unavailable, connect, database_contents, eventually, info,
+    label_exports, listed, shared_database, upload_prompt, VIEWS,
 };
 use crate::helpers::records::Record;
 use crate::labels::{Relay, TestDb};
@@ -154,12 +155,18 @@ impl S3Server {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// Every object under `<PREFIX>/uploads/<id>/` by its key, with its bytes, as s3s-fs
-    /// keeps them on disk (an object is a file of the bucket's directory).
+    /// Every object under `<PREFIX>/uploads/<id>/` by its key, with its bytes.
     fn objects_of(&self, id: &str) -> BTreeMap<String, Vec<u8>> {
+        self.objects_under(&format!("{PREFIX}/uploads/{id}"))
+    }
+
+    /// Every object of the bucket whose key starts with `prefix/` (every one for an empty
+    /// `prefix`) by its key, with its bytes, as s3s-fs keeps them on disk (an object is a
+    /// file of the bucket's directory).
+    fn objects_under(&self, prefix: &str) -> BTreeMap<String, Vec<u8>> {
         let bucket = self.root.path().join(BUCKET);
         let mut objects = BTreeMap::new();
-        let mut dirs = vec![bucket.join(PREFIX).join("uploads").join(id)];
+        let mut dirs = vec![bucket.join(prefix)];
         while let Some(dir) = dirs.pop() {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
@@ -689,6 +696,69 @@ async fn a_sweep_removes_only_old_generations_no_record_names() {
     );
     conn.close().await.ok();
     a.stop().await;
+    db.cleanup().await;
+}
+
+/// `labels export` on a server keeping uploads in the bucket (`--upload-store s3` and the
+/// bucket's settings, given as flags or in the environment as the server takes them)
+/// reads them from there and prints what the route serves; it changes nothing in the
+/// bucket or the database. A bucket that does not exist is an error naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_export_reads_uploads_from_the_bucket_as_the_route_does_and_changes_nothing() {
+    let Some((s3, db)) = bucket_and_database("labels_export_reads_uploads_from_the_bucket").await else {
+        return;
+    };
+    let url = db.url.clone().unwrap();
+    let a = replica(&url, &s3).await;
+    let exports = label_exports(&a).await;
+    a.stop().await;
+    let before = (database_contents(&db).await, s3.objects_under(""));
+    let endpoint = s3.endpoint();
+    let keys = [
+        ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
+        ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+    ];
+
+    let flags = [
+        "--upload-store",
+        "s3",
+        "--s3-bucket",
+        BUCKET,
+        "--s3-prefix",
+        PREFIX,
+        "--s3-endpoint",
+        &endpoint,
+        "--database-url",
+        &url,
+    ];
+    assert_cli_exports_as_served(&exports, &flags, &keys);
+    let env = [
+        ("SESSIONGRAPH_UPLOAD_STORE", "s3"),
+        ("SESSIONGRAPH_S3_BUCKET", BUCKET),
+        ("SESSIONGRAPH_S3_PREFIX", PREFIX),
+        ("SESSIONGRAPH_S3_ENDPOINT", &endpoint),
+        ("SESSIONGRAPH_DATABASE_URL", &url),
+    ];
+    assert_cli_exports_as_served(&exports, &[], &[&env[..], &keys].concat());
+    assert_eq!(
+        (database_contents(&db).await, s3.objects_under("")),
+        before,
+        "the export changed the database or the bucket"
+    );
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let args: Vec<&std::ffi::OsStr> = flags
+        .map(|flag| if flag == BUCKET { "no-such-bucket" } else { flag })
+        .into_iter()
+        .map(std::ffi::OsStr::new)
+        .collect();
+    let out = crate::cli::labels_export_in(elsewhere.path(), &args, &keys);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error: cannot open the S3 bucket no-such-bucket"),
+        "{err}"
+    );
     db.cleanup().await;
 }
 
