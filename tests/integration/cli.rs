@@ -472,9 +472,8 @@ fn labels_export(args: &[&std::ffi::OsStr]) -> Output {
     labels_export_in(std::path::Path::new("."), args, &[])
 }
 
-/// `labels export` with `args` run in `dir`, with `env` as the only settings the
-/// environment gives it (the label database, the data directory and the upload store
-/// removed first).
+/// `labels export` with `args` run in `dir`, with `env` as the only store settings the
+/// environment gives it (its [`crate::cluster::STORE_VARIABLES`] removed first).
 pub(crate) fn labels_export_in(
     dir: &std::path::Path,
     args: &[&std::ffi::OsStr],
@@ -482,15 +481,7 @@ pub(crate) fn labels_export_in(
 ) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_sessiongraph"));
     command.current_dir(dir).args(["labels", "export"]).args(args);
-    for name in [
-        "DATABASE_URL",
-        "SESSIONGRAPH_DATABASE_URL",
-        "SESSIONGRAPH_DATA_DIR",
-        "SESSIONGRAPH_UPLOAD_STORE",
-        "SESSIONGRAPH_S3_BUCKET",
-        "SESSIONGRAPH_S3_PREFIX",
-        "SESSIONGRAPH_S3_ENDPOINT",
-    ] {
+    for name in crate::cluster::STORE_VARIABLES {
         command.env_remove(name);
     }
     command.envs(env.iter().copied());

@@ -1,7 +1,9 @@
 //! Helpers of the tests of servers sharing one store (replicas on one PostgreSQL database,
-//! with their uploads there or in a bucket): a fresh database, uploads, listings, waiting
-//! for what a replica hears of in the background, and the label exports of such a store
-//! with `labels export`'s.
+//! with their uploads there or in a bucket): a fresh database, uploads, deletions,
+//! listings, every view compared across replicas or a restart, the same content uploaded
+//! through several at once, waiting for what a replica hears of in the background, start
+//! errors, stopping them all, and the label exports of such a store with `labels
+//! export`'s.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -107,6 +109,116 @@ pub(crate) async fn info(server: &TestServer, id: &str) -> Value {
     assert!(info.is_object(), "no info: {info}");
     info.as_object_mut().unwrap().remove("last_accessed");
     info
+}
+
+/// `b` serves every view of upload `id` as `a` does (200, the same bytes and ETag), and its
+/// info alike.
+pub(crate) async fn assert_served_alike(a: &TestServer, b: &TestServer, id: &str) {
+    for view in VIEWS {
+        let path = format!("/api/graph/{id}{view}");
+        let (from_a, from_b) = (a.get(&path).await, b.get(&path).await);
+        assert_eq!(from_b.status, StatusCode::OK, "{path}: {}", from_b.json);
+        assert!(from_a.bytes == from_b.bytes, "{path}: B's body differs from A's");
+        assert_eq!(from_a.headers.get("etag"), from_b.headers.get("etag"), "{path}");
+    }
+    assert_eq!(info(a, id).await, info(b, id).await);
+}
+
+/// Every view body of session `id` on `server`, in the order of [`VIEWS`].
+pub(crate) async fn view_bodies(server: &TestServer, id: &str) -> Vec<Vec<u8>> {
+    let mut bodies = Vec::new();
+    for view in VIEWS {
+        bodies.push(server.get(&format!("/api/graph/{id}{view}")).await.bytes);
+    }
+    bodies
+}
+
+/// `server` answers every view of session `id` with 200 and the body `bodies` holds for it
+/// (see [`view_bodies`]); `differs` says what a body that is not is.
+pub(crate) async fn assert_view_bodies(server: &TestServer, id: &str, bodies: Vec<Vec<u8>>, differs: &str) {
+    for (view, body) in VIEWS.iter().zip(bodies) {
+        let reply = server.get(&format!("/api/graph/{id}{view}")).await;
+        assert_eq!(reply.status, StatusCode::OK, "{view}: {}", reply.json);
+        assert!(reply.bytes == body, "{view}: {differs}");
+    }
+}
+
+/// Deletes upload `id` through `server`, which answers 200.
+pub(crate) async fn delete_upload(server: &TestServer, id: &str) {
+    let deleted = server.delete(&format!("/api/session/{id}")).await;
+    assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.json);
+}
+
+/// Five rounds of one prompt uploaded four times at once, twice through each of `a` and
+/// `b`: each round's four answers name one upload, which `check` is given (with a
+/// connection to `db` and the round's number) to look at how it is stored, and whose
+/// creation time both replicas give alike; then the database holds those five uploads.
+pub(crate) async fn the_same_content_at_once(
+    db: &TestDb,
+    a: &TestServer,
+    b: &TestServer,
+    mut check: impl AsyncFnMut(&mut PgConnection, usize, &str),
+) {
+    let mut conn = connect(db).await;
+    for round in 0..5 {
+        let text = format!("round {round} of the same content at once");
+        let (r1, r2, r3, r4) = tokio::join!(
+            upload_prompt(a, &text),
+            upload_prompt(b, &text),
+            upload_prompt(a, &text),
+            upload_prompt(b, &text)
+        );
+        let id = graph_id(&r1);
+        for reply in [&r2, &r3, &r4] {
+            assert_eq!(graph_id(reply), id, "round {round}");
+        }
+        check(&mut conn, round, &id).await;
+        assert_eq!(info(a, &id).await, info(b, &id).await, "one creation time");
+    }
+    let total: i64 = sqlx::query_scalar("SELECT count(*) FROM uploads")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.ok();
+    assert_eq!(total, 5);
+}
+
+/// Stops `servers`, then drops the test database.
+pub(crate) async fn stop_all(db: TestDb, servers: impl IntoIterator<Item = TestServer>) {
+    for server in servers {
+        server.stop().await;
+    }
+    db.cleanup().await;
+}
+
+/// The environment variables that name a server's stores (the label database, the data
+/// directory, the upload store and its bucket): a command a test runs is given its own.
+pub(crate) const STORE_VARIABLES: [&str; 7] = [
+    "DATABASE_URL",
+    "SESSIONGRAPH_DATABASE_URL",
+    "SESSIONGRAPH_DATA_DIR",
+    "SESSIONGRAPH_UPLOAD_STORE",
+    "SESSIONGRAPH_S3_BUCKET",
+    "SESSIONGRAPH_S3_PREFIX",
+    "SESSIONGRAPH_S3_ENDPOINT",
+];
+
+/// `sessiongraph serve` on a free port with the data directory `dir`, the arguments
+/// `extra` and the environment `env` (the environment's [`STORE_VARIABLES`] removed
+/// first), which must fail at start: what it says on standard error.
+pub(crate) fn serve_fails(dir: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> String {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sessiongraph"));
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .args(extra);
+    for name in STORE_VARIABLES {
+        command.env_remove(name);
+    }
+    command.envs(env.iter().copied());
+    let out = command.output().expect("the binary runs");
+    assert!(!out.status.success(), "{extra:?} {env:?} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Every table of the test database with a digest of all its rows: what a read changes
