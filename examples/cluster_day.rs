@@ -1398,84 +1398,8 @@ async fn viewer(team: Arc<Team>, v: usize) {
     let mut rng = Rng::new(team.args.seed, 200 + v as u64);
     let key = team.annotators[v % team.annotators.len()].1.clone();
     while !team.stopped() {
-        let pick = rng.below(100);
-        let uploads = lock(&team.uploads).clone();
         let round = team.round.borrow().clone();
-        let mut calls: Vec<Call> = Vec::new();
-        if pick < 60 && !uploads.is_empty() {
-            // Recent uploads more often: what the team is working on.
-            let span = rng.below(uploads.len()) + 1;
-            let i = uploads.len() - 1 - rng.below(span);
-            let Acked { id, framework } = &uploads[i];
-            for (suffix, route) in SESSION_VIEWS {
-                if has_view(framework, suffix) {
-                    calls.push(Call::get(format!("/api/graph/{id}{suffix}"), route, &key));
-                }
-            }
-        } else if pick < 75 {
-            let q = SEARCHES[rng.below(SEARCHES.len())];
-            calls.push(Call::get(format!("/api/search?{q}"), "GET /api/search", &key));
-        } else if pick < 85 {
-            calls.push(Call::get("/api/sessions", "GET /api/sessions", &key));
-            calls.push(Call::get("/api/frameworks", "GET /api/frameworks", &key));
-            calls.push(Call::get("/api/codebooks", "GET /api/codebooks", &key));
-            calls.push(Call::get("/api/me", "GET /api/me", &key));
-        } else if pick < 95 {
-            calls.push(Call::get(
-                "/api/labels/progress?all=true",
-                "GET /api/labels/progress",
-                &key,
-            ));
-            calls.push(Call::get("/api/rounds", "GET /api/rounds", &key));
-            if let Some(r) = &round {
-                calls.push(Call::get(
-                    format!("/api/labels/agreement?round={}", r.id),
-                    "GET /api/labels/agreement?round",
-                    &key,
-                ));
-                calls.push(Call::get(
-                    format!("/api/rounds/{}", r.id),
-                    "GET /api/rounds/{id}",
-                    &key,
-                ));
-                calls.push(Call::get(
-                    format!("/api/rounds/{}/units", r.id),
-                    "GET /api/rounds/{id}/units",
-                    &key,
-                ));
-                calls.push(Call::get(
-                    format!("/api/rounds/{}/agreement", r.id),
-                    "GET /api/rounds/{id}/agreement",
-                    &key,
-                ));
-            }
-        } else {
-            if let Some(r) = &round {
-                calls.push(Call::get(
-                    format!("/api/labels/export?round={}", r.id),
-                    "GET /api/labels/export?round",
-                    &key,
-                ));
-                calls.push(Call::get(
-                    format!("/api/labels/export?codebook={}", r.codebook),
-                    "GET /api/labels/export",
-                    &key,
-                ));
-            }
-            calls.push(Call::get(
-                "/api/labels/export?format=label-studio",
-                "GET /api/labels/export?format=label-studio",
-                &key,
-            ));
-            let small = &team.fixtures[2].files[0].1;
-            calls.push(
-                Call::get("/api/parse-for-dialog", "POST /api/parse-for-dialog", &key).with(
-                    reqwest::Method::POST,
-                    Payload::Json(json!({ "content": String::from_utf8_lossy(small) })),
-                ),
-            );
-        }
-        for call in calls {
+        for call in viewer_calls(&team, &mut rng, round.as_ref(), &key) {
             if team.stopped() {
                 break;
             }
@@ -1484,6 +1408,88 @@ async fn viewer(team: Arc<Team>, v: usize) {
         }
         team.pause(rng.around(400)).await;
     }
+}
+
+/// The lists a viewer reads: (path, route).
+const LISTS: [(&str, &str); 4] = [
+    ("/api/sessions", "GET /api/sessions"),
+    ("/api/frameworks", "GET /api/frameworks"),
+    ("/api/codebooks", "GET /api/codebooks"),
+    ("/api/me", "GET /api/me"),
+];
+
+/// What a viewer reads next, picked with `rng`, as `key`: every view of an upload (recent
+/// ones more often: what the team is working on), a search, the lists, progress and
+/// agreement (of `round` too), or the label exports with a dialog parse.
+fn viewer_calls(team: &Team, rng: &mut Rng, round: Option<&CurrentRound>, key: &str) -> Vec<Call> {
+    let pick = rng.below(100);
+    let uploads = lock(&team.uploads).clone();
+    let mut reads: Vec<(String, &'static str)> = Vec::new();
+    let mut dialog = None;
+    if pick < 60 && !uploads.is_empty() {
+        let span = rng.below(uploads.len()) + 1;
+        let Acked { id, framework } = &uploads[uploads.len() - 1 - rng.below(span)];
+        for (suffix, route) in SESSION_VIEWS {
+            if has_view(framework, suffix) {
+                reads.push((format!("/api/graph/{id}{suffix}"), route));
+            }
+        }
+    } else if pick < 75 {
+        let q = SEARCHES[rng.below(SEARCHES.len())];
+        reads.push((format!("/api/search?{q}"), "GET /api/search"));
+    } else if pick < 85 {
+        reads.extend(LISTS.map(|(path, route)| (path.to_owned(), route)));
+    } else if pick < 95 {
+        reads.push(("/api/labels/progress?all=true".into(), "GET /api/labels/progress"));
+        reads.push(("/api/rounds".into(), "GET /api/rounds"));
+        reads.extend(round.into_iter().flat_map(round_reads));
+    } else {
+        reads.extend(round.into_iter().flat_map(round_exports));
+        let studio = "/api/labels/export?format=label-studio";
+        reads.push((studio.into(), "GET /api/labels/export?format=label-studio"));
+        let small = &team.fixtures[2].files[0].1;
+        dialog = Some(
+            Call::get("/api/parse-for-dialog", "POST /api/parse-for-dialog", key).with(
+                reqwest::Method::POST,
+                Payload::Json(json!({ "content": String::from_utf8_lossy(small) })),
+            ),
+        );
+    }
+    let gets = reads.into_iter().map(|(path, route)| Call::get(path, route, key));
+    gets.chain(dialog).collect()
+}
+
+/// What a viewer reads of `round`: (path, route) of its agreement, itself, its units and
+/// their agreement.
+fn round_reads(round: &CurrentRound) -> [(String, &'static str); 4] {
+    let id = &round.id;
+    [
+        (
+            format!("/api/labels/agreement?round={id}"),
+            "GET /api/labels/agreement?round",
+        ),
+        (format!("/api/rounds/{id}"), "GET /api/rounds/{id}"),
+        (format!("/api/rounds/{id}/units"), "GET /api/rounds/{id}/units"),
+        (
+            format!("/api/rounds/{id}/agreement"),
+            "GET /api/rounds/{id}/agreement",
+        ),
+    ]
+}
+
+/// The label exports a viewer reads of `round`: (path, route) of its units' export, and
+/// its codebook's.
+fn round_exports(round: &CurrentRound) -> [(String, &'static str); 2] {
+    [
+        (
+            format!("/api/labels/export?round={}", round.id),
+            "GET /api/labels/export?round",
+        ),
+        (
+            format!("/api/labels/export?codebook={}", round.codebook),
+            "GET /api/labels/export",
+        ),
+    ]
 }
 
 /// Creates rounds over the sessions uploaded so far (the first once a dozen are in), and

@@ -124,7 +124,8 @@ pub struct ServerArgs {
 pub struct StoreArgs {
     /// The data directory: uploads, the search index and, without --database-url, the
     /// label database (`labels.sqlite3`). `serve` creates them when missing; a command that
-    /// only reads (`labels export`) creates nothing and refuses what is not there.
+    /// only reads (`labels export`) creates nothing and refuses what is not there (with
+    /// --upload-store postgres or s3 it does not read the data directory).
     #[arg(long, env = "SESSIONGRAPH_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
     /// Where labels are stored: `postgres://user:password@host/db` for PostgreSQL (several
@@ -135,8 +136,8 @@ pub struct StoreArgs {
     pub database_url: Option<String>,
 }
 
-/// Which store keeps uploads: a running server's choice (the commands that only read take
-/// the data directory's).
+/// Which store keeps uploads: `serve` keeps them there, and `labels export` reads them from
+/// there (given the same settings as the server).
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Storage")]
 pub struct UploadStoreArgs {

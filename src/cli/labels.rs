@@ -11,7 +11,7 @@ use std::sync::Arc;
 use clap::Args;
 use serde_json::{json, Value};
 
-use crate::config::{CodebookArgs, ConfigError, SessionsArgs, StoreArgs};
+use crate::config::{CodebookArgs, ConfigError, SessionsArgs, StoreArgs, UploadStoreArgs};
 use crate::core::pipeline::session::Session;
 use crate::core::views::annotations::UnitLabels;
 use crate::core::views::View;
@@ -21,7 +21,8 @@ use crate::labels::{
     Codebook, CodebookError, Codebooks, LabelError, LabelPolicy, LabelSet, LabelStore, OpenError,
     UnknownCodebook,
 };
-use crate::store::{Store, StoreError};
+use crate::store::upload_store::UploadStore;
+use crate::store::{Store, StoreError, UploadStoreError, UploadStoreKind};
 
 /// Where `export` reads labels for the views that show them, as their routes do:
 /// annotations and dialog (each unit's labels), diagnostics (`orphaned_labels`, the
@@ -242,7 +243,7 @@ fn orphans(session: &Session, sets: &[LabelSet]) -> ViewLabels {
 }
 
 /// Arguments of `sessiongraph labels export`: what to export, and where the server keeps
-/// its sessions and labels (read, never created or changed).
+/// its sessions, uploads and labels (read, never created or changed).
 #[derive(Debug, Args)]
 pub struct LabelsExportArgs {
     /// `jsonl` (one unit per line), `label-studio` (Label Studio tasks) or
@@ -262,6 +263,10 @@ pub struct LabelsExportArgs {
     /// Where the server keeps uploads and labels: read, never created.
     #[command(flatten)]
     pub store: StoreArgs,
+    /// Which store keeps the server's uploads, as the server is given it: read, never
+    /// changed.
+    #[command(flatten)]
+    pub uploads: UploadStoreArgs,
     /// Where the server's sessions come from.
     #[command(flatten)]
     pub sessions: SessionsArgs,
@@ -276,13 +281,17 @@ pub enum LabelsExportError {
     /// The settings name a data directory or a sessions directory that is not there.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The upload store cannot be read: `postgres` or `s3` without a PostgreSQL label
+    /// database, `s3` without a bucket, or the database or the bucket could not be opened.
+    #[error(transparent)]
+    Uploads(#[from] UploadStoreError),
     /// The sessions could not be read.
     #[error("cannot read the sessions: {0}")]
     Store(#[from] StoreError),
-    /// `--session` names no session of the data directory or the sessions directories.
+    /// `--session` names no session of the upload store or the sessions directories.
     #[error(
-        "no session '{0}': no upload in the data directory and no session of the sessions \
-         directories has this id"
+        "no session '{0}': no upload of the upload store (--upload-store) and no session of \
+         the sessions directories has this id"
     )]
     UnknownSession(String),
     /// The label database could not be read (its codebooks, opening it, or part way).
@@ -294,25 +303,44 @@ pub enum LabelsExportError {
 }
 
 /// Runs `labels export`: the same stream as `GET /api/labels/export` (the operator's: every
-/// set, blind mode or not), written to `out`.
+/// set, blind mode or not), written to `out`, on a server whose uploads are kept where
+/// `args.uploads` says.
 pub async fn labels_export(args: &LabelsExportArgs, out: &mut impl Write) -> Result<(), LabelsExportError> {
-    use crate::labels::export::{ExportScope, Format};
     let (codebooks, codebook) = load_codebook(&args.codebooks, args.codebook_id.as_deref())?;
     if args.format == "label-studio-config" {
         out.write_all(crate::labels::labelstudio::label_config(&codebook).as_bytes())?;
         out.write_all(b"\n")?;
         return Ok(out.flush()?);
     }
-    let format = Format::parse(&args.format).unwrap_or(Format::Jsonl);
-    args.store.existing_data_dir()?;
-    let store = sessions(args).await?;
-    if let Some(id) = &args.session {
-        store
-            .slot(id)
-            .map_err(|_| LabelsExportError::UnknownSession(id.clone()))?;
-    }
     let url = args.store.database_url().map_err(LabelStoreReadError::from)?;
-    let labels = open_to_read(&url, codebooks).await?;
+    let store = sessions(args, &url).await?;
+    let exported = export_from(args, &store, &url, codebooks, &codebook, out).await;
+    store.close().await;
+    exported
+}
+
+/// Writes to `out` the export of the labels of the database at `url` (read with
+/// `codebooks`) under `codebook`, over the sessions of `store`.
+async fn export_from(
+    args: &LabelsExportArgs,
+    store: &Store,
+    url: &str,
+    codebooks: Codebooks,
+    codebook: &Codebook,
+    out: &mut impl Write,
+) -> Result<(), LabelsExportError> {
+    use crate::labels::export::{ExportScope, Format};
+    let format = Format::parse(&args.format).unwrap_or(Format::Jsonl);
+    // The sessions as the route finds them: the one asked for, or every one, the uploads
+    // of a shared store as it holds them now.
+    match &args.session {
+        Some(id) => store.find(id).await.map(drop).map_err(|e| match e {
+            StoreError::NotFound(_) => LabelsExportError::UnknownSession(id.clone()),
+            other => other.into(),
+        })?,
+        None => store.list_current().await.map(drop)?,
+    }
+    let labels = open_to_read(url, codebooks).await?;
     let scope = ExportScope {
         codebook: codebook.id.clone(),
         session_id: args.session.clone(),
@@ -320,7 +348,7 @@ pub async fn labels_export(args: &LabelsExportArgs, out: &mut impl Write) -> Res
         ..ExportScope::default()
     };
     let (tx, mut rx) = tokio::sync::mpsc::channel(4);
-    let export = labels.export(&store, format, &scope, tx);
+    let export = labels.export(store, format, &scope, tx);
     let write = async {
         let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
         while let Some(chunk) = rx.recv().await {
@@ -338,12 +366,21 @@ pub async fn labels_export(args: &LabelsExportArgs, out: &mut impl Write) -> Res
     Ok(written?)
 }
 
-/// The server's sessions, found (uploads and sessions directories), read only.
-async fn sessions(args: &LabelsExportArgs) -> Result<Store, LabelsExportError> {
+/// The server's sessions, found (uploads and sessions directories), read only. Uploads are
+/// read from the store `--upload-store` names: the data directory (which must exist), or
+/// the PostgreSQL database at `database_url` and, with `s3`, the bucket (the data
+/// directory is not read then).
+async fn sessions(args: &LabelsExportArgs, database_url: &str) -> Result<Store, LabelsExportError> {
+    let kind = args.uploads.upload_store;
+    if kind == UploadStoreKind::Local {
+        args.store.existing_data_dir()?;
+    }
     let config = args
         .store
         .store_config(args.sessions.dirs()?, &args.sessions.memory, None);
-    let store = Store::open_read_only(config);
+    let s3 = args.uploads.s3_settings();
+    let uploads = UploadStore::open_read_only(kind, &args.store.data_dir, database_url, &s3).await?;
+    let store = Store::open_read_only(config, uploads);
     let restored = tokio::task::spawn_blocking(move || store.restore().map(|()| store))
         .await
         .map_err(|e| std::io::Error::other(format!("restoring the store: {e}")))?;

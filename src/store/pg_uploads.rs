@@ -28,7 +28,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use futures_util::TryStreamExt;
-use sqlx::postgres::{PgListener, PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
 use sqlx::Row;
 
 use super::uploads::{Counts, Manifest};
@@ -181,14 +181,32 @@ impl PgUploads {
     /// the database does not answer within [`CONNECT_TIMEOUT`] or lacks the tables. Call it
     /// on the runtime that will serve the requests.
     pub async fn open(url: &str) -> Result<PgUploads, UploadDbError> {
+        PgUploads::connect(url, false).await
+    }
+
+    /// Opens the uploads of the database at `url` as [`PgUploads::open`] does, to read
+    /// them only: every transaction of its connections is read only
+    /// (`default_transaction_read_only`), so that the database refuses any write through
+    /// it. For a command that only reads (`labels export`).
+    pub async fn open_read_only(url: &str) -> Result<PgUploads, UploadDbError> {
+        PgUploads::connect(url, true).await
+    }
+
+    /// The pool on `url`, its transactions read only when `read_only`, checked to have the
+    /// uploads' table.
+    async fn connect(url: &str, read_only: bool) -> Result<PgUploads, UploadDbError> {
         let failed = |reason: String| UploadDbError::Open {
             url: redact(url),
             reason,
         };
+        let mut options: PgConnectOptions = url.parse().map_err(|e| failed(redacted_reason(url, &e)))?;
+        if read_only {
+            options = options.options([("default_transaction_read_only", "on")]);
+        }
         let connecting = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect(url);
+            .connect_with(options);
         let pool = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
             Ok(Ok(pool)) => pool,
             Ok(Err(e)) => return Err(failed(redacted_reason(url, &e))),

@@ -509,18 +509,14 @@ impl Store {
         Store::assemble(config, uploads, disk_counts, watcher)
     }
 
-    /// A store that reads what `config`'s data directory and sessions directories hold and
-    /// changes nothing on disk: no directory is created, no leftover of an interrupted
-    /// write removed, no count written, no file watched, and uploads and deletions are
-    /// refused with [`StoreError::OpenedReadOnly`] (for a command that only reads,
-    /// `labels export`). Uploads are read from `<data-dir>/uploads` when it exists. Call
-    /// [`Store::restore`] to find the sessions.
-    pub fn open_read_only(config: StoreConfig) -> Store {
-        let uploads = config
-            .data_dir
-            .as_deref()
-            .and_then(UploadDir::existing)
-            .map(UploadStore::Local);
+    /// A store that reads what `config`'s sessions directories and `uploads` hold and
+    /// changes nothing: no directory is created, no leftover of an interrupted write
+    /// removed, no count written (neither of sessions on disk nor in an upload's record),
+    /// no file watched, no other replica followed, no bucket swept, and uploads and
+    /// deletions are refused with [`StoreError::OpenedReadOnly`] (for a command that only
+    /// reads, `labels export`). Open `uploads` with [`UploadStore::open_read_only`]
+    /// (`None`: no upload). Call [`Store::restore`] to find the sessions.
+    pub fn open_read_only(config: StoreConfig, uploads: Option<UploadStore>) -> Store {
         let mut store = Store::assemble(config, uploads, None, None);
         store.read_only = true;
         store

@@ -1,7 +1,8 @@
 //! Uploads kept in PostgreSQL (`--upload-store postgres`), as the store reads and writes
 //! them: the database ([`super::pg_uploads`]) and the spool directory exports of them are
-//! copied through. Every method blocks, waiting for the database's queries on the runtime
-//! it was opened on: call them on the blocking pool or a thread of their own.
+//! copied through (none when opened to read only). Every method blocks, waiting for the
+//! database's queries on the runtime it was opened on: call them on the blocking pool or a
+//! thread of their own.
 //!
 //! The S3 store ([`super::s3_uploads`]) keeps its rows in the same database and reads the
 //! uploads stored before it (their files in chunks) through this one.
@@ -20,8 +21,9 @@ use crate::core::SessionInput;
 pub struct SharedUploads {
     /// The database.
     pub db: Arc<PgUploads>,
-    /// `<data-dir>/uploads`, holding nothing but files being exported.
-    spool: UploadDir,
+    /// `<data-dir>/uploads`, holding nothing but files being exported; `None` when opened
+    /// to read only ([`SharedUploads::read_only`]).
+    spool: Option<UploadDir>,
 }
 
 impl SharedUploads {
@@ -38,7 +40,18 @@ impl SharedUploads {
                 "uploads stored in the data directory are not served with --upload-store {store}"
             );
         }
-        Ok(SharedUploads { db, spool })
+        Ok(SharedUploads {
+            db,
+            spool: Some(spool),
+        })
+    }
+
+    /// The uploads in `db` (opened with [`PgUploads::open_read_only`]), to read only:
+    /// no directory is created or cleaned, and nothing is spooled (an upload's files are
+    /// read, never copied out: [`SharedUploads::spool_file`] answers
+    /// [`StoreError::OpenedReadOnly`]). For a command that only reads (`labels export`).
+    pub fn read_only(db: Arc<PgUploads>) -> SharedUploads {
+        SharedUploads { db, spool: None }
     }
 
     /// Stores `input` under `manifest`: the manifest stored and whether this call stored
@@ -81,9 +94,11 @@ impl SharedUploads {
         Ok(self.db.block_on(self.db.delete(id))?.is_some())
     }
 
-    /// An empty spool file of the data directory, removed when closed.
+    /// An empty spool file of the data directory, removed when closed;
+    /// [`StoreError::OpenedReadOnly`] when opened to read only.
     pub fn spool_file(&self) -> Result<std::fs::File, StoreError> {
-        self.spool.spool_file().map_err(spooling)
+        let spool = self.spool.as_ref().ok_or(StoreError::OpenedReadOnly)?;
+        spool.spool_file().map_err(spooling)
     }
 
     /// File `file_no` of upload `id`, copied chunk by chunk into a spool file (one chunk in

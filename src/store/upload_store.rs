@@ -5,11 +5,12 @@
 //! [`UploadStore`] whichever it is; what only a shared store needs (following the other
 //! replicas) is the registry's.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use super::error::StoreError;
 use super::pg_uploads::PgUploads;
-use super::s3_bucket::{BucketError, S3Settings};
+use super::s3_bucket::{BucketError, S3Bucket, S3Settings};
 use super::s3_uploads::S3Uploads;
 use super::shared_uploads::SharedUploads;
 use super::uploads::{Manifest, UploadDir};
@@ -108,6 +109,42 @@ pub enum UploadStore {
 }
 
 impl UploadStore {
+    /// The uploads `kind` keeps, opened to read only (for a command that only reads,
+    /// `labels export`), with the settings a server is given: nothing is created, written,
+    /// swept or removed, in the data directory, the database or the bucket.
+    ///
+    /// - `local`: `<data_dir>/uploads` as it is; `None` when it does not exist (no upload
+    ///   was ever stored there).
+    /// - `postgres`: the database at `database_url` (checked to be PostgreSQL), on
+    ///   connections whose transactions are read only, with no spool directory: uploads
+    ///   are read, never copied out.
+    /// - `s3`: the same, and the bucket `s3` names, checked to answer (a listing).
+    ///
+    /// Call it on the runtime that will read them (see [`PgUploads::open`]).
+    pub async fn open_read_only(
+        kind: UploadStoreKind,
+        data_dir: &Path,
+        database_url: &str,
+        s3: &S3Settings,
+    ) -> Result<Option<UploadStore>, UploadStoreError> {
+        kind.check(database_url, s3)?;
+        // Before anything is opened: its settings are checked here.
+        let bucket = match kind {
+            UploadStoreKind::Local => return Ok(UploadDir::existing(data_dir).map(UploadStore::Local)),
+            UploadStoreKind::Postgres => None,
+            UploadStoreKind::S3 => Some(S3Bucket::open(s3)?),
+        };
+        let db = PgUploads::open_read_only(database_url).await?;
+        let shared = SharedUploads::read_only(Arc::new(db));
+        Ok(Some(match bucket {
+            Some(bucket) => {
+                bucket.check().await?;
+                UploadStore::S3(S3Uploads::new(shared, Arc::new(bucket)))
+            }
+            None => UploadStore::Postgres(shared),
+        }))
+    }
+
     /// The PostgreSQL database of the uploads' records, when every replica on it shares
     /// them (PostgreSQL and S3).
     pub fn shared(&self) -> Option<&Arc<PgUploads>> {

@@ -451,7 +451,7 @@ fn item11_a_bad_postgresql_url_fails_with_the_connection_error() {
 }
 
 /// Every file under `dir`, relative to it, sorted (to show that a read changed nothing).
-fn files_under(dir: &std::path::Path) -> Vec<String> {
+pub(crate) fn files_under(dir: &std::path::Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut pending = vec![dir.to_owned()];
     while let Some(d) = pending.pop() {
@@ -469,14 +469,23 @@ fn files_under(dir: &std::path::Path) -> Vec<String> {
 
 /// `labels export` with `args`, without the environment's label database.
 fn labels_export(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sessiongraph"))
-        .args(["labels", "export"])
-        .args(args)
-        .env_remove("DATABASE_URL")
-        .env_remove("SESSIONGRAPH_DATABASE_URL")
-        .env_remove("SESSIONGRAPH_DATA_DIR")
-        .output()
-        .expect("the binary runs")
+    labels_export_in(std::path::Path::new("."), args, &[])
+}
+
+/// `labels export` with `args` run in `dir`, with `env` as the only store settings the
+/// environment gives it (its [`crate::cluster::STORE_VARIABLES`] removed first).
+pub(crate) fn labels_export_in(
+    dir: &std::path::Path,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &str)],
+) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sessiongraph"));
+    command.current_dir(dir).args(["labels", "export"]).args(args);
+    for name in crate::cluster::STORE_VARIABLES {
+        command.env_remove(name);
+    }
+    command.envs(env.iter().copied());
+    command.output().expect("the binary runs")
 }
 
 /// Item 9 of the labeling team's report: `labels export --data-dir ./typo` created an empty
@@ -565,6 +574,101 @@ async fn item9_labels_export_refuses_an_unknown_session_as_the_route_does() {
     );
 }
 
+/// `labels export` on a server keeping uploads in PostgreSQL (`--upload-store postgres`,
+/// given as flags or in the environment as the server takes it) reads them from the
+/// database and prints what the route serves; it changes nothing in the database and
+/// neither reads nor creates the data directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_export_reads_uploads_kept_in_postgresql_as_the_route_does() {
+    use crate::cluster::{assert_cli_exports_as_served, database_contents, label_exports};
+    let Some(db) = crate::cluster::shared_database("labels_export_reads_uploads_kept_in_postgresql").await
+    else {
+        return;
+    };
+    let url = db.url.clone().unwrap();
+    let server = crate::server::TestServer::start(crate::server::Options {
+        database_url: Some(url.clone()),
+        upload_store: sessiongraph::store::UploadStoreKind::Postgres,
+        ..crate::server::Options::default()
+    })
+    .await;
+    let exports = label_exports(&server).await;
+    server.stop().await;
+    let before = database_contents(&db).await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    let data = elsewhere.path().join("data");
+    let data = data.to_str().unwrap();
+
+    let flags = [
+        "--upload-store",
+        "postgres",
+        "--database-url",
+        &url,
+        "--data-dir",
+        data,
+    ];
+    assert_cli_exports_as_served(&exports, &flags, &[]);
+    let env = [
+        ("SESSIONGRAPH_UPLOAD_STORE", "postgres"),
+        ("DATABASE_URL", url.as_str()),
+        ("SESSIONGRAPH_DATA_DIR", data),
+    ];
+    assert_cli_exports_as_served(&exports, &[], &env);
+    assert_eq!(
+        database_contents(&db).await,
+        before,
+        "the export changed the database"
+    );
+    assert!(files_under(elsewhere.path()).is_empty(), "no data directory made");
+    db.cleanup().await;
+}
+
+/// `labels export` with a shared upload store that cannot be read fails with one line
+/// naming what is missing, as `serve` does, before anything is opened or created: `s3`
+/// without a bucket, `postgres` or `s3` without a PostgreSQL database, a database that
+/// does not answer (its password never shown).
+#[test]
+fn labels_export_names_what_a_shared_upload_store_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let fails = |args: &[&str], env: &[(&str, &str)]| {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+        let out = labels_export_in(dir.path(), &args, env);
+        assert_eq!(out.status.code(), Some(1), "{args:?} {env:?}");
+        assert!(out.stdout.is_empty());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let down = "postgres://sg:secret@127.0.0.1:9/sg";
+    for err in [
+        fails(&["--upload-store", "s3", "--database-url", down], &[]),
+        fails(
+            &[],
+            &[("SESSIONGRAPH_UPLOAD_STORE", "s3"), ("DATABASE_URL", down)],
+        ),
+    ] {
+        assert!(
+            err.starts_with("error: --upload-store s3 keeps uploads in an S3 bucket"),
+            "{err}"
+        );
+        assert!(
+            err.contains("--s3-bucket NAME (or SESSIONGRAPH_S3_BUCKET)"),
+            "{err}"
+        );
+    }
+    for (store, kept) in [("postgres", "uploads"), ("s3", "the uploads' records")] {
+        let err = fails(&["--upload-store", store, "--s3-bucket", "sessions"], &[]);
+        let needs = format!("error: --upload-store {store} keeps {kept} in the PostgreSQL database");
+        assert!(err.starts_with(&needs), "{err}");
+        assert!(err.contains("--database-url postgres://"), "{err}");
+    }
+    let err = fails(&["--upload-store", "postgres", "--database-url", down], &[]);
+    assert!(
+        err.starts_with("error: cannot open the upload database postgres://sg:***@127.0.0.1:9/sg"),
+        "{err}"
+    );
+    assert!(!err.contains("secret"), "{err}");
+    assert!(files_under(dir.path()).is_empty(), "nothing created");
+}
+
 /// The long flags a `--help` lists.
 fn flags_of(help: &[u8]) -> Vec<String> {
     let text = String::from_utf8_lossy(help);
@@ -594,6 +698,7 @@ fn item9_each_subcommand_lists_only_the_flags_it_reads() {
     };
     let sessions = ["--sessions-dir", "--memory-per-input-byte", "--memory-allowance"];
     let store = ["--data-dir", "--database-url"];
+    let uploads = ["--upload-store", "--s3-bucket", "--s3-prefix", "--s3-endpoint"];
     let labels_export = [
         &[
             "--format",
@@ -604,6 +709,7 @@ fn item9_each_subcommand_lists_only_the_flags_it_reads() {
             "--help",
         ][..],
         &store,
+        &uploads,
         &sessions,
     ]
     .concat();
@@ -646,13 +752,10 @@ fn item9_each_subcommand_lists_only_the_flags_it_reads() {
             "--blind-labels",
             "--reservation-secs",
             "--queue-overlap",
-            "--upload-store",
-            "--s3-bucket",
-            "--s3-prefix",
-            "--s3-endpoint",
             "--help",
         ][..],
         &store,
+        &uploads,
         &sessions,
     ]
     .concat();

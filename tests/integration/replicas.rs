@@ -7,7 +7,6 @@
 //! back. PostgreSQL only (`DATABASE_URL`; skipped, loudly, without it, and failing with
 //! `CI=true`), but for the start error without a PostgreSQL URL.
 
-use std::process::Command;
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -15,7 +14,8 @@ use sessiongraph::store::UploadStoreKind;
 use sqlx::{Connection, Executor, Row};
 
 use crate::cluster::{
-    assert_unavailable, connect, eventually, info, listed, shared_database, upload_prompt, VIEWS,
+    assert_served_alike, assert_unavailable, assert_view_bodies, connect, delete_upload, eventually, info,
+    listed, serve_fails, shared_database, stop_all, the_same_content_at_once, upload_prompt, view_bodies,
 };
 use crate::labels::Relay;
 use crate::server::{graph_id, Options, TestServer};
@@ -43,14 +43,7 @@ async fn an_upload_through_one_replica_is_served_listed_and_searched_through_ano
         listed(&b).await.contains(&id),
         "B lists an upload A has acknowledged"
     );
-    for view in VIEWS {
-        let path = format!("/api/graph/{id}{view}");
-        let (from_a, from_b) = (a.get(&path).await, b.get(&path).await);
-        assert_eq!(from_b.status, StatusCode::OK, "{path}: {}", from_b.json);
-        assert!(from_a.bytes == from_b.bytes, "{path}: B's body differs from A's");
-        assert_eq!(from_a.headers.get("etag"), from_b.headers.get("etag"), "{path}");
-    }
-    assert_eq!(info(&a, &id).await, info(&b, &id).await);
+    assert_served_alike(&a, &b, &id).await;
 
     // An upload B has not been asked about: its search index hears of it (notified).
     let text = "the quokkaventure plan for the shared store";
@@ -67,9 +60,7 @@ async fn an_upload_through_one_replica_is_served_listed_and_searched_through_ano
         found.json
     );
 
-    a.stop().await;
-    b.stop().await;
-    db.cleanup().await;
+    stop_all(db, [a, b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,8 +76,7 @@ async fn a_deletion_through_one_replica_is_a_404_on_the_others_at_once() {
     assert_eq!(a.get(&annotations).await.status, StatusCode::OK);
     assert_eq!(b.get(&annotations).await.status, StatusCode::OK);
 
-    let deleted = b.delete(&format!("/api/session/{id}")).await;
-    assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.json);
+    delete_upload(&b, &id).await;
     // At once, not once A has been notified.
     for path in [
         annotations.clone(),
@@ -133,18 +123,13 @@ async fn a_deletion_through_one_replica_is_a_404_on_the_others_at_once() {
         b.state.store.slot(&third).is_ok()
     })
     .await;
-    assert_eq!(
-        a.delete(&format!("/api/session/{third}")).await.status,
-        StatusCode::OK
-    );
+    delete_upload(&a, &third).await;
     eventually("B forgetting the upload deleted through A", || {
         b.state.store.slot(&third).is_err()
     })
     .await;
 
-    a.stop().await;
-    b.stop().await;
-    db.cleanup().await;
+    stop_all(db, [a, b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,10 +140,7 @@ async fn uploads_survive_a_restart_of_every_replica_with_fresh_data_directories(
     let url = db.url.clone().unwrap();
     let (a, b) = (replica(&url).await, replica(&url).await);
     let id = a.upload_fixture("claudecode", "commugraph-sample").await;
-    let mut before = Vec::new();
-    for view in VIEWS {
-        before.push(a.get(&format!("/api/graph/{id}{view}")).await.bytes);
-    }
+    let before = view_bodies(&a, &id).await;
     let before_info = info(&b, &id).await;
     a.stop().await;
     b.stop().await;
@@ -169,15 +151,9 @@ async fn uploads_survive_a_restart_of_every_replica_with_fresh_data_directories(
         c.state.store.slot(&id).is_ok(),
         "restored at start, before any request"
     );
-    for (view, body) in VIEWS.iter().zip(before) {
-        let reply = c.get(&format!("/api/graph/{id}{view}")).await;
-        assert_eq!(reply.status, StatusCode::OK, "{view}: {}", reply.json);
-        assert!(reply.bytes == body, "{view}: the body changed across the restart");
-    }
+    assert_view_bodies(&c, &id, before, "the body changed across the restart").await;
     assert_eq!(info(&d, &id).await, before_info);
-    c.stop().await;
-    d.stop().await;
-    db.cleanup().await;
+    stop_all(db, [c, d]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,25 +163,13 @@ async fn the_same_upload_through_two_replicas_at_once_is_stored_once() {
     };
     let url = db.url.clone().unwrap();
     let (a, b) = (replica(&url).await, replica(&url).await);
-    let mut conn = connect(&db).await;
-    for round in 0..5 {
-        let text = format!("round {round} of the same content at once");
-        let (r1, r2, r3, r4) = tokio::join!(
-            upload_prompt(&a, &text),
-            upload_prompt(&b, &text),
-            upload_prompt(&a, &text),
-            upload_prompt(&b, &text)
-        );
-        let id = graph_id(&r1);
-        for reply in [&r2, &r3, &r4] {
-            assert_eq!(graph_id(reply), id, "round {round}");
-        }
+    the_same_content_at_once(&db, &a, &b, async |conn, round, id| {
         let row = sqlx::query(
             "SELECT (SELECT count(*) FROM uploads WHERE id = $1), \
              (SELECT count(*) FROM upload_chunks WHERE upload_id = $1)",
         )
-        .bind(&id)
-        .fetch_one(&mut conn)
+        .bind(id)
+        .fetch_one(conn)
         .await
         .unwrap();
         assert_eq!(
@@ -213,17 +177,9 @@ async fn the_same_upload_through_two_replicas_at_once_is_stored_once() {
             (1, 1),
             "round {round}: one row, one chunk"
         );
-        assert_eq!(info(&a, &id).await, info(&b, &id).await, "one creation time");
-    }
-    let total: i64 = sqlx::query_scalar("SELECT count(*) FROM uploads")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(total, 5);
-    conn.close().await.ok();
-    a.stop().await;
-    b.stop().await;
-    db.cleanup().await;
+    })
+    .await;
+    stop_all(db, [a, b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -260,8 +216,7 @@ async fn a_database_of_an_older_version_is_migrated_and_keeps_uploads() {
         .unwrap();
     assert_eq!(latest, 6);
     conn.close().await.ok();
-    a.stop().await;
-    db.cleanup().await;
+    stop_all(db, [a]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -313,30 +268,13 @@ async fn with_postgresql_down_uploads_answer_503_and_replicas_catch_up_once_it_i
     assert_eq!(a.get(&path).await.status, StatusCode::OK);
     let both = listed(&a).await;
     assert!(both.contains(&id) && both.contains(&during), "{both:?}");
-    a.stop().await;
-    b.stop().await;
-    db.cleanup().await;
+    stop_all(db, [a, b]).await;
 }
 
 #[test]
 fn postgres_uploads_without_a_postgres_database_stop_the_server_at_start() {
     let dir = tempfile::tempdir().unwrap();
-    let serve = |extra: &[&str], env: &[(&str, &str)]| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_sessiongraph"));
-        command
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path())
-            .args(extra)
-            .env_remove("DATABASE_URL")
-            .env_remove("SESSIONGRAPH_DATABASE_URL")
-            .env_remove("SESSIONGRAPH_UPLOAD_STORE");
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let out = command.output().expect("the binary runs");
-        assert!(!out.status.success(), "{extra:?} {env:?} started");
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
+    let serve = |extra: &[&str], env: &[(&str, &str)]| serve_fails(dir.path(), extra, env);
     for err in [
         serve(&["--upload-store", "postgres"], &[]),
         serve(&[], &[("SESSIONGRAPH_UPLOAD_STORE", "postgres")]),

@@ -24,7 +24,9 @@ use sessiongraph::store::{S3Settings, UploadStoreKind};
 use sqlx::{Connection, Executor, PgConnection};
 
 use crate::cluster::{
-    assert_unavailable, connect, eventually, info, listed, shared_database, upload_prompt, VIEWS,
+    assert_cli_exports_as_served, assert_served_alike, assert_unavailable, assert_view_bodies, connect,
+    database_contents, delete_upload, eventually, info, label_exports, listed, serve_fails, shared_database,
+    stop_all, the_same_content_at_once, upload_prompt, view_bodies,
 };
 use crate::helpers::records::Record;
 use crate::labels::{Relay, TestDb};
@@ -154,12 +156,18 @@ impl S3Server {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// Every object under `<PREFIX>/uploads/<id>/` by its key, with its bytes, as s3s-fs
-    /// keeps them on disk (an object is a file of the bucket's directory).
+    /// Every object under `<PREFIX>/uploads/<id>/` by its key, with its bytes.
     fn objects_of(&self, id: &str) -> BTreeMap<String, Vec<u8>> {
+        self.objects_under(&format!("{PREFIX}/uploads/{id}"))
+    }
+
+    /// Every object of the bucket whose key starts with `prefix/` (every one for an empty
+    /// `prefix`) by its key, with its bytes, as s3s-fs keeps them on disk (an object is a
+    /// file of the bucket's directory).
+    fn objects_under(&self, prefix: &str) -> BTreeMap<String, Vec<u8>> {
         let bucket = self.root.path().join(BUCKET);
         let mut objects = BTreeMap::new();
-        let mut dirs = vec![bucket.join(PREFIX).join("uploads").join(id)];
+        let mut dirs = vec![bucket.join(prefix)];
         while let Some(dir) = dirs.pop() {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
@@ -205,6 +213,22 @@ async fn bucket_and_database(test: &str) -> Option<(S3Server, TestDb)> {
     let binary = s3s_fs(test)?;
     let db = shared_database(test).await?;
     Some((S3Server::start(binary).await, db))
+}
+
+/// `N` replicas on a fresh database keeping uploads in a fresh bucket (see [`replica`]),
+/// started one after the other, with the bucket and the database; `None` after a note when
+/// s3s-fs or the database is missing.
+async fn replicas<const N: usize>(test: &str) -> Option<(S3Server, TestDb, [TestServer; N])> {
+    let (s3, db) = bucket_and_database(test).await?;
+    let url = db.url.clone().unwrap();
+    let mut started = Vec::with_capacity(N);
+    for _ in 0..N {
+        started.push(replica(&url, &s3).await);
+    }
+    let started = started
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("{N} replicas started"));
+    Some((s3, db, started))
 }
 
 /// A replica on `database_url` keeping uploads in `s3`'s bucket, with a fresh data
@@ -259,25 +283,23 @@ fn now_ms() -> i64 {
 /// Two hours in milliseconds: past the age at which a sweep removes objects.
 const TWO_HOURS_MS: i64 = 2 * 60 * 60 * 1000;
 
+/// What a sweep of `server`'s bucket as if it were `now_ms` removed: (generations,
+/// objects); `None` when its uploads are not kept in a bucket.
+async fn sweep(server: &TestServer, now_ms: i64) -> Option<(usize, usize)> {
+    let swept = server.state.store.sweep_objects_at(now_ms).await.unwrap();
+    swept.map(|s| (s.generations, s.objects))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_through_one_replica_is_served_byte_for_byte_through_another_from_the_bucket() {
-    let Some((s3, db)) = bucket_and_database("an_upload_through_one_replica_is_served_from_the_bucket").await
+    let Some((s3, db, [a, b])) = replicas("an_upload_through_one_replica_is_served_from_the_bucket").await
     else {
         return;
     };
-    let url = db.url.clone().unwrap();
-    let (a, b) = (replica(&url, &s3).await, replica(&url, &s3).await);
 
     let id = a.upload_fixture("claudecode", "commugraph-sample").await;
     assert!(listed(&b).await.contains(&id), "B lists what A acknowledged");
-    for view in VIEWS {
-        let path = format!("/api/graph/{id}{view}");
-        let (from_a, from_b) = (a.get(&path).await, b.get(&path).await);
-        assert_eq!(from_b.status, StatusCode::OK, "{path}: {}", from_b.json);
-        assert!(from_a.bytes == from_b.bytes, "{path}: B's body differs from A's");
-        assert_eq!(from_a.headers.get("etag"), from_b.headers.get("etag"), "{path}");
-    }
-    assert_eq!(info(&a, &id).await, info(&b, &id).await);
+    assert_served_alike(&a, &b, &id).await;
 
     // Each file is one object of the generation the row names, byte for byte; the
     // database holds none of their bytes.
@@ -317,19 +339,14 @@ async fn an_upload_through_one_replica_is_served_byte_for_byte_through_another_f
     assert_eq!(s3.objects_of(&large_id).values().next(), Some(&large));
 
     conn.close().await.ok();
-    a.stop().await;
-    b.stop().await;
-    db.cleanup().await;
+    stop_all(db, [a, b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deletion_through_one_replica_is_a_404_on_the_other_and_removes_the_objects() {
-    let Some((s3, db)) = bucket_and_database("a_deletion_through_one_replica_removes_the_objects").await
-    else {
+    let Some((s3, db, [a, b])) = replicas("a_deletion_through_one_replica_removes_the_objects").await else {
         return;
     };
-    let url = db.url.clone().unwrap();
-    let (a, b) = (replica(&url, &s3).await, replica(&url, &s3).await);
     let id = a.upload_fixture("claudecode", "commugraph-sample").await;
     let annotations = format!("/api/graph/{id}/annotations");
     // Cached on both.
@@ -337,8 +354,7 @@ async fn a_deletion_through_one_replica_is_a_404_on_the_other_and_removes_the_ob
     assert_eq!(b.get(&annotations).await.status, StatusCode::OK);
     assert_eq!(s3.objects_of(&id).len(), 5);
 
-    let deleted = b.delete(&format!("/api/session/{id}")).await;
-    assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.json);
+    delete_upload(&b, &id).await;
     for path in [
         annotations.clone(),
         format!("/api/graph/{id}/workflow"),
@@ -363,60 +379,33 @@ async fn a_deletion_through_one_replica_is_a_404_on_the_other_and_removes_the_ob
     assert_eq!(s3.generations_of(&id), [generation.unwrap()]);
 
     conn.close().await.ok();
-    a.stop().await;
-    b.stop().await;
-    db.cleanup().await;
+    stop_all(db, [a, b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_content_through_two_replicas_four_times_at_once_is_stored_once_in_one_generation() {
-    let Some((s3, db)) = bucket_and_database("the_same_content_four_times_at_once_is_stored_once").await
-    else {
+    let Some((s3, db, [a, b])) = replicas("the_same_content_four_times_at_once_is_stored_once").await else {
         return;
     };
-    let url = db.url.clone().unwrap();
-    let (a, b) = (replica(&url, &s3).await, replica(&url, &s3).await);
-    let mut conn = connect(&db).await;
-    for round in 0..5 {
-        let text = format!("round {round} of the same content at once");
-        let (r1, r2, r3, r4) = tokio::join!(
-            upload_prompt(&a, &text),
-            upload_prompt(&b, &text),
-            upload_prompt(&a, &text),
-            upload_prompt(&b, &text)
-        );
-        let id = graph_id(&r1);
-        for reply in [&r2, &r3, &r4] {
-            assert_eq!(graph_id(reply), id, "round {round}");
-        }
-        let (generation, names, chunks) = row(&mut conn, &id).await.expect("a row");
+    the_same_content_at_once(&db, &a, &b, async |conn, round, id| {
+        let (generation, names, chunks) = row(conn, id).await.expect("a row");
         assert_eq!((names.len(), chunks), (1, 0), "round {round}");
         assert_eq!(
-            s3.generations_of(&id),
+            s3.generations_of(id),
             [generation.expect("objects")],
             "round {round}: one generation left, the row's"
         );
-        assert_eq!(s3.objects_of(&id).len(), 1, "round {round}");
-        assert_eq!(info(&a, &id).await, info(&b, &id).await, "one creation time");
-    }
-    let total: i64 = sqlx::query_scalar("SELECT count(*) FROM uploads")
-        .fetch_one(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(total, 5);
-    conn.close().await.ok();
-    a.stop().await;
-    b.stop().await;
-    db.cleanup().await;
+        assert_eq!(s3.objects_of(id).len(), 1, "round {round}");
+    })
+    .await;
+    stop_all(db, [a, b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_bucket_down_uploads_and_first_loads_answer_503_and_all_is_served_once_it_is_back() {
-    let Some((mut s3, db)) = bucket_and_database("with_the_bucket_down_uploads_answer_503").await else {
+    let Some((mut s3, db, [a, b])) = replicas("with_the_bucket_down_uploads_answer_503").await else {
         return;
     };
-    let url = db.url.clone().unwrap();
-    let (a, b) = (replica(&url, &s3).await, replica(&url, &s3).await);
     let id = graph_id(&upload_prompt(&a, "stored before the outage").await);
     let gone = graph_id(&upload_prompt(&a, "deleted during the outage").await);
     let workflow = format!("/api/graph/{id}/workflow");
@@ -434,8 +423,7 @@ async fn with_the_bucket_down_uploads_and_first_loads_answer_503_and_all_is_serv
     assert_eq!(a.get(&workflow).await.status, StatusCode::OK, "cached on A");
     assert!(listed(&b).await.contains(&id));
     // A deletion stands: its record goes, its objects stay until a sweep.
-    let deleted = b.delete(&format!("/api/session/{gone}")).await;
-    assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.json);
+    delete_upload(&b, &gone).await;
     assert_eq!(
         a.get(&format!("/api/graph/{gone}/workflow")).await.status,
         StatusCode::NOT_FOUND
@@ -459,34 +447,22 @@ async fn with_the_bucket_down_uploads_and_first_loads_answer_503_and_all_is_serv
         1,
         "left by the deletion during the outage"
     );
-    let swept = a
-        .state
-        .store
-        .sweep_objects_at(now_ms() + TWO_HOURS_MS)
-        .await
-        .unwrap();
-    assert_eq!(swept.map(|s| (s.generations, s.objects)), Some((1, 1)));
+    assert_eq!(sweep(&a, now_ms() + TWO_HOURS_MS).await, Some((1, 1)));
     assert!(s3.objects_of(&gone).is_empty());
     assert_eq!(s3.objects_of(&id).len(), 1, "a stored upload's objects stay");
     conn.close().await.ok();
-    a.stop().await;
-    b.stop().await;
-    db.cleanup().await;
+    stop_all(db, [a, b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_survive_a_restart_of_both_replicas_with_fresh_data_directories() {
-    let Some((s3, db)) = bucket_and_database("uploads_in_a_bucket_survive_a_restart").await else {
+    let Some((s3, db, [a, b])) = replicas("uploads_in_a_bucket_survive_a_restart").await else {
         return;
     };
     let url = db.url.clone().unwrap();
-    let (a, b) = (replica(&url, &s3).await, replica(&url, &s3).await);
     let id = a.upload_fixture("claudecode", "commugraph-sample").await;
     let other = graph_id(&upload_prompt(&b, "uploaded through B").await);
-    let mut before = Vec::new();
-    for view in VIEWS {
-        before.push(a.get(&format!("/api/graph/{id}{view}")).await.bytes);
-    }
+    let before = view_bodies(&a, &id).await;
     let before_info = info(&b, &id).await;
     a.stop().await;
     b.stop().await;
@@ -494,19 +470,13 @@ async fn uploads_survive_a_restart_of_both_replicas_with_fresh_data_directories(
     let (c, d) = (replica(&url, &s3).await, replica(&url, &s3).await);
     let both = listed(&d).await;
     assert!(both.contains(&id) && both.contains(&other), "{both:?}");
-    for (view, body) in VIEWS.iter().zip(before) {
-        let reply = c.get(&format!("/api/graph/{id}{view}")).await;
-        assert_eq!(reply.status, StatusCode::OK, "{view}: {}", reply.json);
-        assert!(reply.bytes == body, "{view}: the body changed across the restart");
-    }
+    assert_view_bodies(&c, &id, before, "the body changed across the restart").await;
     assert_eq!(info(&d, &id).await, before_info);
     assert_eq!(
         d.get(&format!("/api/graph/{other}/chatlog")).await.status,
         StatusCode::OK
     );
-    c.stop().await;
-    d.stop().await;
-    db.cleanup().await;
+    stop_all(db, [c, d]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -525,10 +495,7 @@ async fn uploads_stored_in_postgresql_by_an_older_version_stay_served_and_deleta
     .await;
     let id = before.upload_fixture("claudecode", "commugraph-sample").await;
     let old = graph_id(&upload_prompt(&before, "stored in chunks, deleted with s3").await);
-    let mut bodies = Vec::new();
-    for view in VIEWS {
-        bodies.push(before.get(&format!("/api/graph/{id}{view}")).await.bytes);
-    }
+    let bodies = view_bodies(&before, &id).await;
     before.stop().await;
     let mut conn = connect(&db).await;
     for statement in [
@@ -539,13 +506,8 @@ async fn uploads_stored_in_postgresql_by_an_older_version_stay_served_and_deleta
     }
 
     let (a, b) = (replica(&url, &s3).await, replica(&url, &s3).await);
-    for (view, body) in VIEWS.iter().zip(bodies) {
-        let reply = a.get(&format!("/api/graph/{id}{view}")).await;
-        assert_eq!(reply.status, StatusCode::OK, "{view}: {}", reply.json);
-        assert!(reply.bytes == body, "{view}: served differently from its chunks");
-    }
-    let deleted = b.delete(&format!("/api/session/{old}")).await;
-    assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.json);
+    assert_view_bodies(&a, &id, bodies, "served differently from its chunks").await;
+    delete_upload(&b, &old).await;
     assert_eq!(
         a.get(&format!("/api/graph/{old}/workflow")).await.status,
         StatusCode::NOT_FOUND
@@ -588,18 +550,15 @@ async fn uploads_stored_in_postgresql_by_an_older_version_stay_served_and_deleta
         StatusCode::OK,
         "its chunked uploads are still its own"
     );
-    postgres.stop().await;
     conn.close().await.ok();
-    db.cleanup().await;
+    stop_all(db, [postgres]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_object_of_a_stored_upload_is_a_500_that_names_nothing_of_the_bucket() {
-    let Some((s3, db)) = bucket_and_database("a_missing_object_of_a_stored_upload_is_a_500").await else {
+    let Some((s3, db, [a, b])) = replicas("a_missing_object_of_a_stored_upload_is_a_500").await else {
         return;
     };
-    let url = db.url.clone().unwrap();
-    let (a, b) = (replica(&url, &s3).await, replica(&url, &s3).await);
     let id = graph_id(&upload_prompt(&a, "its object goes missing").await);
     let (key, _) = s3.objects_of(&id).into_iter().next().expect("one object");
     std::fs::remove_file(s3.object_file(&key)).unwrap();
@@ -620,23 +579,15 @@ async fn a_missing_object_of_a_stored_upload_is_a_500_that_names_nothing_of_the_
     }
     // Its record is still there: the listing shows it, a deletion removes it.
     assert!(listed(&b).await.contains(&id));
-    assert_eq!(
-        b.delete(&format!("/api/session/{id}")).await.status,
-        StatusCode::OK
-    );
-    a.stop().await;
-    b.stop().await;
-    db.cleanup().await;
+    delete_upload(&b, &id).await;
+    stop_all(db, [a, b]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sweep_removes_only_old_generations_no_record_names() {
-    let Some((s3, db)) = bucket_and_database("a_sweep_removes_only_old_generations_no_record_names").await
-    else {
+    let Some((s3, db, [a])) = replicas("a_sweep_removes_only_old_generations_no_record_names").await else {
         return;
     };
-    let url = db.url.clone().unwrap();
-    let a = replica(&url, &s3).await;
     let kept = graph_id(&upload_prompt(&a, "stored, and kept by every sweep").await);
     let old = now_ms() - TWO_HOURS_MS;
     // Left by a save that crashed before its row (an upload never stored), by a second
@@ -660,8 +611,7 @@ async fn a_sweep_removes_only_old_generations_no_record_names() {
     let foreign = s3.object_file(&format!("{PREFIX}/uploads/README"));
     std::fs::write(&foreign, "not an upload").unwrap();
 
-    let swept = a.state.store.sweep_objects_at(now_ms()).await.unwrap();
-    assert_eq!(swept.map(|s| (s.generations, s.objects)), Some((2, 4)));
+    assert_eq!(sweep(&a, now_ms()).await, Some((2, 4)));
     assert!(s3.objects_of(crashed.0).is_empty());
     assert_eq!(
         s3.generations_of(in_progress.0),
@@ -673,13 +623,7 @@ async fn a_sweep_removes_only_old_generations_no_record_names() {
     assert_eq!(s3.generations_of(&kept), [generation.unwrap()]);
 
     // Later, the save in progress is old enough to be no save's.
-    let swept = a
-        .state
-        .store
-        .sweep_objects_at(now_ms() + TWO_HOURS_MS)
-        .await
-        .unwrap();
-    assert_eq!(swept.map(|s| (s.generations, s.objects)), Some((1, 2)));
+    assert_eq!(sweep(&a, now_ms() + TWO_HOURS_MS).await, Some((1, 2)));
     assert!(s3.objects_of(in_progress.0).is_empty());
     assert_eq!(s3.objects_of(&kept).len(), 1);
     assert!(foreign.is_file(), "keys of another layout are never removed");
@@ -688,7 +632,68 @@ async fn a_sweep_removes_only_old_generations_no_record_names() {
         StatusCode::OK
     );
     conn.close().await.ok();
+    stop_all(db, [a]).await;
+}
+
+/// `labels export` on a server keeping uploads in the bucket (`--upload-store s3` and the
+/// bucket's settings, given as flags or in the environment as the server takes them)
+/// reads them from there and prints what the route serves; it changes nothing in the
+/// bucket or the database. A bucket that does not exist is an error naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_export_reads_uploads_from_the_bucket_as_the_route_does_and_changes_nothing() {
+    let Some((s3, db, [a])) = replicas("labels_export_reads_uploads_from_the_bucket").await else {
+        return;
+    };
+    let url = db.url.clone().unwrap();
+    let exports = label_exports(&a).await;
     a.stop().await;
+    let before = (database_contents(&db).await, s3.objects_under(""));
+    let endpoint = s3.endpoint();
+    let keys = [
+        ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
+        ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+    ];
+
+    let flags = [
+        "--upload-store",
+        "s3",
+        "--s3-bucket",
+        BUCKET,
+        "--s3-prefix",
+        PREFIX,
+        "--s3-endpoint",
+        &endpoint,
+        "--database-url",
+        &url,
+    ];
+    assert_cli_exports_as_served(&exports, &flags, &keys);
+    let env = [
+        ("SESSIONGRAPH_UPLOAD_STORE", "s3"),
+        ("SESSIONGRAPH_S3_BUCKET", BUCKET),
+        ("SESSIONGRAPH_S3_PREFIX", PREFIX),
+        ("SESSIONGRAPH_S3_ENDPOINT", &endpoint),
+        ("SESSIONGRAPH_DATABASE_URL", &url),
+    ];
+    assert_cli_exports_as_served(&exports, &[], &[&env[..], &keys].concat());
+    assert_eq!(
+        (database_contents(&db).await, s3.objects_under("")),
+        before,
+        "the export changed the database or the bucket"
+    );
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let args: Vec<&std::ffi::OsStr> = flags
+        .map(|flag| if flag == BUCKET { "no-such-bucket" } else { flag })
+        .into_iter()
+        .map(std::ffi::OsStr::new)
+        .collect();
+    let out = crate::cli::labels_export_in(elsewhere.path(), &args, &keys);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error: cannot open the S3 bucket no-such-bucket"),
+        "{err}"
+    );
     db.cleanup().await;
 }
 
@@ -724,28 +729,7 @@ async fn a_bucket_that_does_not_exist_stops_the_server_at_start() {
 #[test]
 fn s3_uploads_without_a_bucket_or_a_postgres_database_stop_the_server_at_start() {
     let dir = tempfile::tempdir().unwrap();
-    let serve = |extra: &[&str], env: &[(&str, &str)]| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_sessiongraph"));
-        command
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(dir.path())
-            .args(extra);
-        for name in [
-            "DATABASE_URL",
-            "SESSIONGRAPH_DATABASE_URL",
-            "SESSIONGRAPH_UPLOAD_STORE",
-            "SESSIONGRAPH_S3_BUCKET",
-            "SESSIONGRAPH_S3_PREFIX",
-        ] {
-            command.env_remove(name);
-        }
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let out = command.output().expect("the binary runs");
-        assert!(!out.status.success(), "{extra:?} {env:?} started");
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
+    let serve = |extra: &[&str], env: &[(&str, &str)]| serve_fails(dir.path(), extra, env);
     // Nothing listens there: the settings are refused before anything is opened.
     let postgres = "postgres://sg:secret@127.0.0.1:9/sg";
     for err in [
@@ -804,11 +788,10 @@ fn s3_uploads_without_a_bucket_or_a_postgres_database_stop_the_server_at_start()
 /// next check indexes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bug_an_upload_unreadable_when_indexed_was_marked_indexed_and_never_searchable() {
-    let Some((s3, db)) = bucket_and_database("bug_an_upload_unreadable_when_indexed").await else {
+    let Some((s3, db, [a])) = replicas("bug_an_upload_unreadable_when_indexed").await else {
         return;
     };
     let url = db.url.clone().unwrap();
-    let a = replica(&url, &s3).await;
     // B reaches the bucket through a relay that can be cut, and checks its index often.
     let relay = Relay::to(([127, 0, 0, 1], s3.port).into()).await;
     let b = TestServer::start(Options {
@@ -842,7 +825,5 @@ async fn bug_an_upload_unreadable_when_indexed_was_marked_indexed_and_never_sear
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(found["results"][0]["session_id"], id.as_str(), "{found}");
-    a.stop().await;
-    b.stop().await;
-    db.cleanup().await;
+    stop_all(db, [a, b]).await;
 }
