@@ -116,26 +116,113 @@ pub(super) fn is_null(raw: Raw<'_>) -> bool {
 /// The text of the string literal `literal` (quotes included): borrowed when it has no
 /// escape, decoded otherwise (a lone surrogate escape as U+FFFD).
 pub(super) fn decoded(literal: &str) -> Cow<'_, str> {
-    let inside = &literal[1..literal.len() - 1];
-    let bytes = inside.as_bytes();
-    let Some(first) = memchr::memchr(b'\\', bytes) else {
-        return Cow::Borrowed(inside);
-    };
-    // The text is never longer than its escaped form: one allocation, no growing.
-    let mut text = String::with_capacity(inside.len());
-    text.push_str(&inside[..first]);
-    let mut at = first;
-    while at < bytes.len() {
-        let (c, len) = escape_at(&bytes[at..]);
-        text.push(c);
-        at += len.max(1);
-        let plain =
-            memchr::memchr(b'\\', &bytes[at.min(bytes.len())..]).unwrap_or(bytes.len() - at.min(bytes.len()));
-        let end = (at + plain).min(bytes.len());
-        text.push_str(inside.get(at.min(end)..end).unwrap_or_default());
-        at = end;
+    decoded_watching(literal, &mut Unwatched)
+}
+
+/// What a decoding tells a watcher of the text it makes ([`decoded_watching`]): each
+/// character an escape makes, and the plain bytes after one for as long as the watcher
+/// asks. Characters that matter to JSON's structure (`"`, `\\`, control characters) are
+/// always escaped in a literal, so a watcher of JSON held in a string sees all of them.
+pub(super) trait EscapeWatch {
+    /// True while the plain bytes after the last escape matter to the watcher.
+    fn watching(&self) -> bool;
+    /// The character `c` an escape made, at byte `at` of the text made.
+    fn escaped(&mut self, c: char, at: usize);
+    /// A plain byte, copied as it is, told while [`EscapeWatch::watching`].
+    fn plain(&mut self, b: u8);
+}
+
+/// A watcher that watches nothing.
+struct Unwatched;
+
+impl EscapeWatch for Unwatched {
+    fn watching(&self) -> bool {
+        false
     }
-    Cow::Owned(text)
+    fn escaped(&mut self, _: char, _: usize) {}
+    fn plain(&mut self, _: u8) {}
+}
+
+/// [`decoded`], telling `watch` what it makes.
+pub(super) fn decoded_watching<'a>(literal: &'a str, watch: &mut impl EscapeWatch) -> Cow<'a, str> {
+    let inside = &literal[1..literal.len() - 1];
+    match memchr::memchr(b'\\', inside.as_bytes()) {
+        None => Cow::Borrowed(inside),
+        Some(first) => Cow::Owned(decode_from(inside, first, watch)),
+    }
+}
+
+/// `inside` (a literal's text between its quotes) decoded, its first escape at `first`.
+///
+/// The JSON held in a string (a shell output's `{"output": …}`, a call's arguments)
+/// escapes every few bytes, so the runs between escapes are short: each is copied
+/// [`CHUNK`] bytes at a time into a buffer sized once (the whole chunk written, the bytes
+/// past its first backslash then written over), not found with `memchr` and copied with
+/// `memcpy`, whose set-up costs more than such a run.
+fn decode_from(inside: &str, first: usize, watch: &mut impl EscapeWatch) -> String {
+    let bytes = inside.as_bytes();
+    // The text is never longer than its escaped form; a chunk more, for the last chunk
+    // written whole.
+    let mut text = vec![0u8; bytes.len() + CHUNK];
+    text[..first].copy_from_slice(&bytes[..first]);
+    let (mut at, mut len) = (first, first);
+    while at < bytes.len() {
+        if bytes[at] == b'\\' {
+            let (c, escape_len) = escape_at(&bytes[at..]);
+            watch.escaped(c, len);
+            len += c.encode_utf8(&mut text[len..len + 4]).len();
+            at += escape_len.max(1);
+            while at < bytes.len() && bytes[at] != b'\\' && watch.watching() {
+                watch.plain(bytes[at]);
+                text[len] = bytes[at];
+                (at, len) = (at + 1, len + 1);
+            }
+        } else if let Some(chunk) = bytes.get(at..at + CHUNK) {
+            text[len..len + CHUNK].copy_from_slice(chunk);
+            let plain = backslash_mask(chunk).trailing_zeros().min(CHUNK as u32) as usize;
+            (at, len) = (at + plain, len + plain);
+        } else {
+            text[len] = bytes[at];
+            (at, len) = (at + 1, len + 1);
+        }
+    }
+    text.truncate(len);
+    // Runs of a `str` copied whole (cut only before a backslash, which is ASCII) and the
+    // UTF-8 of a `char` per escape: UTF-8 throughout, checked with SIMD instructions (the
+    // standard library's check takes longer than the decoding).
+    match simdutf8::basic::from_utf8(&text) {
+        // SAFETY: `text` was just checked to be UTF-8.
+        Ok(_) => unsafe { String::from_utf8_unchecked(text) },
+        Err(_) => String::from_utf8_lossy(&text).into_owned(),
+    }
+}
+
+/// Bytes [`decode_from`] copies at once.
+const CHUNK: usize = 16;
+
+/// A bit per byte of `chunk` ([`CHUNK`] bytes; the first byte the lowest bit), set for a
+/// backslash.
+#[cfg(target_arch = "x86_64")]
+fn backslash_mask(chunk: &[u8]) -> u32 {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+    assert!(chunk.len() >= CHUNK);
+    // SAFETY: SSE2 is part of every x86_64 target, and the unaligned load reads the first
+    // 16 bytes of `chunk`, which has them (asserted above).
+    let bits = unsafe {
+        let bytes = _mm_loadu_si128(chunk.as_ptr().cast());
+        _mm_movemask_epi8(_mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'\\' as i8)))
+    };
+    bits as u32
+}
+
+/// A bit per byte of `chunk` ([`CHUNK`] bytes; the first byte the lowest bit), set for a
+/// backslash.
+#[cfg(not(target_arch = "x86_64"))]
+fn backslash_mask(chunk: &[u8]) -> u32 {
+    chunk[..CHUNK]
+        .iter()
+        .enumerate()
+        .fold(0, |mask, (i, &b)| mask | (u32::from(b == b'\\') << i))
 }
 
 /// The character of the escape `escape` starts with (`\n`, `\u00e9`, a surrogate pair),
