@@ -161,13 +161,19 @@ pub(super) fn decoded_watching<'a>(literal: &'a str, watch: &mut impl EscapeWatc
 /// `memcpy`, whose set-up costs more than such a run.
 fn decode_from(inside: &str, first: usize, watch: &mut impl EscapeWatch) -> String {
     let bytes = inside.as_bytes();
-    // The text is never longer than its escaped form; a chunk more, for the last chunk
-    // written whole.
-    let mut text = vec![0u8; bytes.len() + CHUNK];
+    // The text of a literal is never longer than the literal; room for a chunk written
+    // whole and a character more.
+    let mut text = vec![0u8; bytes.len() + CHUNK + 4];
     text[..first].copy_from_slice(&bytes[..first]);
     let (mut at, mut len) = (first, first);
     while at < bytes.len() {
         if bytes[at] == b'\\' {
+            // A backslash that starts no escape (in a string that is no literal) makes a
+            // U+FFFD of its one byte: the text may outgrow what is left to read.
+            let room = len + 4 + (bytes.len() - at) + CHUNK;
+            if text.len() < room {
+                text.resize(room, 0);
+            }
             let (c, escape_len) = escape_at(&bytes[at..]);
             watch.escaped(c, len);
             len += c.encode_utf8(&mut text[len..len + 4]).len();
@@ -414,5 +420,26 @@ mod tests {
         assert_eq!(decoded(r#""\u00e9\t""#), "é\t");
         assert_eq!(decoded(r#""\ud83d\ude00 \udc00\"\\\/""#), "😀 \u{FFFD}\"\\/");
         assert_eq!(first_visible(r#""\n  {x""#), Some('{'));
+    }
+
+    #[test]
+    fn backslashes_that_start_no_escape_decode_without_a_panic() {
+        let literal = format!("\"{}\"", "\\é".repeat(40));
+        let text = decoded(&literal);
+        assert_eq!(text, "\u{FFFD}é".repeat(40));
+        assert_eq!(decoded("\"abc\\\""), "abc\u{FFFD}");
+    }
+
+    proptest::proptest! {
+        /// Every literal decodes as serde_json decodes it (lone surrogates aside, which
+        /// serde_json refuses).
+        #[test]
+        fn literals_decode_as_serde_json_decodes_them(text in "(?s).{0,80}") {
+            let literal = serde_json::to_string(&text).unwrap();
+            proptest::prop_assert_eq!(decoded(&literal), text.as_str());
+            let escaped_more = literal.replace('/', "\\/");
+            let expected: String = serde_json::from_str(&escaped_more).unwrap();
+            proptest::prop_assert_eq!(decoded(&escaped_more), expected);
+        }
     }
 }
