@@ -416,13 +416,23 @@ async fn connect(url: &str, backend: Backend, access: Access) -> Result<AnyPool,
         })
         .after_connect(move |conn, _| {
             Box::pin(async move {
-                if backend == Backend::Sqlite {
-                    if access == Access::ReadWrite {
+                match (backend, access) {
+                    (Backend::Sqlite, Access::ReadWrite) => {
                         // WAL: readers do not wait for writers. FULL: a commit is on disk
                         // before the write is acknowledged.
                         conn.execute("PRAGMA journal_mode = WAL").await?;
                         conn.execute("PRAGMA synchronous = FULL").await?;
                     }
+                    // A store opened to read refuses writes in the database itself.
+                    (Backend::Sqlite, Access::ReadOnly) => {
+                        conn.execute("PRAGMA query_only = ON").await?;
+                    }
+                    (Backend::Postgres, Access::ReadOnly) => {
+                        conn.execute("SET default_transaction_read_only = on").await?;
+                    }
+                    (Backend::Postgres, Access::ReadWrite) => {}
+                }
+                if backend == Backend::Sqlite {
                     conn.execute("PRAGMA busy_timeout = 10000").await?;
                 }
                 Ok(())
@@ -1175,5 +1185,27 @@ mod tests {
         let broken = other.execute("SELECT x FROM nowhere").await.unwrap_err();
         assert!(matches!(LabelError::from(broken), LabelError::Database(_)));
         holder.execute("ROLLBACK").await.unwrap();
+    }
+
+    /// A store opened to read (`labels export`) cannot write, whatever it is asked.
+    #[tokio::test]
+    async fn a_store_opened_to_read_refuses_writes_in_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = default_url(dir.path()).unwrap();
+        let codebooks = || Codebooks::built_in().unwrap();
+        LabelStore::open(&url, codebooks(), LabelPolicy::default())
+            .await
+            .unwrap()
+            .close()
+            .await;
+        let read = LabelStore::open_existing(&url, codebooks(), LabelPolicy::default())
+            .await
+            .unwrap();
+        read.pool
+            .execute("SELECT COUNT(*) FROM label_sets")
+            .await
+            .unwrap();
+        let refused = read.pool.execute("DELETE FROM label_sets").await.unwrap_err();
+        assert!(refused.to_string().contains("readonly"), "{refused}");
     }
 }
