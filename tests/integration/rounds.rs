@@ -60,6 +60,12 @@ pub async fn next_in_round(server: &TestServer, who: &str, round: &str) -> crate
 }
 
 /// `who` submits `label` for unit `event` of `session`.
+/// The body of `GET /api/labels/export?{query}` (JSON lines).
+async fn export_text(server: &TestServer, query: &str) -> String {
+    let url = format!("{}/api/labels/export?{query}", server.url);
+    server.client.get(url).send().await.unwrap().text().await.unwrap()
+}
+
 async fn submit(server: &TestServer, who: &str, session: &str, event: &str, label: &str) {
     let set = json!({ "annotator": who, "status": "submitted", "labels": [{ "id": label }] });
     let written = put(
@@ -251,15 +257,7 @@ async fn round_scoped_reads(server: &TestServer, round: &str, units: &[(String, 
     let everything = server.get("/api/labels/agreement").await;
     assert_eq!(everything.json["codings"], 25);
 
-    let export = server
-        .client
-        .get(format!("{}/api/labels/export?round={round}", server.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let export = export_text(server, &format!("round={round}")).await;
     let lines: Vec<Value> = export.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines[0]["round"]["id"], round);
     assert_eq!(lines[0]["units"].as_array().unwrap().len(), 12);
@@ -387,18 +385,7 @@ async fn a_blind_round_hides_others_sets_in_its_agreement_export_and_progress() 
         "an annotator who has not submitted sees none"
     );
     assert_eq!(codings("lead").await, 2, "a reviewer sees every set");
-    let export = server
-        .client
-        .get(format!(
-            "{}/api/labels/export?round={round}&viewer=ann.c",
-            server.url
-        ))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let export = export_text(&server, &format!("round={round}&viewer=ann.c")).await;
     let shown: usize = export
         .lines()
         .skip(1)
@@ -527,15 +514,7 @@ async fn a_blind_rounds_units_stay_blind_on_the_label_routes_of_an_open_server()
     let codings = server.get("/api/labels/agreement?viewer=lead").await;
     assert_eq!(codings.json["codings"], 3);
 
-    let export = server
-        .client
-        .get(format!("{}/api/labels/export?viewer=ann.c", server.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let export = export_text(&server, "viewer=ann.c").await;
     let exported: Vec<Value> = export.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert!(
         exported.iter().all(|u| u["event_id"] != event.as_str()),
