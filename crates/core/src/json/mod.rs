@@ -7,6 +7,8 @@ pub mod jsnum;
 pub mod lenient;
 pub mod literals;
 pub mod members;
+pub mod quick;
 pub mod raw;
+pub mod scan;
 pub mod time;
 pub mod utf16;
