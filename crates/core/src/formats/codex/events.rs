@@ -14,6 +14,7 @@ use super::text::{strings, Texts};
 use super::verdict::event_failed;
 use super::wire::{Payload, TokenUsage};
 use crate::formats::claude_code::records::{JsonStr, RawJson, Usage};
+use crate::json::quick;
 
 /// Reads an event: its type as counted, and what it does.
 pub(super) fn prepare_event(cx: &LineContext<'_>, mut p: Box<Payload<'_>>) -> (String, Act) {
@@ -98,7 +99,7 @@ pub(super) fn compaction(texts: &Texts<'_>, p: &Payload<'_>, event: Option<&str>
     let trigger = event.or(p.kind.as_deref()).unwrap_or("compacted");
     let mut meta = format!("{{\"trigger\":{}", serde_json::Value::from(trigger));
     let history = p.replacement_history.filter(|r| r.get().starts_with('['));
-    if let Some(items) = history.and_then(|r| serde_json::from_str::<Vec<IgnoredAny>>(r.get()).ok()) {
+    if let Some(items) = history.and_then(|r| quick::from_str::<Vec<IgnoredAny>>(r.get()).ok()) {
         meta.push_str(&format!(",\"replacementHistoryItems\":{}", items.len()));
     }
     for (key, v) in [("windowId", p.window_id), ("windowNumber", p.window_number)] {

@@ -4,7 +4,6 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use super::act::{Act, LineContext};
 use super::text::{content_text, decoded, image_urls, is_null, items_text, string_literal, Texts};
@@ -12,6 +11,7 @@ use super::verdict::outcome;
 use super::wire::{Payload, Raw};
 use crate::formats::claude_code::records::{Block, Image, JsonStr, Position, RawJson, ToolUse};
 use crate::json::lenient::{self, ObjectOr};
+use crate::json::quick;
 
 /// Starts of the user messages Codex injects (context, instructions, notices), which are
 /// never typed prompts.
@@ -186,7 +186,7 @@ fn server_call(texts: &Texts<'_>, kind: &str, p: Box<Payload<'_>>, pos: Position
     let input = match kind {
         "web_search_call" => value_input(texts, p.action),
         _ => {
-            let prompt = p.input.map_or("null", RawValue::get);
+            let prompt = p.input.map_or("null", |r| r.get());
             RawJson::copy_of(&format!("{{\"revised_prompt\":{prompt}}}"))
         }
     };
@@ -212,7 +212,7 @@ fn arguments_input(texts: &Texts<'_>, arguments: Raw<'_>) -> Option<RawJson> {
     };
     let text = decoded(literal);
     let trimmed = text.trim();
-    let object = trimmed.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(trimmed).is_ok();
+    let object = trimmed.starts_with('{') && quick::from_str::<serde::de::IgnoredAny>(trimmed).is_ok();
     Some(match (object, text) {
         (false, _) => texts.raw_json(literal),
         (true, Cow::Owned(json)) if json.len() == json.trim().len() => RawJson::owned(json),
@@ -226,7 +226,7 @@ fn value_input(texts: &Texts<'_>, value: Raw<'_>) -> RawJson {
     match value {
         Some(raw) if raw.get().starts_with('{') => texts.raw_json(raw.get()),
         other => {
-            let json = other.map_or("null", RawValue::get);
+            let json = other.map_or("null", |r| r.get());
             RawJson::copy_of(&serde_json::Value::from(json).to_string())
         }
     }
@@ -285,7 +285,7 @@ fn chat_tool_calls(texts: &Texts<'_>, tool_calls: Raw<'_>, pos: Position) -> Vec
     let Some(raw) = tool_calls.filter(|r| r.get().starts_with('[')) else {
         return Vec::new();
     };
-    let calls: Vec<ObjectOr<ChatCall<'_>>> = serde_json::from_str(raw.get()).unwrap_or_default();
+    let calls: Vec<ObjectOr<ChatCall<'_>>> = quick::from_str(raw.get()).unwrap_or_default();
     calls
         .into_iter()
         .enumerate()

@@ -56,6 +56,7 @@ use crate::formats::claude_code::records::Record;
 use crate::formats::input::FileRole;
 use crate::json::frame;
 use crate::json::lenient;
+use crate::json::quick;
 use crate::memory_bound::RecordBudget;
 use act::{LineContext, Prepared};
 use prepare::{prepare_line, LineText};
@@ -86,7 +87,7 @@ impl CodexMeta {
     fn of_payload(p: &Payload<'_>) -> CodexMeta {
         let source: Value = p
             .source
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .and_then(|raw| quick::from_str(raw.get()).ok())
             .unwrap_or_default();
         let sub = source.get("subagent");
         let spawn = sub.and_then(|s| s.get("thread_spawn"));
@@ -220,11 +221,11 @@ const MAX_BATCH_LINES: usize = 16 * 1024;
 /// batches, each batch's lines framed and prepared in parallel while the batch before is
 /// taken, in order (the result is that of a sequential read); stops once `budget` is
 /// exhausted. Only two batches' lines are held at a time.
-fn read_lines(
+fn read_lines<'a>(
     reading: &mut Reading,
     cx: &LineContext<'_>,
-    data: &[u8],
-    text: Option<&str>,
+    data: &'a [u8],
+    text: Option<&'a str>,
     budget: &RecordBudget,
 ) {
     // About one record per line of a kilobyte (a rollout's lines average more), never
@@ -239,9 +240,11 @@ fn read_lines(
         let start = (bytes.as_ptr() as usize).checked_sub(text?.as_ptr() as usize)?;
         text?.get(start..start.checked_add(bytes.len())?)
     };
-    let prepare = |i: usize| -> PreparedBatch<'_> {
-        let lines = frame_piece(&batches, &first_lines, i);
-        let prepared = lines
+    let prepare = |i: usize, mut batch: Batch<'a>| -> Batch<'a> {
+        batch.lines.clear();
+        frame_piece_into(&batches, &first_lines, i, &mut batch.lines);
+        batch
+            .lines
             .par_iter()
             .map(|line| {
                 let pos = Position {
@@ -252,42 +255,54 @@ fn read_lines(
                 let read = line_text(line.bytes).map_or(LineText::Bytes(line.bytes), LineText::Text);
                 prepare_line(cx, read, pos)
             })
-            .collect();
-        (lines, prepared)
+            .collect_into_vec(&mut batch.prepared);
+        batch
     };
-    let mut ready = (!batches.is_empty()).then(|| prepare(0));
+    let mut spare = Batch::default();
+    let mut ready = (!batches.is_empty()).then(|| prepare(0, Batch::default()));
     let mut next_batch = 1;
-    while let Some((lines, prepared)) = ready.take() {
+    while let Some(mut batch) = ready.take() {
         // The taking starts at once on this thread; another takes up the preparing, which
         // this one joins when it is done.
+        let recycled = std::mem::take(&mut spare);
         let (taken, next) = rayon::join(
-            || take_batch(reading, &lines, prepared, budget),
-            || (next_batch < batches.len()).then(|| prepare(next_batch)),
+            || take_batch(reading, &mut batch, budget),
+            || (next_batch < batches.len()).then(|| prepare(next_batch, recycled)),
         );
         if !taken {
             return;
         }
+        spare = batch;
         ready = next;
         next_batch += 1;
     }
 }
 
-/// The lines of piece `i` of `pieces`, numbered in the whole file (`first_lines` as
-/// [`first_line_numbers`] counts them): as one framing of the whole file numbers them.
-fn frame_piece<'a>(pieces: &[&'a [u8]], first_lines: &[u32], i: usize) -> Vec<frame::Line<'a>> {
-    if i == 0 {
-        return frame::lines(pieces[0]).collect();
-    }
-    frame::continued_lines(pieces[i])
-        .map(|mut line| {
-            line.number = line.number.saturating_add(first_lines[i]);
-            line
-        })
-        .collect()
+/// A batch's lines and what each was read as; emptied batches are filled again, so the
+/// vectors of a file's batches are allocated once.
+#[derive(Default)]
+struct Batch<'a> {
+    lines: Vec<frame::Line<'a>>,
+    prepared: Vec<Result<Prepared, LineError>>,
 }
 
-/// A batch's lines and what each was read as.
-type PreparedBatch<'a> = (Vec<frame::Line<'a>>, Vec<Result<Prepared, LineError>>);
+/// Adds the lines of piece `i` of `pieces` to `lines`, numbered in the whole file (`first_lines` as
+/// [`first_line_numbers`] counts them): as one framing of the whole file numbers them.
+fn frame_piece_into<'a>(
+    pieces: &[&'a [u8]],
+    first_lines: &[u32],
+    i: usize,
+    lines: &mut Vec<frame::Line<'a>>,
+) {
+    if i == 0 {
+        lines.extend(frame::lines(pieces[0]));
+        return;
+    }
+    lines.extend(frame::continued_lines(pieces[i]).map(|mut line| {
+        line.number = line.number.saturating_add(first_lines[i]);
+        line
+    }));
+}
 
 /// How many physical lines come before each of `pieces` (each ending at a line end but the
 /// last): counted on every core.
@@ -345,13 +360,8 @@ fn utf8_text_parallel(data: &Bytes) -> Option<bytestring::ByteString> {
 const UTF8_PIECES: usize = 8;
 
 /// Takes a batch of lines as they were prepared; false once `budget` is exhausted.
-fn take_batch(
-    reading: &mut Reading,
-    lines: &[frame::Line<'_>],
-    prepared: Vec<Result<Prepared, LineError>>,
-    budget: &RecordBudget,
-) -> bool {
-    for (line, read) in lines.iter().zip(prepared) {
+fn take_batch(reading: &mut Reading, batch: &mut Batch<'_>, budget: &RecordBudget) -> bool {
+    for (line, read) in batch.lines.iter().zip(batch.prepared.drain(..)) {
         let before = reading.parsed.records.len();
         reading.line(line, read);
         let cost = reading.parsed.records[before..].iter().map(fixed_cost).sum();

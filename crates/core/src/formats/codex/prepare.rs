@@ -11,6 +11,7 @@ use super::wire::{Body, Payload, WireLine};
 use super::CodexMeta;
 use crate::formats::claude_code::parse::{check_line_length, LineError};
 use crate::formats::claude_code::records::Position;
+use crate::json::quick;
 
 /// A line of the file: its text when the file is UTF-8 throughout (read without checking
 /// its strings again), else its bytes.
@@ -31,10 +32,12 @@ impl<'a> LineText<'a> {
         }
     }
 
-    /// The line read as a `T`.
+    /// The line read as a `T`: as serde_json reads it, by [`quick::from_str`] when it is
+    /// text (a rollout's outputs and arguments escape every few bytes, which that reader
+    /// checks many bytes at a time).
     fn read<T: serde::Deserialize<'a>>(self) -> serde_json::Result<T> {
         match self {
-            LineText::Text(t) => serde_json::from_str(t),
+            LineText::Text(t) => quick::from_str(t),
             LineText::Bytes(b) => serde_json::from_slice(b),
         }
     }

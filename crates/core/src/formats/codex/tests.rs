@@ -284,8 +284,12 @@ proptest::proptest! {
             proptest::prop_assert!(lines <= max_lines && piece.ends_with(b"\n"));
         }
         let first_lines = super::first_line_numbers(&pieces);
-        let in_pieces: Vec<(u32, Vec<u8>, bool)> = (0..pieces.len())
-            .flat_map(|i| super::frame_piece(&pieces, &first_lines, i))
+        let mut lines = Vec::new();
+        for i in 0..pieces.len() {
+            super::frame_piece_into(&pieces, &first_lines, i, &mut lines);
+        }
+        let in_pieces: Vec<(u32, Vec<u8>, bool)> = lines
+            .iter()
             .map(|l| (l.number, l.bytes.to_vec(), l.terminated))
             .collect();
         proptest::prop_assert_eq!(pieces.concat(), data.as_bytes().to_vec());

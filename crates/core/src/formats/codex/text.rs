@@ -6,9 +6,9 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use super::wire::Raw;
+use crate::json::quick::{self, JsonText};
 use crate::json::raw::{EscapedChars, JsonStr, RawJson, TextBuffer};
 
 /// Where the literals being read lie: the file's buffer, or none (the file is not valid
@@ -105,7 +105,7 @@ pub(super) enum Piece<'a> {
 
 /// The literal of `raw` (quotes included) when it is a string.
 pub(super) fn string_literal(raw: Raw<'_>) -> Option<&str> {
-    raw.map(RawValue::get).filter(|json| json.starts_with('"'))
+    raw.map(|r| r.get()).filter(|json| json.starts_with('"'))
 }
 
 /// True when `raw` is absent or `null`.
@@ -294,20 +294,20 @@ pub(super) struct Part<'a> {
 
 /// The items of `raw` when it is a list (an item that is neither a string nor an object
 /// has neither text nor image).
-pub(super) fn parts(raw: &RawValue) -> Option<Vec<Part<'_>>> {
-    let items: Vec<&RawValue> = serde_json::from_str(raw.get()).ok()?;
+pub(super) fn parts(raw: JsonText<'_>) -> Option<Vec<Part<'_>>> {
+    let items: Vec<JsonText<'_>> = quick::from_str(raw.get()).ok()?;
     Some(items.into_iter().map(part_of).collect())
 }
 
 /// One content item's text and image.
-fn part_of(item: &RawValue) -> Part<'_> {
+fn part_of(item: JsonText<'_>) -> Part<'_> {
     match item.get().as_bytes().first() {
         Some(b'"') => Part {
             text: Some(item.get()),
             image: false,
         },
         Some(b'{') => {
-            let fields: PartFields<'_> = serde_json::from_str(item.get()).unwrap_or_default();
+            let fields: PartFields<'_> = quick::from_str(item.get()).unwrap_or_default();
             Part {
                 text: string_literal(fields.text),
                 image: fields.image_url.is_some(),
@@ -322,7 +322,7 @@ fn part_of(item: &RawValue) -> Part<'_> {
 
 /// The text parts of content items (`input_text`, `output_text`, `text`, or a string),
 /// joined by newlines; an image part shows as `[image]`.
-pub(super) fn items_text(texts: &Texts<'_>, raw: &RawValue) -> JsonStr {
+pub(super) fn items_text(texts: &Texts<'_>, raw: JsonText<'_>) -> JsonStr {
     let pieces: Vec<Piece<'_>> = parts(raw)
         .unwrap_or_default()
         .into_iter()
@@ -361,11 +361,11 @@ pub(super) fn image_urls(content: Raw<'_>) -> Vec<String> {
     let Some(raw) = content.filter(|r| r.get().starts_with('[')) else {
         return Vec::new();
     };
-    let items: Vec<&RawValue> = serde_json::from_str(raw.get()).unwrap_or_default();
+    let items: Vec<JsonText<'_>> = quick::from_str(raw.get()).unwrap_or_default();
     items
         .iter()
         .filter(|i| i.get().starts_with('{'))
-        .filter_map(|i| serde_json::from_str::<ImagePart<'_>>(i.get()).ok())
+        .filter_map(|i| quick::from_str::<ImagePart<'_>>(i.get()).ok())
         .filter_map(|p| string_literal(p.image_url).map(|l| decoded(l).into_owned()))
         .collect()
 }
@@ -375,10 +375,10 @@ pub(super) fn strings(raw: Raw<'_>) -> Vec<String> {
     let Some(raw) = raw.filter(|r| r.get().starts_with('[')) else {
         return Vec::new();
     };
-    let items: Vec<&RawValue> = serde_json::from_str(raw.get()).unwrap_or_default();
+    let items: Vec<JsonText<'_>> = quick::from_str(raw.get()).unwrap_or_default();
     items
         .iter()
-        .filter_map(|i| string_literal(Some(i)).map(|l| decoded(l).into_owned()))
+        .filter_map(|i| string_literal(Some(*i)).map(|l| decoded(l).into_owned()))
         .collect()
 }
 
@@ -388,7 +388,7 @@ mod tests {
     use bytestring::ByteString;
     use std::sync::Arc;
 
-    fn raw(json: &str) -> &RawValue {
+    fn raw(json: &str) -> JsonText<'_> {
         serde_json::from_str(json).unwrap()
     }
 

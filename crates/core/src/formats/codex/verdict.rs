@@ -14,9 +14,9 @@
 
 use std::sync::Arc;
 
+use crate::json::quick::{self, JsonText};
 use bytestring::ByteString;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::Number;
 
 use super::text::{decoded_watching, first_visible, items_text, EscapeWatch, Texts};
@@ -48,7 +48,7 @@ pub(super) fn outcome(texts: &Texts<'_>, output: Raw<'_>) -> Outcome {
             ..Outcome::default()
         },
         Some(b'{') => {
-            let object = serde_json::from_str(raw.get()).unwrap_or_default();
+            let object = quick::from_str(raw.get()).unwrap_or_default();
             object_outcome(texts, object, raw.get())
         }
         Some(b'n') => Outcome::default(),
@@ -88,10 +88,10 @@ fn string_outcome(texts: &Texts<'_>, literal: &str) -> Outcome {
 /// The outcome of `json`, the text of a string output, when it is a JSON object or list.
 fn json_outcome(texts: &Texts<'_>, json: &str) -> Option<Outcome> {
     if json.starts_with('{') {
-        let object: OutputObject<'_> = serde_json::from_str(json).ok()?;
+        let object: OutputObject<'_> = quick::from_str(json).ok()?;
         return Some(object_outcome(texts, object, json));
     }
-    let items: &RawValue = serde_json::from_str(json).ok()?;
+    let items: JsonText<'_> = quick::from_str(json).ok()?;
     Some(Outcome {
         text: items_text(texts, items),
         ..Outcome::default()
@@ -124,7 +124,7 @@ fn shell_outcome(texts: &Texts<'_>, json: &str, strings: &FirstStrings) -> Optio
         None if after.starts_with('}') => format!("{{{after}"),
         None => return None,
     };
-    let object: OutputObject<'_> = serde_json::from_str(&rest).ok()?;
+    let object: OutputObject<'_> = quick::from_str(&rest).ok()?;
     // A second `output` is refused by the whole object's reading.
     if object.output.is_some() {
         return None;

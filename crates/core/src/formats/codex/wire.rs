@@ -16,12 +16,12 @@ use serde::de::{
     self, DeserializeSeed, Deserializer, IgnoredAny, IntoDeserializer, MapAccess, SeqAccess, Visitor,
 };
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use crate::json::lenient::{self, ObjectOr};
+use crate::json::quick::JsonText;
 
 /// A field's JSON as written, borrowed from the line (`None` when absent).
-pub(super) type Raw<'a> = Option<&'a RawValue>;
+pub(super) type Raw<'a> = Option<JsonText<'a>>;
 
 /// One line: the envelope of the modern layout (`timestamp`, `type`, `payload`), or a bare
 /// response item of the older layout (then `payload` is absent and the item's fields are
@@ -177,7 +177,7 @@ impl<'de: 'a, 'a> Visitor<'de> for LineVisitor<'a> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WireLine<'a>, A::Error> {
         let mut line = WireLine::default();
-        let mut early_payload: Option<&'de RawValue> = None;
+        let mut early_payload: Option<JsonText<'de>> = None;
         while let Some(key) = map.next_key::<Field>()? {
             match key {
                 Field::Timestamp => line.timestamp = map.next_value::<Text>()?.0,
@@ -385,7 +385,7 @@ impl<'de: 'a, 'a> Visitor<'de> for EventVisitor<'a> {
         };
         let first = first.unwrap_or_default();
         if first != "type" {
-            let value: &'de RawValue = map.next_value()?;
+            let value: JsonText<'de> = map.next_value()?;
             let rest = FirstThen {
                 first: Some((first, value)),
                 value: None,
@@ -438,8 +438,8 @@ impl<'de: 'a, 'a> Visitor<'de> for EventVisitor<'a> {
 
 /// A map whose first entry was already read: that entry again, then the rest.
 struct FirstThen<'de, A> {
-    first: Option<(Cow<'de, str>, &'de RawValue)>,
-    value: Option<&'de RawValue>,
+    first: Option<(Cow<'de, str>, JsonText<'de>)>,
+    value: Option<JsonText<'de>>,
     rest: A,
 }
 
