@@ -116,39 +116,10 @@ pub(super) fn is_null(raw: Raw<'_>) -> bool {
 /// The text of the string literal `literal` (quotes included): borrowed when it has no
 /// escape, decoded otherwise (a lone surrogate escape as U+FFFD).
 pub(super) fn decoded(literal: &str) -> Cow<'_, str> {
-    decoded_watching(literal, &mut Unwatched)
-}
-
-/// What a decoding tells a watcher of the text it makes ([`decoded_watching`]): each
-/// character an escape makes, and the plain bytes after one for as long as the watcher
-/// asks. Characters that matter to JSON's structure (`"`, `\\`, control characters) are
-/// always escaped in a literal, so a watcher of JSON held in a string sees all of them.
-pub(super) trait EscapeWatch {
-    /// True while the plain bytes after the last escape matter to the watcher.
-    fn watching(&self) -> bool;
-    /// The character `c` an escape made, at byte `at` of the text made.
-    fn escaped(&mut self, c: char, at: usize);
-    /// A plain byte, copied as it is, told while [`EscapeWatch::watching`].
-    fn plain(&mut self, b: u8);
-}
-
-/// A watcher that watches nothing.
-struct Unwatched;
-
-impl EscapeWatch for Unwatched {
-    fn watching(&self) -> bool {
-        false
-    }
-    fn escaped(&mut self, _: char, _: usize) {}
-    fn plain(&mut self, _: u8) {}
-}
-
-/// [`decoded`], telling `watch` what it makes.
-pub(super) fn decoded_watching<'a>(literal: &'a str, watch: &mut impl EscapeWatch) -> Cow<'a, str> {
     let inside = &literal[1..literal.len() - 1];
     match memchr::memchr(b'\\', inside.as_bytes()) {
         None => Cow::Borrowed(inside),
-        Some(first) => Cow::Owned(decode_from(inside, first, watch)),
+        Some(first) => Cow::Owned(decode_from(inside, first)),
     }
 }
 
@@ -159,7 +130,7 @@ pub(super) fn decoded_watching<'a>(literal: &'a str, watch: &mut impl EscapeWatc
 /// [`CHUNK`] bytes at a time into a buffer sized once (the whole chunk written, the bytes
 /// past its first backslash then written over), not found with `memchr` and copied with
 /// `memcpy`, whose set-up costs more than such a run.
-fn decode_from(inside: &str, first: usize, watch: &mut impl EscapeWatch) -> String {
+fn decode_from(inside: &str, first: usize) -> String {
     let bytes = inside.as_bytes();
     // The text of a literal is never longer than the literal; room for a chunk written
     // whole and a character more.
@@ -175,14 +146,8 @@ fn decode_from(inside: &str, first: usize, watch: &mut impl EscapeWatch) -> Stri
                 text.resize(room, 0);
             }
             let (c, escape_len) = escape_at(&bytes[at..]);
-            watch.escaped(c, len);
             len += c.encode_utf8(&mut text[len..len + 4]).len();
             at += escape_len.max(1);
-            while at < bytes.len() && bytes[at] != b'\\' && watch.watching() {
-                watch.plain(bytes[at]);
-                text[len] = bytes[at];
-                (at, len) = (at + 1, len + 1);
-            }
         } else if let Some(chunk) = bytes.get(at..at + CHUNK) {
             text[len..len + CHUNK].copy_from_slice(chunk);
             let plain = backslash_mask(chunk).trailing_zeros().min(CHUNK as u32) as usize;

@@ -19,7 +19,7 @@ use bytestring::ByteString;
 use serde::Deserialize;
 use serde_json::Number;
 
-use super::text::{decoded_watching, first_visible, items_text, EscapeWatch, Texts};
+use super::text::{decoded, first_visible, items_text, Texts};
 use super::wire::{McpResult, Raw};
 use crate::json::lenient::{self, ObjectOr};
 use crate::json::raw::{Form, JsonStr, TextBuffer};
@@ -64,12 +64,9 @@ pub(super) fn outcome(texts: &Texts<'_>, output: Raw<'_>) -> Outcome {
 fn string_outcome(texts: &Texts<'_>, literal: &str) -> Outcome {
     if matches!(first_visible(literal), Some('{' | '[')) {
         // The texts inside are slices of the decoded string, kept whole.
-        let mut strings = FirstStrings::default();
-        let buffer: TextBuffer = Arc::new(ByteString::from(
-            decoded_watching(literal, &mut strings).into_owned(),
-        ));
+        let buffer: TextBuffer = Arc::new(ByteString::from(decoded(literal).into_owned()));
         let inside = Texts::in_decoded(&buffer);
-        let read = shell_outcome(&inside, &buffer, &strings).or_else(|| json_outcome(&inside, buffer.trim()));
+        let read = json_outcome(&inside, buffer.trim());
         if let Some(mut read) = read {
             if read.text.is_empty() && read.agent_id.is_none() {
                 read.text = texts.literal(literal);
@@ -96,118 +93,6 @@ fn json_outcome(texts: &Texts<'_>, json: &str) -> Option<Outcome> {
         text: items_text(texts, items),
         ..Outcome::default()
     })
-}
-
-/// The outcome of `json` (the decoded text of a string output, `strings` its first string
-/// literals) when it is `{"output": "…", …}`, as Codex 0.3x–0.4x writes a shell call's
-/// output: what [`json_outcome`] reads, without reading the output's text a second time.
-/// The text is the literal the decoding found; the members after it are read on their
-/// own. `None` when the text is not of that shape, or not certainly well formed: then
-/// [`json_outcome`] reads it whole.
-fn shell_outcome(texts: &Texts<'_>, json: &str, strings: &FirstStrings) -> Option<Outcome> {
-    const HEAD: &str = r#"{"output":""#;
-    let start = json.len() - json.trim_start().len();
-    let [key_open, key_close, open, close] = strings.quotes;
-    let shaped = !strings.malformed
-        && strings.found >= 4
-        && json[start..].starts_with(HEAD)
-        && (key_open, key_close, open) == (start + 1, start + 8, start + HEAD.len() - 1);
-    if !shaped {
-        return None;
-    }
-    // The members after the output, as an object of their own: `{` and what follows the
-    // comma (a key must follow it), or `{}` when the object ends there.
-    let after = json.get(close + 1..)?.trim_start_matches(JSON_SPACE);
-    let rest = match after.strip_prefix(',') {
-        Some(members) if members.trim_start_matches(JSON_SPACE).starts_with('"') => format!("{{{members}"),
-        Some(_) => return None,
-        None if after.starts_with('}') => format!("{{{after}"),
-        None => return None,
-    };
-    let object: OutputObject<'_> = quick::from_str(&rest).ok()?;
-    // A second `output` is refused by the whole object's reading.
-    if object.output.is_some() {
-        return None;
-    }
-    Some(verdict_outcome(texts.literal(json.get(open..=close)?), object))
-}
-
-/// The white space JSON allows between its tokens.
-const JSON_SPACE: [char; 4] = [' ', '\t', '\n', '\r'];
-
-/// What [`shell_outcome`] needs of a decoded string: where its first four quotes that
-/// are not escaped lie (`{"output":"` and the end of the output's literal), and whether the
-/// text up to the fourth is malformed JSON (a raw control character inside a string, an
-/// escape JSON does not have, a backslash outside a string). Watches the decoding
-/// ([`EscapeWatch`]): the quotes, backslashes and control characters of JSON held in a
-/// string are all escapes of the string.
-#[derive(Default)]
-struct FirstStrings {
-    /// Where the quotes found lie in the decoded text.
-    quotes: [usize; 4],
-    /// How many quotes were found (the first four are kept).
-    found: usize,
-    /// True right after a backslash that starts an escape inside a string.
-    after_backslash: bool,
-    /// The hex digits of a `\u` escape still to come.
-    hex_left: u8,
-    /// True once the text is malformed.
-    malformed: bool,
-}
-
-impl FirstStrings {
-    /// True once nothing more matters: four quotes found, or the text malformed.
-    fn done(&self) -> bool {
-        self.found >= 4 || self.malformed
-    }
-
-    /// Takes the character `c` of the decoded text, at `at`. Inlined: it runs for every
-    /// escape of an output, about as often as the decoding's own loop.
-    #[inline(always)]
-    fn take(&mut self, c: char, at: usize) {
-        if self.done() {
-            return;
-        }
-        let in_string = self.found % 2 == 1;
-        if self.hex_left > 0 {
-            self.hex_left -= 1;
-            self.malformed |= !c.is_ascii_hexdigit();
-        } else if self.after_backslash {
-            self.after_backslash = false;
-            match c {
-                'u' => self.hex_left = 4,
-                '"' | '\\' | '/' | 'b' | 'f' | 'n' | 'r' | 't' => {}
-                _ => self.malformed = true,
-            }
-        } else if c == '"' {
-            self.quotes[self.found] = at;
-            self.found += 1;
-        } else if in_string {
-            self.after_backslash = c == '\\';
-            self.malformed |= c < ' ';
-        } else {
-            self.malformed |= c == '\\';
-        }
-    }
-}
-
-impl EscapeWatch for FirstStrings {
-    fn watching(&self) -> bool {
-        !self.done() && (self.after_backslash || self.hex_left > 0)
-    }
-
-    fn escaped(&mut self, c: char, at: usize) {
-        self.take(c, at);
-    }
-
-    fn plain(&mut self, b: u8) {
-        // A literal's quotes and backslashes are escaped: a plain one is no literal.
-        if matches!(b, b'"' | b'\\') {
-            self.malformed = true;
-        } else {
-            self.take(char::from(b), usize::MAX);
-        }
-    }
 }
 
 /// The fields of an output object that give its text and verdict.
@@ -362,69 +247,11 @@ mod tests {
         read(&serde_json::to_string(text).unwrap())
     }
 
-    /// The outcome of the JSON text `json` held in a string, read at once (`None` when
-    /// [`shell_outcome`] leaves it to the whole reading) and read whole.
-    fn at_once_and_whole(json: &str) -> (Option<Outcome>, Option<Outcome>) {
-        let literal = serde_json::to_string(json).unwrap();
-        let mut strings = FirstStrings::default();
-        let buffer: TextBuffer = Arc::new(ByteString::from(
-            decoded_watching(&literal, &mut strings).into_owned(),
-        ));
-        let texts = Texts::in_decoded(&buffer);
-        (
-            shell_outcome(&texts, &buffer, &strings),
-            json_outcome(&texts, buffer.trim()),
-        )
-    }
-
-    #[test]
-    fn a_shell_output_is_read_at_once_as_it_reads_whole() {
-        for json in [
-            r#"{"output":"boom\n\"quoted\" \\ \u00e9","metadata":{"exit_code":2,"duration_seconds":0.1}}"#,
-            r#"{"output":"fine","metadata":{"exit_code":0}}"#,
-            r#" {"output":"Exit code: 3\nWall time","metadata":{}} "#,
-            r#"{"output":"","agent_id":"019c"}"#,
-            r#"{"output":"x"}"#,
-            "{\"output\":\"a\\ud83d\\ude00\"  ,\n \"success\":false}",
-        ] {
-            let (at_once, whole) = at_once_and_whole(json);
-            assert!(at_once.is_some(), "{json}");
-            assert_eq!(at_once, whole, "{json}");
-        }
-    }
-
-    #[test]
-    fn a_malformed_or_other_shaped_output_is_left_to_the_whole_reading() {
-        for json in [
-            r#"{"output":"a","output":"b"}"#,
-            r#"{"output":"a",}"#,
-            r#"{"output":"a"} x"#,
-            r#"{"output":"a\x","metadata":{}}"#,
-            r#"{"output":"a\u00zz"}"#,
-            "{\"output\":\"a\u{1}b\"}",
-            r#"{"metadata":{"exit_code":1},"output":"a"}"#,
-            r#"{ "output":"a"}"#,
-            r#"{"output":["a"]}"#,
-        ] {
-            assert_eq!(at_once_and_whole(json).0, None, "{json}");
-        }
-    }
-
     proptest::proptest! {
-        /// Whatever follows `{"output":"`, an outcome read at once is the one read whole.
+        /// Every output written as Codex writes one gives its text and its exit code's
+        /// verdict.
         #[test]
-        fn an_output_read_at_once_is_the_output_read_whole(
-            body in "[a\"\\\\nu0e,:{}\\[\\] \u{1}é]{0,24}",
-        ) {
-            let json = format!("{{\"output\":\"{body}");
-            if let (Some(at_once), whole) = at_once_and_whole(&json) {
-                proptest::prop_assert_eq!(Some(at_once), whole);
-            }
-        }
-
-        /// Every output written as Codex writes one is read at once, as it reads whole.
-        #[test]
-        fn outputs_as_written_are_read_at_once(
+        fn outputs_as_written_give_their_text_and_verdict(
             text in "(?s).{0,40}",
             code in -2i64..300,
             agent in proptest::option::of("[a-z0-9-]{1,8}"),
@@ -433,13 +260,17 @@ mod tests {
                 "{{\"output\":{},\"metadata\":{{\"exit_code\":{code},\"duration_seconds\":0.5}}",
                 serde_json::to_string(&text).unwrap()
             );
-            if let Some(agent) = agent {
+            if let Some(agent) = &agent {
                 json.push_str(&format!(",\"agent_id\":\"{agent}\""));
             }
             json.push('}');
-            let (at_once, whole) = at_once_and_whole(&json);
-            proptest::prop_assert!(at_once.is_some());
-            proptest::prop_assert_eq!(at_once, whole);
+            let read = string(&json);
+            let stated = text_exit_code(&text).is_some_and(|c| c != 0);
+            // An empty output without an agent shows the whole JSON instead.
+            let shown = if text.is_empty() && agent.is_none() { &json } else { &text };
+            proptest::prop_assert_eq!(read.text.text(), shown.as_str());
+            proptest::prop_assert_eq!(read.failed, code != 0 || stated);
+            proptest::prop_assert_eq!(read.agent_id, agent);
         }
     }
 
