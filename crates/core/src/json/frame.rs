@@ -51,6 +51,12 @@ impl Lines<'_> {
     pub fn physical_lines(&self) -> u32 {
         self.number
     }
+
+    /// How many bytes of the data (after a byte order mark [`lines`] strips) the lines
+    /// passed so far span, their terminators included.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
 }
 
 impl<'a> Iterator for Lines<'a> {

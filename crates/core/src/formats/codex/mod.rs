@@ -217,10 +217,10 @@ const MAX_BATCH_BYTES: usize = 8 * 1024 * 1024;
 /// lines and acts at once than a file of ordinary ones.
 const MAX_BATCH_LINES: usize = 16 * 1024;
 
-/// Reads the lines of a JSONL rollout into `reading`: the file cut at line ends into
-/// batches, each batch's lines framed and prepared in parallel while the batch before is
-/// taken, in order (the result is that of a sequential read); stops once `budget` is
-/// exhausted. Only two batches' lines are held at a time.
+/// Reads the lines of a JSONL rollout into `reading`: the file framed a batch at a time,
+/// each batch's lines prepared on every core while the batch before is taken, in order
+/// (the result is that of a sequential read); stops once `budget` is exhausted. Only two
+/// batches' lines are held at a time.
 fn read_lines<'a>(
     reading: &mut Reading,
     cx: &LineContext<'_>,
@@ -233,16 +233,20 @@ fn read_lines<'a>(
     // again as the file is read, and no room set aside for records a file of tiny lines
     // will never be let to make.
     reading.parsed.records.reserve(data.len() / 1024);
-    let batches = pieces(data, batch_bytes(data.len()), MAX_BATCH_LINES);
-    let first_lines = first_line_numbers(&batches);
+    let size = batch_bytes(data.len());
     let file = reading.file;
     let line_text = |bytes: &[u8]| -> Option<&str> {
         let start = (bytes.as_ptr() as usize).checked_sub(text?.as_ptr() as usize)?;
         text?.get(start..start.checked_add(bytes.len())?)
     };
-    let prepare = |i: usize, mut batch: Batch<'a>| -> Batch<'a> {
+    // The next batch framed (by the one framing of the whole file, pulled a batch at a
+    // time) and prepared; `None` once the file has no more lines.
+    let prepare = |framing: &mut frame::Lines<'a>, mut batch: Batch<'a>| -> Option<Batch<'a>> {
         batch.lines.clear();
-        frame_piece_into(&batches, &first_lines, i, &mut batch.lines);
+        next_batch_lines(framing, size, MAX_BATCH_LINES, &mut batch.lines);
+        if batch.lines.is_empty() {
+            return None;
+        }
         batch
             .lines
             .par_iter()
@@ -256,25 +260,24 @@ fn read_lines<'a>(
                 prepare_line(cx, read, pos)
             })
             .collect_into_vec(&mut batch.prepared);
-        batch
+        Some(batch)
     };
+    let mut framing = frame::lines(data);
     let mut spare = Batch::default();
-    let mut ready = (!batches.is_empty()).then(|| prepare(0, Batch::default()));
-    let mut next_batch = 1;
+    let mut ready = prepare(&mut framing, Batch::default());
     while let Some(mut batch) = ready.take() {
         // The taking starts at once on this thread; another takes up the preparing, which
         // this one joins when it is done.
         let recycled = std::mem::take(&mut spare);
         let (taken, next) = rayon::join(
             || take_batch(reading, &mut batch, budget),
-            || (next_batch < batches.len()).then(|| prepare(next_batch, recycled)),
+            || prepare(&mut framing, recycled),
         );
         if !taken {
             return;
         }
         spare = batch;
         ready = next;
-        next_batch += 1;
     }
 }
 
@@ -286,60 +289,34 @@ struct Batch<'a> {
     prepared: Vec<Result<Prepared, LineError>>,
 }
 
-/// Adds the lines of piece `i` of `pieces` to `lines`, numbered in the whole file (`first_lines` as
-/// [`first_line_numbers`] counts them): as one framing of the whole file numbers them.
-fn frame_piece_into<'a>(
-    pieces: &[&'a [u8]],
-    first_lines: &[u32],
-    i: usize,
+/// Adds the next lines of `framing` to `lines` (empty): at most `max_lines`, and none
+/// after the one that takes the framing `size` bytes past where it was. The file is cut
+/// into batches as it is framed, with no pass over it beforehand to find where they
+/// start or how many lines come before each.
+fn next_batch_lines<'a>(
+    framing: &mut frame::Lines<'a>,
+    size: usize,
+    max_lines: usize,
     lines: &mut Vec<frame::Line<'a>>,
 ) {
-    if i == 0 {
-        lines.extend(frame::lines(pieces[0]));
-        return;
+    let end = framing.offset().saturating_add(size);
+    while lines.len() < max_lines && framing.offset() < end {
+        match framing.next() {
+            Some(line) => lines.push(line),
+            None => break,
+        }
     }
-    lines.extend(frame::continued_lines(pieces[i]).map(|mut line| {
-        line.number = line.number.saturating_add(first_lines[i]);
-        line
-    }));
 }
 
-/// How many physical lines come before each of `pieces` (each ending at a line end but the
-/// last): counted on every core.
-fn first_line_numbers(pieces: &[&[u8]]) -> Vec<u32> {
-    let counts: Vec<u32> = pieces
-        .par_iter()
-        .map(|piece| u32::try_from(memchr::memchr_iter(b'\n', piece).count()).unwrap_or(u32::MAX))
-        .collect();
-    let mut before = 0u32;
-    counts
-        .into_iter()
-        .map(|n| {
-            let first = before;
-            before = before.saturating_add(n);
-            first
-        })
-        .collect()
-}
-
-/// `data` cut into pieces of about `size` bytes and at most `max_lines` lines, each ending
-/// just after a `\n` (the last at the end of the data): a character never spans two
-/// pieces.
-fn pieces(data: &[u8], size: usize, max_lines: usize) -> Vec<&[u8]> {
+/// `data` cut into pieces of about `size` bytes, each ending just after a `\n` (the last
+/// at the end of the data): a character never spans two pieces.
+fn pieces(data: &[u8], size: usize) -> Vec<&[u8]> {
     let mut pieces = Vec::with_capacity(data.len() / size.max(1) + 1);
     let mut rest = data;
     while !rest.is_empty() {
         let by_size = memchr::memchr(b'\n', rest.get(size..).unwrap_or_default())
             .map_or(rest.len(), |at| size + at + 1);
-        // A line has a byte at least: fewer bytes than `max_lines` are fewer lines.
-        let by_lines = if by_size > max_lines {
-            memchr::memchr_iter(b'\n', &rest[..by_size.min(rest.len())])
-                .nth(max_lines.saturating_sub(1))
-                .map_or(rest.len(), |at| at + 1)
-        } else {
-            rest.len()
-        };
-        let (piece, after) = rest.split_at(by_size.min(by_lines).min(rest.len()));
+        let (piece, after) = rest.split_at(by_size.min(rest.len()));
         pieces.push(piece);
         rest = after;
     }
@@ -348,7 +325,7 @@ fn pieces(data: &[u8], size: usize, max_lines: usize) -> Vec<&[u8]> {
 
 /// `data` as text when it is UTF-8 throughout, checked piece by piece on every core.
 fn utf8_text_parallel(data: &Bytes) -> Option<bytestring::ByteString> {
-    let valid = pieces(data, data.len() / UTF8_PIECES + 1, usize::MAX)
+    let valid = pieces(data, data.len() / UTF8_PIECES + 1)
         .par_iter()
         .all(|piece| simdutf8::basic::from_utf8(piece).is_ok());
     // SAFETY: every piece was just checked to be valid UTF-8, and the pieces are the whole

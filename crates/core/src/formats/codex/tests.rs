@@ -259,11 +259,12 @@ fn texts_stay_slices_of_the_file_and_json_outputs_are_read_once() {
 }
 
 proptest::proptest! {
-    /// Framing a file piece by piece (as its batches are read) numbers and cuts its lines
-    /// as one framing of the whole file does: blank lines, CRLF, a byte-order mark, no
-    /// final newline.
+    /// Framing a file batch by batch (as it is read) numbers and cuts its lines as one
+    /// framing of the whole file does: blank lines, CRLF, a byte-order mark, no final
+    /// newline; no batch holds more than its most lines, and each but the last spans at
+    /// least its bytes.
     #[test]
-    fn lines_framed_in_pieces_are_the_lines_framed_at_once(
+    fn lines_framed_in_batches_are_the_lines_framed_at_once(
         lines in proptest::collection::vec("[ a-z{}\"é\\r]{0,12}", 0..60),
         bom in proptest::bool::ANY,
         last_newline in proptest::bool::ANY,
@@ -278,21 +279,32 @@ proptest::proptest! {
         let at_once: Vec<(u32, Vec<u8>, bool)> = crate::json::frame::lines(data.as_bytes())
             .map(|l| (l.number, l.bytes.to_vec(), l.terminated))
             .collect();
-        let pieces = super::pieces(data.as_bytes(), size, max_lines);
+        let mut framing = crate::json::frame::lines(data.as_bytes());
+        let mut in_batches = Vec::new();
+        loop {
+            let start = framing.offset();
+            let mut batch = Vec::new();
+            super::next_batch_lines(&mut framing, size, max_lines, &mut batch);
+            if batch.is_empty() {
+                break;
+            }
+            proptest::prop_assert!(batch.len() <= max_lines);
+            proptest::prop_assert!(batch.len() == max_lines || framing.offset() - start >= size || framing.clone().next().is_none());
+            in_batches.extend(batch.iter().map(|l| (l.number, l.bytes.to_vec(), l.terminated)));
+        }
+        proptest::prop_assert_eq!(at_once, in_batches);
+    }
+
+    /// The pieces a file's UTF-8 is checked in are the file, cut after line ends.
+    #[test]
+    fn pieces_are_the_file_cut_after_line_ends(
+        data in "[a-zé\n]{0,80}",
+        size in 1usize..16,
+    ) {
+        let pieces = super::pieces(data.as_bytes(), size);
         for piece in &pieces[..pieces.len().saturating_sub(1)] {
-            let lines = memchr::memchr_iter(b'\n', piece).count();
-            proptest::prop_assert!(lines <= max_lines && piece.ends_with(b"\n"));
+            proptest::prop_assert!(piece.ends_with(b"\n") && piece.len() > size);
         }
-        let first_lines = super::first_line_numbers(&pieces);
-        let mut lines = Vec::new();
-        for i in 0..pieces.len() {
-            super::frame_piece_into(&pieces, &first_lines, i, &mut lines);
-        }
-        let in_pieces: Vec<(u32, Vec<u8>, bool)> = lines
-            .iter()
-            .map(|l| (l.number, l.bytes.to_vec(), l.terminated))
-            .collect();
         proptest::prop_assert_eq!(pieces.concat(), data.as_bytes().to_vec());
-        proptest::prop_assert_eq!(at_once, in_pieces);
     }
 }
