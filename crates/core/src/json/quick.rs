@@ -172,32 +172,31 @@ impl<'a> Reader<'a> {
 
     /// Reads the object that starts here for `visitor`, which must read all of it.
     fn object<V: Visitor<'a>>(&mut self, visitor: V) -> serde_json::Result<V::Value> {
-        self.descend()?;
-        self.at += 1;
-        let mut members = Members {
-            reader: self,
-            first: true,
-            done: false,
-        };
-        let value = visitor.visit_map(&mut members)?;
-        if !members.done {
-            return Err(refused());
-        }
-        self.depth -= 1;
-        Ok(value)
+        self.nested(b'}', |entries| visitor.visit_map(entries))
     }
 
     /// Reads the array that starts here for `visitor`, which must read all of it.
     fn array<V: Visitor<'a>>(&mut self, visitor: V) -> serde_json::Result<V::Value> {
+        self.nested(b']', |entries| visitor.visit_seq(entries))
+    }
+
+    /// Reads the object or array that starts here (its closing bracket `close`) with
+    /// `visit`, which must read all of its entries.
+    fn nested<T>(
+        &mut self,
+        close: u8,
+        visit: impl FnOnce(&mut Entries<'_, 'a>) -> serde_json::Result<T>,
+    ) -> serde_json::Result<T> {
         self.descend()?;
         self.at += 1;
-        let mut elements = Elements {
+        let mut entries = Entries {
             reader: self,
+            close,
             first: true,
             done: false,
         };
-        let value = visitor.visit_seq(&mut elements)?;
-        if !elements.done {
+        let value = visit(&mut entries)?;
+        if !entries.done {
             return Err(refused());
         }
         self.depth -= 1;
@@ -336,29 +335,43 @@ impl<'a> Deserializer<'a> for &mut Reader<'a> {
     }
 }
 
-/// The members of an object being read.
-struct Members<'r, 'a> {
+/// The members of an object or the elements of an array being read.
+struct Entries<'r, 'a> {
     reader: &'r mut Reader<'a>,
+    /// The closing bracket.
+    close: u8,
     first: bool,
     done: bool,
 }
 
-impl<'a> MapAccess<'a> for &mut Members<'_, 'a> {
-    type Error = serde_json::Error;
-
-    fn next_key_seed<K: DeserializeSeed<'a>>(&mut self, seed: K) -> serde_json::Result<Option<K::Value>> {
+impl Entries<'_, '_> {
+    /// Moves to the next entry (past the comma before it): false, past the closing
+    /// bracket, when there is none.
+    fn advance(&mut self) -> serde_json::Result<bool> {
         let reader = &mut *self.reader;
         match reader.peek() {
-            Some(b'}') => {
+            Some(c) if c == self.close => {
                 reader.at += 1;
                 self.done = true;
-                return Ok(None);
+                return Ok(false);
             }
             Some(b',') if !self.first => reader.at += 1,
-            Some(b'"') if self.first => {}
+            Some(_) if self.first => {}
             _ => return Err(refused()),
         }
         self.first = false;
+        Ok(true)
+    }
+}
+
+impl<'a> MapAccess<'a> for &mut Entries<'_, 'a> {
+    type Error = serde_json::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'a>>(&mut self, seed: K) -> serde_json::Result<Option<K::Value>> {
+        if !self.advance()? {
+            return Ok(None);
+        }
+        let reader = &mut *self.reader;
         if reader.peek() != Some(b'"') {
             return Err(refused());
         }
@@ -413,30 +426,14 @@ impl<'a> Deserializer<'a> for Key<'a> {
     }
 }
 
-/// The elements of an array being read.
-struct Elements<'r, 'a> {
-    reader: &'r mut Reader<'a>,
-    first: bool,
-    done: bool,
-}
-
-impl<'a> SeqAccess<'a> for &mut Elements<'_, 'a> {
+impl<'a> SeqAccess<'a> for &mut Entries<'_, 'a> {
     type Error = serde_json::Error;
 
     fn next_element_seed<T: DeserializeSeed<'a>>(&mut self, seed: T) -> serde_json::Result<Option<T::Value>> {
-        let reader = &mut *self.reader;
-        match reader.peek() {
-            Some(b']') => {
-                reader.at += 1;
-                self.done = true;
-                return Ok(None);
-            }
-            Some(b',') if !self.first => reader.at += 1,
-            Some(_) if self.first => {}
-            _ => return Err(refused()),
+        if !self.advance()? {
+            return Ok(None);
         }
-        self.first = false;
-        seed.deserialize(&mut *reader).map(Some)
+        seed.deserialize(&mut *self.reader).map(Some)
     }
 }
 
